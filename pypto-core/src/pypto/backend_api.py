@@ -1,0 +1,113 @@
+"""The types a backend plugin exchanges with the core (see :mod:`pypto.hookspecs`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .ir.kernel import KernelIR
+from .ir.loops import LoopKernel
+
+PLUGIN_API_VERSION = "1.0"
+"""The plugin API this core implements; a plugin declaring another *major* version is skipped."""
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run here; when it cannot, ``reason`` says why and how to fix it."""
+
+    available: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend supports; the conformance suite skips (with the reason) what is not claimed.
+
+    ``tolerances`` maps a dtype name to ``(rtol, atol)`` for results of that type when they are
+    looser than the suite's defaults (e.g. a fast approximate ``exp``).
+    """
+
+    dtypes: frozenset[str] = frozenset({"bool", "int32", "int64", "float32", "float64"})
+    fp64: bool = True
+    atomics: bool = False
+    max_threads: int | None = None
+    tolerances: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A backend declared by a plugin through ``pypto_declare_backends``.
+
+    ``probe`` is called (once, lazily) to learn whether the backend can run on this machine;
+    ``info`` (optional) returns details for :func:`pypto.get_runtime_info` such as the device,
+    the thread count and the compiler. Higher ``priority`` wins when the executor is "auto".
+    """
+
+    name: str
+    version: str
+    plugin_api: str
+    priority: int
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    probe: Callable[[], Availability] = field(default=lambda: Availability(True))
+    info: Callable[[], Mapping[str, Any]] | None = None
+    description: str = ""
+    package: str = ""
+    cacheable: bool = True
+
+
+@dataclass(frozen=True)
+class KernelOptions:
+    """Options given to ``@pt.kernel(...)`` that backends honour."""
+
+    fastmath: bool = False
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.extra).get(key, default)
+
+
+@dataclass(frozen=True)
+class Program:
+    """Everything a backend needs to generate code for one kernel variant.
+
+    ``loops`` is the loop IR to render; ``tensor_ir`` the scheduled tensor-level IR it came from;
+    ``reference_ir`` the typed, simplified program before any scheduling. ``noalias`` is true when
+    no output overlaps another argument in the calls this variant serves.
+    """
+
+    name: str
+    loops: LoopKernel
+    tensor_ir: KernelIR
+    reference_ir: KernelIR
+    options: KernelOptions
+    noalias: bool
+    ir_text: str  # canonical text of the loop IR: part of every cache key
+
+
+@dataclass
+class Artifact:
+    """The result of ``pypto_compile``: bytes a launcher can load (a shared object, a cubin, source).
+
+    The core's disk cache stores ``data`` and ``metadata``; when an artifact comes from (or has
+    been written to) the cache, ``path`` names the file holding ``data``.
+    """
+
+    backend: str
+    data: bytes
+    suffix: str = ".bin"
+    metadata: dict[str, Any] = field(default_factory=dict)
+    path: str | None = None
+    from_cache: bool = False
+
+
+class Launcher(Protocol):
+    """What ``pypto_launch`` returns: runs the compiled kernel on validated arguments.
+
+    Called with the arguments in :class:`~pypto.ir.loops.LoopKernel` order: C-contiguous NumPy
+    arrays for buffers, NumPy scalars of the declared type for scalars, Python ints for dims.
+    """
+
+    def __call__(self, *args: Any) -> None: ...

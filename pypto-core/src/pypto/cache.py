@@ -1,0 +1,162 @@
+"""The on-disk compile cache, implemented as wrappers on the ``pypto_compile`` hook.
+
+Key: sha256 of the loop IR text, the generated source, the backend's name and version, the
+toolchain description from ``pypto_compile_key`` and the core version. Entries live under
+``$PYPTO_CACHE_DIR`` (default: the user cache directory, e.g. ``~/.cache/pypto``), one file of
+data plus one JSON file with its checksum. Writes go to a temporary file that is renamed into
+place (``os.replace``), so readers never see half an entry and processes compiling the same
+kernel at once are safe; an entry whose checksum does not match is rebuilt.
+``PYPTO_NO_CACHE=1`` bypasses the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from ._version import __version__
+from .backend_api import Artifact, Program
+from .hookspecs import hookimpl
+
+FORMAT = 1
+
+
+def cache_dir() -> Path:
+    """Where compiled artifacts are stored."""
+    env = os.environ.get("PYPTO_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("pypto", appauthor=False))
+
+
+def cache_enabled() -> bool:
+    return os.environ.get("PYPTO_NO_CACHE", "").strip().lower() in ("", "0", "false", "no")
+
+
+def cache_key(backend: str, backend_version: str, program: Program, source: str, toolchain: str) -> str:
+    h = hashlib.sha256()
+    for part in (
+        f"format={FORMAT}",
+        f"core={__version__}",
+        f"backend={backend}",
+        f"version={backend_version}",
+        f"toolchain={toolchain}",
+        program.ir_text,
+        source,
+    ):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+class DiskCache:
+    """A directory of artifacts addressed by key."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = root or cache_dir()
+
+    def _paths(self, backend: str, key: str, suffix: str) -> tuple[Path, Path]:
+        d = self.root / backend / key[:2]
+        return d / f"{key}{suffix}", d / f"{key}.json"
+
+    def get(self, backend: str, key: str) -> Artifact | None:
+        meta_path = self.root / backend / key[:2] / f"{key}.json"
+        try:
+            meta = json.loads(meta_path.read_text())
+            data_path = meta_path.with_name(f"{key}{meta['suffix']}")
+            data = data_path.read_bytes()
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if meta.get("format") != FORMAT or hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+            return None  # corrupt or foreign entry: the caller rebuilds and overwrites it
+        return Artifact(backend, data, meta["suffix"], meta.get("metadata", {}), str(data_path), True)
+
+    def put(self, key: str, artifact: Artifact) -> Artifact:
+        data_path, meta_path = self._paths(artifact.backend, key, artifact.suffix)
+        try:
+            data_path.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(data_path, artifact.data)
+            meta = {
+                "format": FORMAT,
+                "suffix": artifact.suffix,
+                "sha256": hashlib.sha256(artifact.data).hexdigest(),
+                "metadata": artifact.metadata,
+                "core": __version__,
+            }
+            _atomic_write(meta_path, json.dumps(meta).encode())
+        except OSError:
+            return artifact  # a read-only or full disk only costs recompilation
+        artifact.path = str(data_path)
+        return artifact
+
+    def info(self) -> dict[str, object]:
+        files = [p for p in self.root.rglob("*") if p.is_file()] if self.root.exists() else []
+        return {
+            "path": str(self.root),
+            "entries": sum(1 for p in files if p.suffix == ".json"),
+            "bytes": sum(p.stat().st_size for p in files),
+        }
+
+    def clear(self) -> None:
+        if self.root.exists():
+            shutil.rmtree(self.root)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _key_for(backend: str, program: Program, source: str) -> str | None:
+    from .plugins import get_registry
+
+    reg = get_registry()
+    entry = reg.backends.get(backend)
+    if entry is None or not entry.spec.cacheable or not cache_enabled():
+        return None
+    toolchain = reg.pm.hook.pypto_compile_key(backend=backend, program=program) or ""
+    return cache_key(backend, entry.spec.version, program, source, toolchain)
+
+
+class CacheLookup:
+    """Answers ``pypto_compile`` from the disk cache before any backend compiles."""
+
+    @hookimpl(tryfirst=True)
+    def pypto_compile(self, backend: str, program: Program, source: str) -> Artifact | None:
+        key = _key_for(backend, program, source)
+        return DiskCache().get(backend, key) if key else None
+
+
+class CacheStore:
+    """Stores what a backend's ``pypto_compile`` built."""
+
+    @hookimpl(wrapper=True)
+    def pypto_compile(self, backend: str, program: Program, source: str):
+        artifact = yield
+        if isinstance(artifact, Artifact) and not artifact.from_cache:
+            key = _key_for(backend, program, source)
+            if key:
+                artifact = DiskCache().put(key, artifact)
+        return artifact
+
+
+def cache_plugins() -> list[object]:
+    return [CacheLookup(), CacheStore()]

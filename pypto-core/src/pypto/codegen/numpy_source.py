@@ -1,0 +1,229 @@
+"""Renders the tensor IR as a NumPy function: the reference backend's "generated code".
+
+Every value is an array with one dimension per kernel axis (size 1 where it does not depend on
+that axis), so broadcasting does the work of the loops: whole axes are computed at a time, never
+one element per Python iteration. Plain indices become views; affine indices become fancy
+indexing with ``arange`` grids; reductions are NumPy reductions with ``keepdims``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..dtypes import DType
+from ..ir.affine import Affine
+from ..ir.kernel import KernelIR
+from ..ir.nodes import Binary, Cast, Const, Expr, Index, Load, Reduce, Scalar, Unary, Where
+from ..ir.reducers import identity
+
+_NP_DTYPE = {
+    "bool": "_np.bool_",
+    "int32": "_np.int32",
+    "int64": "_np.int64",
+    "float32": "_np.float32",
+    "float64": "_np.float64",
+}
+_UNARY = {
+    "neg": "_np.negative",
+    "abs": "_np.abs",
+    "invert": "_np.invert",
+    "exp": "_np.exp",
+    "log": "_np.log",
+    "sqrt": "_np.sqrt",
+    "tanh": "_np.tanh",
+    "sin": "_np.sin",
+    "cos": "_np.cos",
+    "erf": "_erf",
+}
+_BINARY = {
+    "add": "_np.add",
+    "sub": "_np.subtract",
+    "mul": "_np.multiply",
+    "div": "_np.true_divide",
+    "floordiv": "_np.floor_divide",
+    "mod": "_np.remainder",
+    "maximum": "_np.maximum",
+    "minimum": "_np.minimum",
+    "lt": "_np.less",
+    "le": "_np.less_equal",
+    "gt": "_np.greater",
+    "ge": "_np.greater_equal",
+    "eq": "_np.equal",
+    "ne": "_np.not_equal",
+    "and": "_np.bitwise_and",
+    "or": "_np.bitwise_or",
+    "xor": "_np.bitwise_xor",
+}
+_REDUCE = {"sum": "_np.sum", "prod": "_np.prod", "max": "_np.max", "min": "_np.min"}
+
+
+def np_literal(value: object, dt: DType) -> str:
+    """A NumPy scalar literal of type ``dt`` (``_np.float32(2.0)``, ``_np.float32('inf')``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{_NP_DTYPE[dt.name]}({str(value)!r})"
+    return f"{_NP_DTYPE[dt.name]}({value!r})"
+
+
+class NumpyRenderer:
+    """Turns one kernel's tensor IR into the source of a Python function using NumPy."""
+
+    def __init__(self, k: KernelIR):
+        self.k = k
+        self.pos = {a.index: p for p, a in enumerate(sorted(k.axes, key=lambda a: a.index))}
+        self.n = len(self.pos)
+        self.lines: list[str] = []
+        self.names: dict[int, tuple[Expr, str]] = {}
+        self.grids: dict[int, str] = {}
+        self.outputs = {p.name for p in k.outputs}
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def emit(self, line: str) -> None:
+        self.lines.append("        " + line)
+
+    def dim(self, a: Affine) -> str:
+        return self.affine_scalar(a)
+
+    def affine_scalar(self, a: Affine) -> str:
+        parts = [f"{c} * {d}" if c != 1 else d for d, c in a.dims]
+        if a.const or not parts:
+            parts.append(str(a.const))
+        return " + ".join(parts)
+
+    def extent(self, axis: int) -> str:
+        e = self.k.axis(axis).extent
+        assert e is not None
+        return self.affine_scalar(e)
+
+    def grid(self, axis: int) -> str:
+        """``arange(extent)`` shaped to broadcast along the axis's position."""
+        if axis not in self.grids:
+            name = f"_ax{self.pos[axis]}"
+            shape = ["1"] * self.n
+            shape[self.pos[axis]] = "-1"
+            self.emit(f"{name} = _np.arange({self.extent(axis)}, dtype=_np.int64).reshape({', '.join(shape)},)")
+            self.grids[axis] = name
+        return self.grids[axis]
+
+    def affine_array(self, a: Affine) -> str:
+        parts = []
+        for ax, c in a.axes:
+            g = self.grid(ax)
+            parts.append(g if c == 1 else f"{c} * {g}")
+        rest = a.without_axes()
+        if not rest.is_const or rest.const or not parts:
+            parts.append(self.affine_scalar(rest))
+        return " + ".join(parts)
+
+    def buffer(self, name: str) -> str:
+        return f"_w_{name}" if name in self.outputs else name
+
+    def plain_view(self, tensor: str, index: tuple[Affine, ...]) -> str | None:
+        """A view of ``tensor`` in canonical axis order when every index is a distinct plain axis."""
+        axes = [ix.plain_axis() for ix in index]
+        if any(a is None for a in axes) or len(set(axes)) != len(axes):
+            return None
+        shape = self.k.buffer(tensor).shape
+        slices = []
+        for a, size in zip(axes, shape):
+            ext = self.k.axis(a).extent  # type: ignore[arg-type]
+            slices.append(":" if ext == size else f":{self.extent(a)}")  # type: ignore[arg-type]
+        view = self.buffer(tensor)
+        if any(s != ":" for s in slices):
+            view += f"[{', '.join(slices)}]"
+        order = sorted(range(len(axes)), key=lambda i: self.pos[axes[i]])  # type: ignore[index]
+        if order != list(range(len(axes))):
+            view += f".transpose({', '.join(map(str, order))})"
+        missing = [p for p in range(self.n) if p not in {self.pos[a] for a in axes}]  # type: ignore[index]
+        if missing:
+            view = f"_np.expand_dims({view}, {tuple(missing)!r})"
+        return view
+
+    def gather_index(self, index: tuple[Affine, ...]) -> str:
+        return ", ".join(self.affine_array(ix) for ix in index)
+
+    # -- expressions -------------------------------------------------------------------------------
+    def value(self, e: Expr) -> str:
+        hit = self.names.get(id(e))
+        if hit is not None:
+            return hit[1]
+        code = self.compute(e)
+        if isinstance(e, Const):
+            return code
+        name = f"_v{len(self.names)}"
+        self.emit(f"{name} = {code}")
+        self.names[id(e)] = (e, name)
+        return name
+
+    def compute(self, e: Expr) -> str:
+        dt = e.dtype
+        assert dt is not None
+        if isinstance(e, Const):
+            return np_literal(e.value, dt)
+        if isinstance(e, Load):
+            view = self.plain_view(e.tensor, e.index)
+            if view is not None:
+                return view
+            return f"{self.buffer(e.tensor)}[{self.gather_index(e.index)}]"
+        if isinstance(e, Index):
+            return f"_np.asarray({self.affine_array(e.affine)}, dtype=_np.int64)"
+        if isinstance(e, Scalar):
+            return e.name
+        if isinstance(e, Cast):
+            return f"_np.asarray({self.value(e.x)}).astype({_NP_DTYPE[dt.name]})"
+        if isinstance(e, Unary):
+            x = self.value(e.x)
+            if e.op == "rsqrt":
+                return f"{np_literal(1.0, dt)} / _np.sqrt({x})"
+            if e.op == "sigmoid":
+                one = np_literal(1.0, dt)
+                return f"{one} / ({one} + _np.exp(-{x}))"
+            return f"{_UNARY[e.op]}({x})"
+        if isinstance(e, Binary):
+            return f"{_BINARY[e.op]}({self.value(e.a)}, {self.value(e.b)})"
+        if isinstance(e, Where):
+            return f"_np.where({self.value(e.cond)}, {self.value(e.a)}, {self.value(e.b)})"
+        if isinstance(e, Reduce):
+            body = self.value(e.body)
+            shape = ["1"] * self.n
+            for a in e.axes:
+                shape[self.pos[a]] = self.extent(a)
+            positions = tuple(sorted(self.pos[a] for a in e.axes))
+            full = f"_full({body}, ({', '.join(shape)},))"
+            extra = ""
+            if e.op in ("max", "min"):
+                extra = f", initial={np_literal(identity(e.op, dt).value, dt)}"
+            return f"{_REDUCE[e.op]}({full}, axis={positions!r}, keepdims=True{extra}).astype({_NP_DTYPE[dt.name]})"
+        raise TypeError(f"numpy renderer: unexpected {type(e).__name__}")
+
+    # -- kernel ---------------------------------------------------------------------------------------
+    def render(self) -> str:
+        k = self.k
+        args = ", ".join(k.argument_names())
+        for a in sorted(k.axes, key=lambda a: a.index):
+            self.emit(f"# axis {a.name} -> array dimension {self.pos[a.index]}, extent {self.extent(a.index)}")
+        for p in k.outputs:
+            self.emit(f"_w_{p.name} = {p.name}.copy()")
+        for s in k.stores:
+            if s.loc:
+                self.emit(f"# {s.loc.filename.rsplit('/', 1)[-1]}:{s.loc.lineno}: {s.loc.text.strip()}")
+            v = self.value(s.value)
+            target = self.plain_view(s.tensor, s.index)
+            if target is not None:
+                self.emit(f"{target}[...] = {v}")
+            elif not any(ix.has_axes for ix in s.index):
+                self.emit(f"{self.buffer(s.tensor)}[{self.gather_index(s.index)}] = _np.reshape({v}, ())")
+            else:
+                self.emit(f"{self.buffer(s.tensor)}[{self.gather_index(s.index)}] = {v}")
+        for p in k.outputs:
+            self.emit(f"_np.copyto({p.name}, _w_{p.name})")
+        header = [
+            f"def {k.name}({args}):",
+            f'    """NumPy reference for kernel {k.name!r} (generated by pypto)."""',
+            "    with _np.errstate(all='ignore'):",
+        ]
+        return "\n".join(header + self.lines) + "\n"
+
+
+def render_numpy(k: KernelIR) -> str:
+    """The NumPy source of a kernel (needs ``_np``, ``_erf`` and ``_full`` in its namespace)."""
+    return NumpyRenderer(k).render()

@@ -1,0 +1,146 @@
+"""Data types of the kernel language and the rules that combine them.
+
+``float`` in an annotation means float32 and ``int`` means int32: the precisions SIMD units and
+GPUs run fastest. Promotion never invents float64: mixing an integer with a float gives that float
+type, and Python scalars are *weak* (``x * 2.0`` keeps ``x``'s type).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import DTypeError
+
+
+@dataclass(frozen=True)
+class DType:
+    """A scalar element type: ``kind`` is 'b' (bool), 'i' (signed integer) or 'f' (float)."""
+
+    name: str
+    kind: str
+    bits: int
+
+    @property
+    def numpy(self) -> np.dtype:
+        return np.dtype(self.name if self.name != "bool" else np.bool_)
+
+    @property
+    def itemsize(self) -> int:
+        return max(1, self.bits // 8)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind == "i"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "b"
+
+    def __repr__(self) -> str:
+        return f"pt.{self.name if self.name != 'bool' else 'bool_'}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+bool_ = DType("bool", "b", 8)
+int32 = DType("int32", "i", 32)
+int64 = DType("int64", "i", 64)
+float32 = DType("float32", "f", 32)
+float64 = DType("float64", "f", 64)
+
+ALL_DTYPES = (bool_, int32, int64, float32, float64)
+DEFAULT_FLOAT = float32
+DEFAULT_INT = int32
+INDEX = int64  # the type of axis values and dimension values used in expressions
+
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+_BY_NAME.update({"bool_": bool_, "float": float32, "int": int32, "double": float64})
+
+
+def as_dtype(spec: object, *, what: str = "dtype") -> DType:
+    """Turn ``float``, ``int``, ``bool``, a :class:`DType`, a NumPy dtype or a name into a DType."""
+    if isinstance(spec, DType):
+        return spec
+    if spec is float:
+        return float32
+    if spec is int:
+        return int32
+    if spec is bool:
+        return bool_
+    if isinstance(spec, str) and spec in _BY_NAME:
+        return _BY_NAME[spec]
+    try:
+        npd = np.dtype(spec)  # type: ignore[arg-type]
+    except TypeError:
+        npd = None
+    if npd is not None and npd.name in _BY_NAME and npd.byteorder in "=|":
+        return _BY_NAME[npd.name]
+    raise DTypeError(
+        f"{what}: {spec!r} is not a pypto data type",
+        param=what,
+        expected="one of float, int, bool, pt.float32, pt.float64, pt.int32, pt.int64, pt.bool_",
+        got=spec,
+        fix="use one of pt.float32, pt.float64, pt.int32, pt.int64, pt.bool_ (float means float32, int means int32)",
+    )
+
+
+def from_numpy(npd: np.dtype) -> DType | None:
+    """The DType of a NumPy dtype, or None when pypto has no such type (e.g. float16, uint8)."""
+    if npd.byteorder not in "=|":
+        return None
+    return _BY_NAME.get(npd.name if npd.name != "bool" else "bool")
+
+
+_RANK = {"b": 0, "i": 1, "f": 2}
+
+
+def promote(a: DType, b: DType) -> DType:
+    """The common type of two strong (array-derived) operands: floats beat ints, wider beats narrower."""
+    if a == b:
+        return a
+    ka, kb = _RANK[a.kind], _RANK[b.kind]
+    if ka != kb:
+        return a if ka > kb else b
+    return a if a.bits >= b.bits else b
+
+
+def weak_scalar_type(value: object) -> DType:
+    """The kind a Python scalar asks for before it meets a typed operand."""
+    if isinstance(value, bool):
+        return bool_
+    if isinstance(value, int):
+        return int32 if -(2**31) <= value < 2**31 else int64
+    return float32
+
+
+def promote_weak(strong: DType, value: object) -> DType:
+    """The type of ``strong ⊕ python_scalar``: the scalar adapts unless it needs a higher kind."""
+    if isinstance(value, bool):
+        return strong
+    if isinstance(value, int):
+        if strong.is_bool:
+            return weak_scalar_type(value)
+        if strong == int32 and not -(2**31) <= value < 2**31:
+            return int64
+        return strong
+    # a Python float
+    return strong if strong.is_float else DEFAULT_FLOAT
+
+
+def can_store(value: DType, target: DType) -> bool:
+    """Whether a value may be stored implicitly into ``target`` (NumPy's same-kind rule)."""
+    if value == target:
+        return True
+    return _RANK[value.kind] <= _RANK[target.kind]
+
+
+def float_type_for(d: DType) -> DType:
+    """The float type transcendental functions compute in for an operand of type ``d``."""
+    return d if d.is_float else DEFAULT_FLOAT

@@ -1,0 +1,164 @@
+"""The kernel record that the tensor-level passes read and return (never mutate).
+
+A :class:`KernelIR` holds the signature (parameters, dimensions, axes), the stores in program
+order, and what the passes add: runtime checks, temporaries, and the grouping of stores into loop
+nests with their schedule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..dtypes import DType
+from ..errors import SourceLoc
+from .affine import Affine
+from .nodes import Store
+
+
+@dataclass(frozen=True)
+class TensorParam:
+    """A tensor argument: element type, shape (affine in the dims) and role in/out/inout."""
+
+    name: str
+    dtype: DType
+    shape: tuple[Affine, ...]
+    role: str = "in"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True)
+class ScalarParam:
+    """A scalar argument passed by value."""
+
+    name: str
+    dtype: DType
+
+
+Param = TensorParam | ScalarParam
+
+
+@dataclass(frozen=True)
+class AxisInfo:
+    """Iteration axis ``pt.axis(index)``: its name in the source and, once inferred, its extent."""
+
+    index: int
+    name: str
+    extent: Affine | None = None
+    extent_source: str = ""  # e.g. "y.shape[0]": where the extent was read from
+
+
+@dataclass(frozen=True)
+class Temp:
+    """A buffer introduced by a pass (never visible to the caller)."""
+
+    name: str
+    dtype: DType
+    shape: tuple[Affine, ...]
+
+
+@dataclass(frozen=True)
+class DimEqual:
+    """Runtime check: two shape expressions must be equal (they size the same axis)."""
+
+    a: Affine
+    a_source: str
+    b: Affine
+    b_source: str
+    axis: str
+
+
+@dataclass(frozen=True)
+class IndexInBounds:
+    """Runtime check: ``index`` stays inside ``[0, size)`` over the axes' extents."""
+
+    tensor: str
+    position: int
+    index: Affine
+    size: Affine
+    loc: SourceLoc | None = None
+
+
+Check = DimEqual | IndexInBounds
+
+
+@dataclass(frozen=True)
+class Split:
+    """A full reduction computed in fixed-size blocks: per-block partials, then an ordered combine."""
+
+    block: int  # points per block; fixed, so results do not depend on the thread count
+
+
+@dataclass(frozen=True)
+class Group:
+    """Stores computed together in one loop nest over ``loops`` (outer to inner)."""
+
+    stores: tuple[Store, ...]
+    loops: tuple[int, ...]
+    parallel: int | None = None  # axis whose loop runs in parallel
+    vector: int | None = None  # axis whose loop is vectorised
+    split: Split | None = None  # set for full reductions split into blocks
+
+
+@dataclass(frozen=True)
+class KernelIR:
+    """An immutable kernel: passes return new records with :meth:`replace`."""
+
+    name: str
+    params: tuple[Param, ...]
+    dims: tuple[str, ...]
+    axes: tuple[AxisInfo, ...]
+    stores: tuple[Store, ...]
+    checks: tuple[Check, ...] = ()
+    temps: tuple[Temp, ...] = ()
+    groups: tuple[Group, ...] | None = None
+    loc: SourceLoc | None = None
+
+    def replace(self, **changes) -> KernelIR:
+        return dataclasses.replace(self, **changes)
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def buffer(self, name: str) -> TensorParam | Temp:
+        for p in self.params:
+            if p.name == name and isinstance(p, TensorParam):
+                return p
+        for t in self.temps:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def axis(self, index: int) -> AxisInfo:
+        for a in self.axes:
+            if a.index == index:
+                return a
+        raise KeyError(index)
+
+    def axis_name(self, index: int) -> str:
+        for a in self.axes:
+            if a.index == index:
+                return a.name
+        return f"axis{index}"
+
+    @property
+    def tensor_params(self) -> tuple[TensorParam, ...]:
+        return tuple(p for p in self.params if isinstance(p, TensorParam))
+
+    @property
+    def scalar_params(self) -> tuple[ScalarParam, ...]:
+        return tuple(p for p in self.params if isinstance(p, ScalarParam))
+
+    def argument_names(self) -> tuple[str, ...]:
+        """Call order of generated functions: tensors, then scalars (declaration order), then dims."""
+        return tuple(p.name for p in self.tensor_params) + tuple(p.name for p in self.scalar_params) + self.dims
+
+    @property
+    def outputs(self) -> tuple[TensorParam, ...]:
+        return tuple(p for p in self.tensor_params if p.role in ("out", "inout"))

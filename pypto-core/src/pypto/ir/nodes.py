@@ -1,0 +1,279 @@
+"""The tensor-expression IR: small immutable nodes, one per concept.
+
+A kernel is a list of :class:`Store` statements whose values are trees (in fact DAGs: equal
+subtrees are equal objects) of the expression nodes below. Nodes compare and hash by structure;
+their source location rides along without taking part in equality. ``dtype`` is ``None`` until
+type inference has run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from ..dtypes import DType
+from ..errors import SourceLoc
+from .affine import Affine
+
+UNARY_OPS = (
+    "neg", "abs", "invert",
+    "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf", "sigmoid",
+)  # fmt: skip
+TRANSCENDENTAL = frozenset(UNARY_OPS[3:])
+ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "maximum", "minimum")
+COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
+LOGIC_OPS = ("and", "or", "xor")
+BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGIC_OPS
+REDUCE_OPS = ("sum", "prod", "max", "min")
+
+
+class Node:
+    """Base of every IR node: structural equality with a cached hash; ``loc`` is ignored by both."""
+
+    def _key(self) -> tuple:
+        return tuple(getattr(self, f.name) for f in fields(self) if f.compare)  # type: ignore[arg-type]
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(self) is not type(other):
+            return False
+        return hash(self) == hash(other) and self._key() == other._key()  # type: ignore[union-attr]
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((type(self).__name__, self._key()))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+
+_node = dataclass(frozen=True, eq=False)
+
+
+def _loc() -> Any:
+    return field(default=None, compare=False, repr=False, kw_only=True)
+
+
+def _dtype() -> Any:
+    return field(default=None, kw_only=True)
+
+
+class Expr(Node):
+    """A value computed for every point of the iteration space it depends on."""
+
+    dtype: DType | None
+    loc: SourceLoc | None
+
+
+@_node
+class Const(Expr):
+    """A literal; ``weak`` marks a Python scalar whose type adapts to the other operand."""
+
+    value: int | float | bool
+    weak: bool = False
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+@_node
+class Index(Expr):
+    """The integer value of an affine expression over axes and dims (``i``, ``N``, ``2*i + 1``)."""
+
+    affine: Affine
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+@_node
+class Extent(Expr):
+    """The number of points along an axis; replaced by an :class:`Index` once extents are known."""
+
+    axis: int
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+@_node
+class Scalar(Expr):
+    """The value of a scalar kernel parameter."""
+
+    name: str
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+@_node
+class Load(Expr):
+    """An element of a tensor parameter or temporary at an affine index."""
+
+    tensor: str
+    index: tuple[Affine, ...]
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+@_node
+class Unary(Expr):
+    """``op(x)`` for one of :data:`UNARY_OPS`."""
+
+    op: str
+    x: Expr
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+@_node
+class Binary(Expr):
+    """``a op b`` for one of :data:`BINARY_OPS`."""
+
+    op: str
+    a: Expr
+    b: Expr
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+@_node
+class Where(Expr):
+    """``cond ? a : b`` elementwise."""
+
+    cond: Expr
+    a: Expr
+    b: Expr
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+@_node
+class Cast(Expr):
+    """``x`` converted to ``dtype``."""
+
+    x: Expr
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+@_node
+class Reduce(Expr):
+    """Combines ``body`` over ``axes`` with reducer ``op``; a value over the remaining axes."""
+
+    op: str
+    body: Expr
+    axes: tuple[int, ...]
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+@_node
+class Store(Node):
+    """``tensor[index] = value`` for every point of the index's axes (a statement, not a value)."""
+
+    tensor: str
+    index: tuple[Affine, ...]
+    value: Expr
+    loc: SourceLoc | None = _loc()
+
+
+# ---------------------------------------------------------------------------------------------
+# Generic traversal: passes use these instead of knowing every node's fields.
+
+
+def children(node: Node) -> Iterator[Expr]:
+    """The direct sub-expressions of ``node``."""
+    for f in fields(node):  # type: ignore[arg-type]
+        v = getattr(node, f.name)
+        if isinstance(v, Expr):
+            yield v
+
+
+def map_children(node: Node, fn: Callable[[Expr], Expr]) -> Node:
+    """``node`` with each direct sub-expression replaced by ``fn(child)``; ``node`` itself if unchanged."""
+    changes = {}
+    for f in fields(node):  # type: ignore[arg-type]
+        v = getattr(node, f.name)
+        if isinstance(v, Expr):
+            nv = fn(v)
+            if nv is not v:
+                changes[f.name] = nv
+    return replace(node, **changes) if changes else node  # type: ignore[type-var]
+
+
+def postorder(root: Node) -> Iterator[Expr]:
+    """Every distinct expression under ``root`` (itself included), children before parents."""
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        n, expanded = stack.pop()
+        if expanded:
+            if isinstance(n, Expr):
+                yield n
+            continue
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        stack.append((n, True))
+        for c in reversed(list(children(n))):
+            if id(c) not in seen:
+                stack.append((c, False))
+
+
+def transform(root: Node, fn: Callable[[Node], Node | None], memo: dict | None = None) -> Node:
+    """Bottom-up rewrite: children first, then ``fn(new_node)`` (``None`` keeps the node)."""
+    memo = {} if memo is None else memo
+
+    def go(n: Node) -> Node:
+        key = id(n)
+        if key in memo:
+            return memo[key][1]
+        m = map_children(n, go)  # type: ignore[arg-type]
+        r = fn(m)
+        r = m if r is None else r
+        memo[key] = (n, r)  # keep ``n`` alive so its id is not reused
+        return r
+
+    return go(root)
+
+
+def free_axes(e: Expr, _memo: dict | None = None) -> frozenset[int]:
+    """The axes ``e`` depends on (reduced axes are bound inside their :class:`Reduce`)."""
+    memo = {} if _memo is None else _memo
+    key = id(e)
+    if key in memo:
+        return memo[key][1]
+    if isinstance(e, Load):
+        r: frozenset[int] = frozenset().union(*(ix.axis_set() for ix in e.index)) if e.index else frozenset()
+    elif isinstance(e, Index):
+        r = e.affine.axis_set()
+    elif isinstance(e, Reduce):
+        r = free_axes(e.body, memo) - frozenset(e.axes)
+    else:
+        r = frozenset().union(*(free_axes(c, memo) for c in children(e)))
+    memo[key] = (e, r)
+    return r
+
+
+def loads(root: Node) -> Iterator[Load]:
+    """Every distinct :class:`Load` under ``root``."""
+    for n in postorder(root):
+        if isinstance(n, Load):
+            yield n
+
+
+def top_reduces(e: Expr) -> list[Reduce]:
+    """The reductions in ``e`` that are not inside another reduction, each once, in visit order."""
+    out: list[Reduce] = []
+    seen: set[int] = set()
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Reduce):
+            if n not in out:
+                out.append(n)
+            continue
+        stack.extend(reversed(list(children(n))))
+    return out

@@ -1,0 +1,191 @@
+"""Text form of both IR levels, as shown by ``kernel.ir(stage)`` and ``PYPTO_DUMP_IR=1``.
+
+The tensor IR prints as numbered values (``%3 = exp(%2)``), each shared subexpression once; the
+loop IR prints as indented pseudo-code.
+"""
+
+from __future__ import annotations
+
+from .affine import Affine
+from .kernel import DimEqual, IndexInBounds, KernelIR, TensorParam
+from .loops import Alloc, Assign, Block, Comment, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write
+from .nodes import Binary, Cast, Const, Expr, Extent, Index, Load, Reduce, Scalar, Unary, Where, postorder
+
+_SYMBOL = {
+    "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
+    "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=",
+    "and": "&", "or": "|", "xor": "^",
+}  # fmt: skip
+
+
+def _dt(e: Expr) -> str:
+    return f" : {e.dtype}" if e.dtype is not None else ""
+
+
+def _shape(shape: tuple[Affine, ...]) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+def format_const(c: Const) -> str:
+    v = c.value
+    return ("weak " if c.weak and c.dtype is None else "") + repr(v)
+
+
+def format_kernel(k: KernelIR) -> str:
+    """The tensor-level IR of a kernel."""
+    name = k.axis_name
+    lines = []
+    sig = []
+    for p in k.params:
+        if isinstance(p, TensorParam):
+            sig.append(f"{p.name}: {p.dtype}{_shape(p.shape)} {p.role}")
+        else:
+            sig.append(f"{p.name}: {p.dtype} scalar")
+    lines.append(f"kernel {k.name}({', '.join(sig)})")
+    for a in k.axes:
+        ext = f" in [0, {a.extent})" if a.extent is not None else ""
+        src = f"  (from {a.extent_source})" if a.extent_source else ""
+        lines.append(f"  axis {a.name} = pt.axis({a.index}){ext}{src}")
+    for t in k.temps:
+        lines.append(f"  temp {t.name}: {t.dtype}{_shape(t.shape)}")
+    for c in k.checks:
+        if isinstance(c, DimEqual):
+            lines.append(f"  check {c.a_source} == {c.b_source}   (both size axis {c.axis})")
+        elif isinstance(c, IndexInBounds):
+            lines.append(f"  check 0 <= {c.index.format(name)} < {c.size}   ({c.tensor} dim {c.position})")
+
+    ids: dict[int, str] = {}
+
+    def ref(e: Expr) -> str:
+        if isinstance(e, Const):
+            return format_const(e)
+        if isinstance(e, Index):
+            return e.affine.format(name)
+        return ids[id(e)]
+
+    def body(stores, indent: str) -> None:
+        for s in stores:
+            for e in postorder(s.value):
+                if id(e) in ids or isinstance(e, (Const, Index)):
+                    continue
+                ids[id(e)] = f"%{len(ids)}"
+                lines.append(f"{indent}{ids[id(e)]} = {_describe(e, ref, name)}{_dt(e)}")
+            idx = ", ".join(ix.format(name) for ix in s.index)
+            lines.append(f"{indent}{s.tensor}[{idx}] = {ref(s.value)}")
+
+    if k.groups is None:
+        body(k.stores, "  ")
+    else:
+        for gi, g in enumerate(k.groups):
+            ids.clear()  # number each nest's values afresh
+            attrs = [f"loops=({', '.join(name(a) for a in g.loops)})"]
+            if g.parallel is not None:
+                attrs.append(f"parallel={name(g.parallel)}")
+            if g.vector is not None:
+                attrs.append(f"vector={name(g.vector)}")
+            if g.split is not None:
+                attrs.append(f"split=blocks of {g.split.block}")
+            lines.append(f"  nest {gi} {' '.join(attrs)}:")
+            body(g.stores, "    ")
+    return "\n".join(lines)
+
+
+def _describe(e: Expr, ref, name) -> str:
+    if isinstance(e, Load):
+        return f"load {e.tensor}[{', '.join(ix.format(name) for ix in e.index)}]"
+    if isinstance(e, Unary):
+        return f"{e.op}({ref(e.x)})"
+    if isinstance(e, Binary):
+        if e.op in _SYMBOL:
+            return f"{ref(e.a)} {_SYMBOL[e.op]} {ref(e.b)}"
+        return f"{e.op}({ref(e.a)}, {ref(e.b)})"
+    if isinstance(e, Where):
+        return f"where({ref(e.cond)}, {ref(e.a)}, {ref(e.b)})"
+    if isinstance(e, Cast):
+        return f"cast({ref(e.x)}, {e.dtype})"
+    if isinstance(e, Reduce):
+        return f"reduce_{e.op}({ref(e.body)}, over {', '.join(name(a) for a in e.axes)})"
+    if isinstance(e, Scalar):
+        return f"scalar {e.name}"
+    if isinstance(e, Extent):
+        return f"extent({name(e.axis)})"
+    if isinstance(e, Var):
+        return e.name
+    return type(e).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# Loop IR
+
+
+def format_expr(e: Expr) -> str:
+    """A loop-IR expression in infix form."""
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Const):
+        return repr(e.value)
+    if isinstance(e, Read):
+        return f"{e.buffer}[{', '.join(format_expr(i) for i in e.index)}]"
+    if isinstance(e, Unary):
+        if e.op == "neg":
+            return f"-({format_expr(e.x)})"
+        return f"{e.op}({format_expr(e.x)})"
+    if isinstance(e, Binary):
+        if e.op in _SYMBOL:
+            return f"({format_expr(e.a)} {_SYMBOL[e.op]} {format_expr(e.b)})"
+        return f"{e.op}({format_expr(e.a)}, {format_expr(e.b)})"
+    if isinstance(e, Where):
+        return f"where({format_expr(e.cond)}, {format_expr(e.a)}, {format_expr(e.b)})"
+    if isinstance(e, Cast):
+        return f"{e.dtype}({format_expr(e.x)})"
+    if isinstance(e, Index):
+        return str(e.affine)
+    return f"<{type(e).__name__}>"
+
+
+def format_loops(k: LoopKernel) -> str:
+    """The loop IR of a kernel as indented pseudo-code."""
+    args = []
+    for a in k.args:
+        if a.kind == "buffer":
+            shape = ", ".join(format_expr(s) for s in a.shape)
+            args.append(f"{a.name}: {a.dtype}[{shape}] {a.role}")
+        else:
+            args.append(f"{a.name}: {a.dtype} {a.kind}")
+    lines = [f"def {k.name}({', '.join(args)}):{'' if k.noalias else '  # outputs may alias inputs'}"]
+    _format_stmt(k.body, "  ", lines)
+    return "\n".join(lines)
+
+
+def _format_stmt(s: Stmt, ind: str, out: list[str]) -> None:
+    if isinstance(s, Block):
+        for b in s.body:
+            _format_stmt(b, ind, out)
+    elif isinstance(s, Loop):
+        red = ""
+        if s.reductions:
+            red = " reduce(" + ", ".join(f"{op}: {v}" for v, op in s.reductions) + ")"
+        kind = "" if s.kind == "serial" else s.kind.replace("_", " ") + " "
+        out.append(f"{ind}{kind}for {s.var} in {format_expr(s.start)}..{format_expr(s.stop)}{red}:")
+        _format_stmt(s.body, ind + "  ", out)
+    elif isinstance(s, Let):
+        out.append(f"{ind}let {s.name} = {format_expr(s.value)}")
+    elif isinstance(s, Declare):
+        out.append(f"{ind}var {s.name}: {s.dtype} = {format_expr(s.init)}")
+    elif isinstance(s, Assign):
+        out.append(f"{ind}{s.name} = {format_expr(s.value)}")
+    elif isinstance(s, Write):
+        out.append(f"{ind}{s.buffer}[{', '.join(format_expr(i) for i in s.index)}] = {format_expr(s.value)}")
+    elif isinstance(s, Alloc):
+        out.append(f"{ind}alloc {s.buffer}: {s.dtype}[{', '.join(format_expr(d) for d in s.shape)}]:")
+        _format_stmt(s.body, ind + "  ", out)
+    elif isinstance(s, If):
+        out.append(f"{ind}if {format_expr(s.cond)}:")
+        _format_stmt(s.then, ind + "  ", out)
+        if s.orelse is not None:
+            out.append(f"{ind}else:")
+            _format_stmt(s.orelse, ind + "  ", out)
+    elif isinstance(s, Comment):
+        out.append(f"{ind}# {s.text}")
+    else:
+        out.append(f"{ind}<{type(s).__name__}>")

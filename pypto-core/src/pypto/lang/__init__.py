@@ -1,0 +1,1 @@
+"""The kernel language front end: annotations, symbols, traced values and tracing."""

@@ -1,0 +1,151 @@
+"""The functions of the kernel language: ``pt.exp``, ``pt.where``, ``pt.reduce_sum`` and friends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import dtypes
+from ..errors import TracingError
+from ..ir.nodes import Binary, Cast, Extent, Reduce, Unary, Where, free_axes
+from .location import user_loc
+from .values import Axis, Dim, ExprProxy, to_node
+
+
+def axis(k: int) -> Axis:
+    """Iteration axis ``k``; its extent is inferred from the tensors it indexes."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < 16:
+        raise TracingError(f"pt.axis({k!r}): the axis number must be an int in 0..15", user_loc())
+    return Axis(k)
+
+
+def dim(name: str) -> Dim:
+    """A symbolic dimension named ``name``; its size is read from the arrays at each call."""
+    return Dim(name)
+
+
+def dims(*names: str) -> tuple[Dim, ...]:
+    """Several symbolic dimensions: ``M, N = pt.dims("M N")`` (commas also separate names)."""
+    split: list[str] = []
+    for n in names:
+        split.extend(n.replace(",", " ").split())
+    return tuple(Dim(n) for n in split)
+
+
+def _unary(op: str, doc: str):
+    def fn(x: Any) -> ExprProxy:
+        return ExprProxy(Unary(op, to_node(x, what=f"pt.{name}"), loc=user_loc()))
+
+    name = {"abs": "abs"}.get(op, op)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+exp = _unary("exp", "Elementwise e**x.")
+log = _unary("log", "Elementwise natural logarithm (log(0) = -inf, negative -> nan).")
+sqrt = _unary("sqrt", "Elementwise square root.")
+rsqrt = _unary("rsqrt", "Elementwise 1 / sqrt(x).")
+tanh = _unary("tanh", "Elementwise hyperbolic tangent.")
+sin = _unary("sin", "Elementwise sine.")
+cos = _unary("cos", "Elementwise cosine.")
+erf = _unary("erf", "Elementwise error function.")
+sigmoid = _unary("sigmoid", "Elementwise logistic function 1 / (1 + exp(-x)).")
+abs = _unary("abs", "Elementwise absolute value (same as the builtin abs on a traced value).")  # noqa: A001
+
+
+def maximum(a: Any, b: Any) -> ExprProxy:
+    """Elementwise maximum; NaN if either operand is NaN (like numpy.maximum)."""
+    return ExprProxy(Binary("maximum", to_node(a, what="pt.maximum"), to_node(b, what="pt.maximum"), loc=user_loc()))
+
+
+def minimum(a: Any, b: Any) -> ExprProxy:
+    """Elementwise minimum; NaN if either operand is NaN (like numpy.minimum)."""
+    return ExprProxy(Binary("minimum", to_node(a, what="pt.minimum"), to_node(b, what="pt.minimum"), loc=user_loc()))
+
+
+def where(cond: Any, a: Any, b: Any) -> ExprProxy:
+    """``a`` where ``cond`` holds, else ``b`` (elementwise; ``cond`` must be boolean)."""
+    return ExprProxy(
+        Where(
+            to_node(cond, what="pt.where condition"),
+            to_node(a, what="pt.where"),
+            to_node(b, what="pt.where"),
+            loc=user_loc(),
+        )
+    )
+
+
+def cast(x: Any, dtype: Any) -> ExprProxy:
+    """``x`` converted to ``dtype`` (float to int truncates toward zero, like C and NumPy)."""
+    return ExprProxy(
+        Cast(to_node(x, what="pt.cast"), dtype=dtypes.as_dtype(dtype, what="pt.cast dtype"), loc=user_loc())
+    )
+
+
+def _reduce_axes(fname: str, axis: Any) -> tuple[int, ...]:
+    items = axis if isinstance(axis, (tuple, list)) else (axis,)
+    if not items:
+        raise TracingError(f"pt.{fname}: 'axis' is empty", user_loc(3), "pass the axes to reduce over, e.g. axis=col")
+    out: list[int] = []
+    for a in items:
+        if not isinstance(a, Axis):
+            raise TracingError(
+                f"pt.{fname}: axis={a!r} is not an iteration axis",
+                user_loc(3),
+                "pass the axis object the tensor is indexed with, e.g. col = pt.axis(1); ...; axis=col",
+            )
+        if a.index in out:
+            raise TracingError(f"pt.{fname}: axis {a!r} is listed twice", user_loc(3))
+        out.append(a.index)
+    return tuple(out)
+
+
+def _make_reduce(op: str, fname: str, doc: str):
+    def fn(expr: Any, axis: Any) -> ExprProxy:
+        node = to_node(expr, what=f"pt.{fname}")
+        axes = _reduce_axes(fname, axis)
+        missing = [a for a in axes if a not in free_axes(node)]
+        if missing:
+            raise TracingError(
+                f"pt.{fname}: the expression does not depend on axis {', '.join(f'pt.axis({a})' for a in missing)}",
+                user_loc(),
+                "reduce over an axis the expression is indexed with",
+            )
+        loc = user_loc()
+        if op == "mean":
+            total = Reduce("sum", node, axes, loc=loc)
+            count = Extent(axes[0], loc=loc)
+            for a in axes[1:]:
+                count = Binary("mul", count, Extent(a, loc=loc), loc=loc)
+            return ExprProxy(Binary("div", total, count, loc=loc))
+        return ExprProxy(Reduce(op, node, axes, loc=loc))
+
+    fn.__name__ = fn.__qualname__ = fname
+    fn.__doc__ = doc
+    return fn
+
+
+reduce_sum = _make_reduce("sum", "reduce_sum", "Sum of ``expr`` over ``axis`` (one axis or a tuple); 0 when empty.")
+reduce_prod = _make_reduce("prod", "reduce_prod", "Product of ``expr`` over ``axis``; 1 when empty.")
+reduce_max = _make_reduce(
+    "max",
+    "reduce_max",
+    "Maximum over ``axis``; NaN if any element is NaN; -inf (floats) or the smallest integer when empty.",
+)
+reduce_min = _make_reduce(
+    "min",
+    "reduce_min",
+    "Minimum over ``axis``; NaN if any element is NaN; +inf (floats) or the largest integer when empty.",
+)
+reduce_mean = _make_reduce(
+    "mean", "reduce_mean", "Mean over ``axis`` (sum / count, in floating point); NaN when empty."
+)
+
+
+NUMPY_UFUNCS = {
+    "exp": exp, "log": log, "sqrt": sqrt, "tanh": tanh, "sin": sin, "cos": cos, "absolute": abs,
+    "maximum": maximum, "minimum": minimum, "negative": lambda x: -ExprProxy(to_node(x)),
+    "add": lambda a, b: ExprProxy(to_node(a)) + b, "subtract": lambda a, b: ExprProxy(to_node(a)) - b,
+    "multiply": lambda a, b: ExprProxy(to_node(a)) * b, "divide": lambda a, b: ExprProxy(to_node(a)) / b,
+    "true_divide": lambda a, b: ExprProxy(to_node(a)) / b,
+}  # fmt: skip

@@ -1,0 +1,234 @@
+"""Tracing: run the kernel's Python body once on symbolic values and record its stores."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import textwrap
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .. import dtypes
+from ..errors import SourceLoc, TracingError
+from ..ir.affine import Affine
+from ..ir.kernel import AxisInfo, KernelIR, ScalarParam, TensorParam
+from ..ir.nodes import Expr, Index, Load, Scalar, Store, postorder
+from .tensor import TensorType
+from .values import _RESERVED, ExprProxy, TensorProxy
+
+_state = threading.local()
+
+
+def _fn_loc(fn: Callable) -> SourceLoc | None:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    return SourceLoc(code.co_filename, code.co_firstlineno)
+
+
+def _scalar_dtype(annotation: Any) -> dtypes.DType | None:
+    if annotation in (float, int, bool) or isinstance(annotation, dtypes.DType):
+        return dtypes.as_dtype(annotation)
+    return None
+
+
+def _axis_names_from_source(fn: Callable) -> dict[int, str]:
+    """Map axis numbers to the variable names the source gives them (``row = pt.axis(0)``)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return {}
+
+    def axis_number(v: ast.AST) -> int | None:
+        if (
+            isinstance(v, ast.Call)
+            and (
+                (isinstance(v.func, ast.Attribute) and v.func.attr == "axis")
+                or (isinstance(v.func, ast.Name) and v.func.id == "axis")
+            )
+            and len(v.args) == 1
+            and isinstance(v.args[0], ast.Constant)
+            and isinstance(v.args[0].value, int)
+        ):
+            return v.args[0].value
+        return None
+
+    names: dict[int, str] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            pairs: list[tuple[ast.AST, ast.AST]] = []
+            if isinstance(target, ast.Name):
+                pairs.append((target, node.value))
+            elif (
+                isinstance(target, ast.Tuple)
+                and isinstance(node.value, ast.Tuple)
+                and len(target.elts) == len(node.value.elts)
+            ):
+                pairs.extend(zip(target.elts, node.value.elts))
+            for t, v in pairs:
+                k = axis_number(v)
+                if k is not None and isinstance(t, ast.Name):
+                    names.setdefault(k, t.id)
+    return names
+
+
+def _c_identifier(name: str) -> str:
+    s = re.sub(r"\W", "_", name)
+    if not s or s[0].isdigit():
+        s = "k_" + s
+    if s in _RESERVED:
+        s += "_kernel"
+    return s
+
+
+class Tracer:
+    """Runs a kernel function once with symbolic arguments and builds its :class:`KernelIR`."""
+
+    def __init__(self, fn: Callable, name: str | None = None):
+        self.fn = fn
+        self.name = _c_identifier(name or getattr(fn, "__name__", "kernel"))
+        self.stores: list[Store] = []
+        self.params: list[TensorParam | ScalarParam] = []
+        self.loc = _fn_loc(fn)
+
+    # -- called by the proxies --------------------------------------------------------------
+    def check_active(self, proxy: TensorProxy) -> None:
+        if getattr(_state, "tracer", None) is not self:
+            raise TracingError(
+                f"tensor parameter '{proxy.name}' of kernel '{self.name}' was used outside its kernel body",
+                hint="do not keep references to kernel parameters after the kernel function returns",
+            )
+
+    def record_store(self, tensor: str, index: tuple[Affine, ...], value: Expr, loc: SourceLoc | None) -> None:
+        self.stores.append(Store(tensor, index, value, loc=loc))
+
+    # -- tracing ------------------------------------------------------------------------------
+    def _signature(self) -> list[Any]:
+        fn = self.fn
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError) as e:
+            raise TracingError(f"cannot read the signature of {fn!r}: {e}", self.loc) from None
+        try:
+            ann = inspect.get_annotations(fn, eval_str=True)
+        except Exception as e:  # a string annotation naming something not in the module's globals
+            raise TracingError(
+                f"kernel '{self.name}': cannot evaluate the parameter annotations ({type(e).__name__}: {e})",
+                self.loc,
+                "define the dims used in annotations (pt.dim) at module level",
+            ) from None
+        proxies: list[Any] = []
+        seen_names: set[str] = set()
+        for p in sig.parameters.values():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise TracingError(f"kernel '{self.name}': *args / **kwargs parameters are not supported", self.loc)
+            if p.name.startswith("_") or p.name in _RESERVED:
+                raise TracingError(
+                    f"kernel '{self.name}': parameter name '{p.name}' is reserved in generated code",
+                    self.loc,
+                    "rename the parameter (names may not start with '_' or be C keywords)",
+                )
+            a = ann.get(p.name, inspect.Parameter.empty)
+            if isinstance(a, TensorType):
+                self.params.append(TensorParam(p.name, a.dtype, a.shape))
+                proxies.append(TensorProxy(p.name, a.dtype, a.shape, self))
+            elif (dt := _scalar_dtype(a)) is not None:
+                self.params.append(ScalarParam(p.name, dt))
+                proxies.append(ExprProxy(Scalar(p.name, dtype=dt, loc=self.loc)))
+            elif a is inspect.Parameter.empty:
+                raise TracingError(
+                    f"kernel '{self.name}': parameter '{p.name}' has no type annotation",
+                    self.loc,
+                    f"declare it, e.g. {p.name}: pt.Tensor[float, (N,)] for an array or {p.name}: float for a scalar",
+                )
+            else:
+                raise TracingError(
+                    f"kernel '{self.name}': parameter '{p.name}' is annotated with {a!r}",
+                    self.loc,
+                    "use pt.Tensor[dtype, shape] for arrays, or float / int / bool / pt.float64 ... for scalars",
+                )
+            seen_names.add(p.name)
+        return proxies
+
+    def trace(self) -> KernelIR:
+        proxies = self._signature()
+        previous = getattr(_state, "tracer", None)
+        _state.tracer = self
+        try:
+            result = self.fn(*proxies)
+        finally:
+            _state.tracer = previous
+        if result is not None:
+            raise TracingError(
+                f"kernel '{self.name}' returned a value; kernels write their results into output parameters",
+                self.loc,
+                "assign to an output: y[i] = ...  (destination passing)",
+            )
+        if not self.stores:
+            raise TracingError(
+                f"kernel '{self.name}' stores nothing",
+                self.loc,
+                "assign to an output parameter, e.g. c[i] = a[i] + b[i]",
+            )
+        return self._build()
+
+    def _build(self) -> KernelIR:
+        stored = {s.tensor for s in self.stores}
+        loaded: set[str] = set()
+        dims: list[str] = []
+        axes: set[int] = set()
+        for p in self.params:
+            if isinstance(p, TensorParam):
+                for s in p.shape:
+                    for d in s.dim_set():
+                        if d not in dims:
+                            dims.append(d)
+        for s in self.stores:
+            for ix in s.index:
+                axes |= ix.axis_set()
+            for e in postorder(s.value):
+                if isinstance(e, Load):
+                    loaded.add(e.tensor)
+                    for ix in e.index:
+                        axes |= ix.axis_set()
+                        self._check_dims(ix.dim_set(), dims, e.loc)
+                elif isinstance(e, Index):
+                    axes |= e.affine.axis_set()
+                    self._check_dims(e.affine.dim_set(), dims, e.loc)
+            for ix in s.index:
+                self._check_dims(ix.dim_set(), dims, s.loc)
+        params = []
+        for p in self.params:
+            if isinstance(p, TensorParam) and p.name in stored:
+                p = TensorParam(p.name, p.dtype, p.shape, "inout" if p.name in loaded else "out")
+            params.append(p)
+        taken = {p.name for p in params} | set(dims) | _RESERVED
+        src_names = _axis_names_from_source(self.fn)
+        axis_infos = []
+        for k in sorted(axes):
+            nm = src_names.get(k, f"i{k}")
+            if nm in taken or not nm.isidentifier() or nm.startswith("_"):
+                nm = f"{nm}_ax{k}" if nm.isidentifier() and not nm.startswith("_") else f"i{k}"
+                while nm in taken:
+                    nm += "_"
+            taken.add(nm)
+            axis_infos.append(AxisInfo(k, nm))
+        return KernelIR(self.name, tuple(params), tuple(dims), tuple(axis_infos), tuple(self.stores), loc=self.loc)
+
+    def _check_dims(self, used: frozenset[str], declared: list[str], loc: SourceLoc | None) -> None:
+        for d in used:
+            if d not in declared:
+                raise TracingError(
+                    f"dimension '{d}' is used in kernel '{self.name}' but no parameter's shape contains it",
+                    loc,
+                    "a dim's size is read from the arrays: declare it in a parameter's pt.Tensor shape",
+                )
+
+
+def trace(fn: Callable, name: str | None = None) -> KernelIR:
+    """Trace ``fn`` into a :class:`KernelIR` (the stage called ``traced``)."""
+    return Tracer(fn, name).trace()

@@ -1,0 +1,96 @@
+"""Fusion: group consecutive stores over the same iteration domain into one loop nest.
+
+A store's domain is the set of axes in its output index; its loops run in the order the output
+index names them (so writes are contiguous). A store joins the previous group when the domains
+match and no memory hazard forbids it: every tensor that one store writes and another reads or
+writes must be accessed at the very same index, outside reductions, so each point of the nest
+only sees its own values. Values written earlier in a group are forwarded to later reads
+(no reload from memory).
+"""
+
+from __future__ import annotations
+
+from ..ir.affine import Affine
+from ..ir.kernel import Group, KernelIR
+from ..ir.nodes import Cast, Expr, Load, Node, Reduce, Store, children, transform
+
+
+def store_loops(s: Store) -> tuple[int, ...]:
+    """The axes of a store's domain, in the order its output index mentions them."""
+    order: list[int] = []
+    for ix in s.index:
+        for a, _ in ix.axes:
+            if a not in order:
+                order.append(a)
+    return tuple(order)
+
+
+def accesses(s: Store) -> list[tuple[str, tuple[Affine, ...], bool]]:
+    """(tensor, index, inside a reduction) for every load in the store's value."""
+    out = []
+
+    def visit(e: Expr, in_reduce: bool, seen: set) -> None:
+        key = (id(e), in_reduce)
+        if key in seen:
+            return
+        seen.add(key)
+        if isinstance(e, Load):
+            out.append((e.tensor, e.index, in_reduce))
+            return
+        if isinstance(e, Reduce):
+            visit(e.body, True, seen)
+            return
+        for c in children(e):
+            visit(c, in_reduce, seen)
+
+    visit(s.value, False, set())
+    return out
+
+
+def _pointwise(reads, tensor: str, index) -> bool:
+    return all(idx == index and not red for t, idx, red in reads if t == tensor)
+
+
+def can_join(group: list[Store], s: Store) -> bool:
+    """Whether ``s`` may run in the same loop nest as the stores of ``group``."""
+    if set(store_loops(group[0])) != set(store_loops(s)) or not store_loops(s):
+        return False
+    reads_s = accesses(s)
+    for g in group:
+        if g.tensor == s.tensor and g.index != s.index:
+            return False
+        # s reads what g wrote / g reads what s writes: both must be pointwise at the same index
+        if any(t == g.tensor for t, _, _ in reads_s) and not _pointwise(reads_s, g.tensor, g.index):
+            return False
+        reads_g = accesses(g)
+        if any(t == s.tensor for t, _, _ in reads_g) and not _pointwise(reads_g, s.tensor, s.index):
+            return False
+    return True
+
+
+def _forward(group: list[Store], s: Store) -> Store:
+    """Replace loads of values written earlier in the group by the written values."""
+    written = {(g.tensor, g.index): g.value for g in group}
+
+    def fn(n: Node) -> Node | None:
+        if isinstance(n, Load) and (n.tensor, n.index) in written:
+            v = written[(n.tensor, n.index)]
+            return v if v.dtype == n.dtype else Cast(v, dtype=n.dtype, loc=n.loc)
+        return None
+
+    if not any(t for t, _, _ in accesses(s) if any(t == g.tensor for g in group)):
+        return s
+    v = transform(s.value, fn)
+    assert isinstance(v, Expr)
+    return Store(s.tensor, s.index, v, loc=s.loc)
+
+
+def fuse(k: KernelIR) -> KernelIR:
+    """Group stores into loop nests (see module docstring)."""
+    groups: list[list[Store]] = []
+    for s in k.stores:
+        if groups and can_join(groups[-1], s):
+            groups[-1].append(_forward(groups[-1], s))
+        else:
+            groups.append([s])
+    return k.replace(groups=tuple(Group(tuple(g), store_loops(g[0])) for g in groups))

@@ -1,0 +1,122 @@
+"""Shape inference: axis extents, the runtime checks on sizes and indices, and store validity.
+
+An axis's extent is the size of a dimension it indexes *plainly* (``x[i]``, not ``x[i + 1]``),
+outputs first. Other plain uses must be at least as large: sizes declared with different dims
+become a :class:`DimEqual` check at call time, ``N + 1`` against ``N`` needs none. Every other index
+gets an :class:`IndexInBounds` check, so generated code never reads or writes out of bounds.
+"""
+
+from __future__ import annotations
+
+from ..errors import TracingError
+from ..ir.affine import Affine
+from ..ir.kernel import AxisInfo, DimEqual, IndexInBounds, KernelIR
+from ..ir.nodes import Expr, Extent, Index, Load, Store, free_axes, postorder, transform
+
+
+def _describe(tensor: str, pos: int) -> str:
+    return f"{tensor}.shape[{pos}]"
+
+
+def infer_shapes(k: KernelIR) -> KernelIR:
+    """Infer axis extents, validate stores, and record the runtime size and bounds checks."""
+    # (axis) -> list of (size, "x.shape[0]", loc) for each plain use, stores first
+    plain: dict[int, list[tuple[Affine, str, object]]] = {a.index: [] for a in k.axes}
+    accesses: list[tuple[str, tuple[Affine, ...], object]] = []
+    for s in k.stores:
+        accesses.append((s.tensor, s.index, s.loc))
+    for s in k.stores:
+        for e in postorder(s.value):
+            if isinstance(e, Load):
+                accesses.append((e.tensor, e.index, e.loc))
+    for tensor, index, loc in accesses:
+        shape = k.buffer(tensor).shape
+        for pos, ix in enumerate(index):
+            a = ix.plain_axis()
+            if a is not None:
+                plain[a].append((shape[pos], _describe(tensor, pos), loc))
+
+    checks: list = []
+    axes = []
+    for info in k.axes:
+        uses = plain[info.index]
+        if not uses:
+            raise TracingError(
+                f"cannot infer the extent of axis '{info.name}' (pt.axis({info.index})): it never indexes a tensor "
+                "dimension on its own",
+                k.loc,
+                f"index some tensor with '{info.name}' alone (e.g. x[{info.name}]) so its size is known",
+            )
+        size, source, _ = uses[0]
+        seen = {size}
+        for other, other_src, loc in uses[1:]:
+            if other in seen:
+                continue
+            seen.add(other)
+            diff = other - size
+            if diff.is_const:
+                if diff.const >= 0:
+                    continue  # e.g. x: (N + 1,) indexed by an axis of extent N: always in bounds
+                raise TracingError(
+                    f"axis '{info.name}' runs over {source} = {size} but also indexes {other_src} = {other}, "
+                    "which is smaller",
+                    loc,  # type: ignore[arg-type]
+                    "index the smaller tensor with an offset or a different axis, or fix the declared shapes",
+                )
+            checks.append(DimEqual(size, source, other, other_src, info.name))
+        axes.append(AxisInfo(info.index, info.name, size, source))
+    k = k.replace(axes=tuple(axes))
+    extents = {a.index: a.extent for a in axes}
+
+    def subst_extent(n):
+        if isinstance(n, Extent):
+            return Index(extents[n.axis], dtype=n.dtype, loc=n.loc)
+        return None
+
+    stores = []
+    memo: dict = {}
+    for s in k.stores:
+        value = transform(s.value, subst_extent, memo)
+        assert isinstance(value, Expr)
+        _validate_store(k, s, value)
+        stores.append(Store(s.tensor, s.index, value, loc=s.loc))
+
+    seen_checks = set()
+    for tensor, index, loc in accesses:
+        shape = k.buffer(tensor).shape
+        for pos, ix in enumerate(index):
+            if ix.plain_axis() is not None:
+                continue
+            key = (tensor, pos, ix)
+            if key in seen_checks:
+                continue
+            seen_checks.add(key)
+            if not ix.has_axes and ix.is_const and shape[pos].is_const:
+                if not 0 <= ix.const < shape[pos].const:
+                    raise TracingError(
+                        f"index {ix.const} is out of bounds for {_describe(tensor, pos)} = {shape[pos].const}", loc
+                    )  # type: ignore[arg-type]
+                continue
+            checks.append(IndexInBounds(tensor, pos, ix, shape[pos], loc))  # type: ignore[arg-type]
+    return k.replace(stores=tuple(stores), checks=tuple(checks))
+
+
+def _validate_store(k: KernelIR, s: Store, value: Expr) -> None:
+    lhs_axes: set[int] = set()
+    for pos, ix in enumerate(s.index):
+        if len(ix.axes) > 1:
+            raise TracingError(
+                f"store into '{s.tensor}': index {pos} ({ix.format(k.axis_name)}) combines several axes, so several "
+                "points would write the same element",
+                s.loc,
+                "index the output with one axis per dimension; accumulate with pt.reduce_sum(...) instead",
+            )
+        lhs_axes |= ix.axis_set()
+    extra = free_axes(value) - lhs_axes
+    if extra:
+        names = ", ".join(f"'{k.axis_name(a)}'" for a in sorted(extra))
+        raise TracingError(
+            f"store into '{s.tensor}': axis {names} appears on the right-hand side but not in the output's index",
+            s.loc,
+            "reduce over it (pt.reduce_sum(expr, axis=...)) or index the output with it",
+        )

@@ -1,0 +1,215 @@
+"""Type inference: give every expression a dtype and make every conversion an explicit ``Cast``.
+
+After this pass both operands of a ``Binary`` (and both branches of a ``Where``) have the same
+dtype, transcendental functions see floats, weak Python scalars are typed ``Const`` nodes, and each
+store's value has the output's dtype. Backends never need to know the promotion rules.
+"""
+
+from __future__ import annotations
+
+from .. import dtypes
+from ..dtypes import DType
+from ..errors import DTypeError, TracingError
+from ..ir.kernel import KernelIR, ScalarParam
+from ..ir.nodes import (
+    ARITH_OPS,
+    COMPARE_OPS,
+    LOGIC_OPS,
+    TRANSCENDENTAL,
+    Binary,
+    Cast,
+    Const,
+    Expr,
+    Extent,
+    Index,
+    Load,
+    Reduce,
+    Scalar,
+    Store,
+    Unary,
+    Where,
+)
+
+
+def _is_weak(e: Expr) -> bool:
+    """Python numbers, axis values and dim values adapt to the type of the other operand."""
+    return (isinstance(e, Const) and e.weak) or isinstance(e, (Index, Extent))
+
+
+def _weak_value(e: Expr):
+    if isinstance(e, Const):
+        return e.value
+    return 0  # an integer of unknown value: behaves like a Python int
+
+
+def _fix_const(e: Expr, dt: DType) -> Expr:
+    """Give an expression the type ``dt``: retype a constant, otherwise insert a cast."""
+    if e.dtype == dt:
+        return e
+    if isinstance(e, Const):
+        v = e.value
+        if dt.is_float:
+            v = float(v)
+        elif dt.is_int:
+            if isinstance(v, float) and not v.is_integer():
+                return Cast(e, dtype=dt, loc=e.loc)
+            v = int(v)
+            lim = 2 ** (dt.bits - 1)
+            if not -lim <= v < lim:
+                raise DTypeError(
+                    f"{e.loc}: the constant {e.value!r} does not fit in {dt}",
+                    expected=f"a value in [{-lim}, {lim})",
+                    got=e.value,
+                    fix=f"use a smaller constant or compute in {dtypes.int64 if dt != dtypes.int64 else dtypes.float64}",
+                )
+        else:
+            v = bool(v)
+        return Const(v, weak=False, dtype=dt, loc=e.loc)
+    return Cast(e, dtype=dt, loc=e.loc)
+
+
+def _common(a: Expr, b: Expr) -> DType:
+    wa, wb = _is_weak(a), _is_weak(b)
+    if wa and not wb:
+        return dtypes.promote_weak(b.dtype, _weak_value(a) if isinstance(a, Const) else 0)
+    if wb and not wa:
+        return dtypes.promote_weak(a.dtype, _weak_value(b) if isinstance(b, Const) else 0)
+    if wa and wb:
+        # Both adapt: a float constant makes the result float32; integer values stay int64 for
+        # axis/dim arithmetic and int32 for small literals.
+        kinds = {a.dtype, b.dtype}
+        if any(d.is_float for d in kinds):
+            return dtypes.DEFAULT_FLOAT
+        if dtypes.int64 in kinds:
+            return dtypes.int64
+        return dtypes.promote(a.dtype, b.dtype)
+    return dtypes.promote(a.dtype, b.dtype)
+
+
+class _Typer:
+    def __init__(self, k: KernelIR):
+        self.k = k
+        self.memo: dict[int, tuple[Expr, Expr]] = {}
+
+    def err(self, e: Expr, msg: str, fix: str | None = None) -> TracingError:
+        return TracingError(msg, e.loc, fix)
+
+    def __call__(self, e: Expr) -> Expr:
+        hit = self.memo.get(id(e))
+        if hit is not None:
+            return hit[1]
+        r = self.visit(e)
+        self.memo[id(e)] = (e, r)
+        return r
+
+    def visit(self, e: Expr) -> Expr:
+        if isinstance(e, Const):
+            if e.dtype is not None:
+                return e
+            return Const(e.value, weak=e.weak, dtype=dtypes.weak_scalar_type(e.value), loc=e.loc)
+        if isinstance(e, (Index, Extent)):
+            return type(e)(e.affine if isinstance(e, Index) else e.axis, dtype=dtypes.INDEX, loc=e.loc)
+        if isinstance(e, Scalar):
+            p = self.k.param(e.name)
+            assert isinstance(p, ScalarParam)
+            return Scalar(e.name, dtype=p.dtype, loc=e.loc)
+        if isinstance(e, Load):
+            p = self.k.buffer(e.tensor)
+            return Load(e.tensor, e.index, dtype=p.dtype, loc=e.loc)
+        if isinstance(e, Cast):
+            x = self(e.x)
+            if x.dtype == e.dtype:
+                return x
+            return Cast(x, dtype=e.dtype, loc=e.loc)
+        if isinstance(e, Unary):
+            return self.unary(e)
+        if isinstance(e, Binary):
+            return self.binary(e)
+        if isinstance(e, Where):
+            c, a, b = self(e.cond), self(e.a), self(e.b)
+            if not c.dtype.is_bool:
+                raise self.err(
+                    e,
+                    f"pt.where: the condition has type {c.dtype}, expected bool",
+                    "use a comparison such as x[i] > 0 as the condition",
+                )
+            dt = _common(a, b)
+            return Where(c, _fix_const(a, dt), _fix_const(b, dt), dtype=dt, loc=e.loc)
+        if isinstance(e, Reduce):
+            body = self(e.body)
+            dt = body.dtype
+            if e.op in ("sum", "prod") and dt.is_bool:
+                dt = dtypes.int32
+                body = _fix_const(body, dt)
+            if e.op in ("max", "min") and dt.is_bool:
+                raise self.err(e, f"reduce_{e.op} of a boolean expression", "use pt.cast(cond, pt.int32)")
+            return Reduce(e.op, body, e.axes, dtype=dt, loc=e.loc)
+        raise TypeError(f"infer_types: unexpected node {type(e).__name__}")
+
+    def unary(self, e: Unary) -> Expr:
+        x = self(e.x)
+        dt = x.dtype
+        if e.op in TRANSCENDENTAL:
+            if dt.is_bool:
+                raise self.err(e, f"pt.{e.op} of a boolean value", "convert first: pt.cast(b, float)")
+            ft = dtypes.float_type_for(dt)
+            return Unary(e.op, _fix_const(x, ft), dtype=ft, loc=e.loc)
+        if e.op == "invert":
+            if dt.is_float:
+                raise self.err(e, "'~' applies to bool (logical not) and integers (bitwise not), not floats")
+            return Unary("invert", x, dtype=dt, loc=e.loc)
+        if e.op in ("neg", "abs"):
+            if dt.is_bool:
+                raise self.err(
+                    e,
+                    f"{'unary minus' if e.op == 'neg' else 'abs'} of a boolean value",
+                    "use ~b for logical not, or pt.cast(b, pt.int32)",
+                )
+            if isinstance(x, Const) and x.weak:
+                v = -x.value if e.op == "neg" else abs(x.value)
+                return Const(v, weak=True, dtype=x.dtype, loc=e.loc)
+            return Unary(e.op, x, dtype=dt, loc=e.loc)
+        raise TypeError(e.op)
+
+    def binary(self, e: Binary) -> Expr:
+        a, b = self(e.a), self(e.b)
+        op = e.op
+        dt = _common(a, b)
+        if op in LOGIC_OPS:
+            if dt.is_float:
+                sym = {"and": "&", "or": "|", "xor": "^"}[op]
+                raise self.err(
+                    e, f"'{sym}' applies to bool and integer values, not {dt}", "combine comparisons: (x > 0) & (x < 1)"
+                )
+            return Binary(op, _fix_const(a, dt), _fix_const(b, dt), dtype=dt, loc=e.loc)
+        if op in COMPARE_OPS:
+            return Binary(op, _fix_const(a, dt), _fix_const(b, dt), dtype=dtypes.bool_, loc=e.loc)
+        assert op in ARITH_OPS, op
+        if dt.is_bool:
+            if op in ("maximum", "minimum"):
+                return Binary(op, a, b, dtype=dt, loc=e.loc)
+            dt = dtypes.int32
+        if op == "div" and not dt.is_float:
+            dt = dtypes.DEFAULT_FLOAT  # true division of integers gives float32
+        return Binary(op, _fix_const(a, dt), _fix_const(b, dt), dtype=dt, loc=e.loc)
+
+
+def infer_types(k: KernelIR) -> KernelIR:
+    """Assign dtypes, resolve weak scalars, insert explicit casts, check stores' types."""
+    typer = _Typer(k)
+    stores = []
+    for s in k.stores:
+        target = k.buffer(s.tensor)
+        v = typer(s.value)
+        if not dtypes.can_store(v.dtype, target.dtype):
+            raise DTypeError(
+                f"{s.loc}: cannot store a {v.dtype} value into {target.dtype} tensor '{s.tensor}' implicitly",
+                param=s.tensor,
+                expected=str(target.dtype),
+                got=str(v.dtype),
+                fix=f"convert explicitly: {s.tensor}[...] = pt.cast(value, pt.{target.dtype.name.rstrip('_')})"
+                if not target.dtype.is_bool
+                else "store a comparison, or convert with pt.cast(value, pt.bool_)",
+            )
+        stores.append(Store(s.tensor, s.index, _fix_const(v, target.dtype), loc=s.loc))
+    return k.replace(stores=tuple(stores))

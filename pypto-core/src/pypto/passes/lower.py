@@ -1,0 +1,424 @@
+"""Lowering: the scheduled tensor IR becomes the loop IR that backends render.
+
+Each nest becomes loops over its axes. A reduction is computed by a loop of its own, placed as far
+out as its free axes allow (softmax's row max and row sum are computed once per row, before the
+column loop that writes the row). Values used more than once at the innermost level are bound
+with ``Let`` once. Split reductions become a parallel loop over fixed-size blocks writing partial
+results, then a serial combine in block order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import dtypes
+from ..dtypes import DType
+from ..ir.affine import Affine
+from ..ir.kernel import Group, KernelIR, TensorParam
+from ..ir.loops import (
+    Alloc,
+    Argument,
+    Assign,
+    Block,
+    Comment,
+    Declare,
+    Let,
+    Loop,
+    LoopKernel,
+    Read,
+    Stmt,
+    Var,
+    Write,
+)
+from ..ir.nodes import (
+    Binary,
+    Cast,
+    Const,
+    Expr,
+    Index,
+    Load,
+    Reduce,
+    Scalar,
+    Unary,
+    Where,
+    children,
+    free_axes,
+    map_children,
+    postorder,
+    top_reduces,
+)
+from ..ir.reducers import combine, identity
+
+I64 = dtypes.int64
+
+
+def _i64(v: int) -> Const:
+    return Const(int(v), dtype=I64)
+
+
+def add(a: Expr, b: Expr) -> Expr:
+    if isinstance(a, Const) and isinstance(b, Const):
+        return _i64(a.value + b.value)
+    if isinstance(b, Const) and b.value == 0:
+        return a
+    if isinstance(a, Const) and a.value == 0:
+        return b
+    return Binary("add", a, b, dtype=I64)
+
+
+def mul(a: Expr, b: Expr) -> Expr:
+    if isinstance(a, Const) and isinstance(b, Const):
+        return _i64(a.value * b.value)
+    if isinstance(b, Const) and b.value == 1:
+        return a
+    if isinstance(a, Const) and a.value == 1:
+        return b
+    return Binary("mul", a, b, dtype=I64)
+
+
+@dataclass
+class _Sink:
+    """Where an innermost value goes: a buffer element or an accumulator."""
+
+    value: Expr  # tensor-IR expression
+    buffer: str | None = None
+    index: tuple[Affine, ...] = ()
+    acc: str | None = None
+    op: str | None = None
+    acc_dtype: DType | None = None
+
+
+class _Lowerer:
+    def __init__(self, k: KernelIR, noalias: bool):
+        self.k = k
+        self.noalias = noalias
+        self.extents = {a.index: a.extent for a in k.axes}
+        self.taken: set[str] = {p.name for p in k.params} | set(k.dims) | {t.name for t in k.temps}
+        self.taken |= {a.name for a in k.axes}
+        self.counter = 0
+
+    # -- names and integer expressions ------------------------------------------------------
+    def fresh(self, base: str) -> str:
+        while True:
+            self.counter += 1
+            name = f"{base}{self.counter}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+    def affine(self, a: Affine, env: dict[int, str]) -> Expr:
+        e: Expr = _i64(a.const)
+        terms: list[Expr] = []
+        for ax, c in a.axes:
+            terms.append(mul(Var(env[ax], dtype=I64), _i64(c)))
+        for d, c in a.dims:
+            terms.append(mul(Var(d, dtype=I64), _i64(c)))
+        out: Expr | None = None
+        for t in terms:
+            out = t if out is None else add(out, t)
+        return e if out is None else add(out, e)
+
+    def extent(self, axis: int) -> Expr:
+        return self.affine(self.extents[axis], {})
+
+    # -- expressions --------------------------------------------------------------------------
+    def expr(self, e: Expr, env: dict[int, str], red: dict[Reduce, Var], memo: dict[int, tuple]) -> Expr:
+        hit = memo.get(id(e))
+        if hit is not None:
+            return hit[1]
+        r: Expr
+        if isinstance(e, Reduce):
+            r = red[e]
+        elif isinstance(e, Load):
+            r = Read(e.tensor, tuple(self.affine(ix, env) for ix in e.index), dtype=e.dtype)
+        elif isinstance(e, Index):
+            r = self.affine(e.affine, env)
+            if e.dtype != I64:
+                r = Cast(r, dtype=e.dtype)
+        elif isinstance(e, Scalar):
+            r = Var(e.name, dtype=e.dtype)
+        elif isinstance(e, Const):
+            r = Const(e.value, dtype=e.dtype)
+        elif isinstance(e, Unary):
+            r = Unary(e.op, self.expr(e.x, env, red, memo), dtype=e.dtype)
+        elif isinstance(e, Binary):
+            r = Binary(e.op, self.expr(e.a, env, red, memo), self.expr(e.b, env, red, memo), dtype=e.dtype)
+        elif isinstance(e, Where):
+            r = Where(
+                self.expr(e.cond, env, red, memo),
+                self.expr(e.a, env, red, memo),
+                self.expr(e.b, env, red, memo),
+                dtype=e.dtype,
+            )
+        elif isinstance(e, Cast):
+            r = Cast(self.expr(e.x, env, red, memo), dtype=e.dtype)
+        else:
+            raise TypeError(f"lower: unexpected {type(e).__name__}")
+        memo[id(e)] = (e, r)
+        return r
+
+    # -- nests ----------------------------------------------------------------------------------
+    def order_axes(self, axes: tuple[int, ...], body: Expr) -> list[int]:
+        """Reduction loop order: the axis that walks memory contiguously goes innermost."""
+        score = {a: 0 for a in axes}
+        for n in postorder(body):
+            if isinstance(n, Load) and n.index:
+                last = n.index[-1]
+                for a in axes:
+                    if abs(last.coeff(a)) == 1:
+                        score[a] += 1
+        return sorted(axes, key=lambda a: score[a])
+
+    def emit(
+        self,
+        loops: list[int],
+        sinks: list[_Sink],
+        env: dict[int, str],
+        *,
+        parallel: int | None = None,
+        vector: int | None = None,
+        reductions: tuple[tuple[str, str], ...] = (),
+        bounds: dict[int, tuple[Expr, Expr]] | None = None,
+        work: Expr | None = None,
+        known: dict[Reduce, Var] | None = None,
+    ) -> list[Stmt]:
+        """Loops over ``loops`` (outer to inner) computing ``sinks``, with reductions hoisted.
+
+        ``known`` maps reductions already computed in an enclosing scope to their variables.
+        """
+        bounds = bounds or {}
+        known = known or {}
+        reduces: list[Reduce] = []
+        for s in sinks:
+            for r in top_reduces(s.value):
+                if r not in reduces and r not in known:
+                    reduces.append(r)
+        reduces = _inner_first(reduces)
+        level = {}
+        for r in reduces:
+            pos = [loops.index(a) for a in free_axes(r) if a in loops]
+            level[r] = max(pos) if pos else -1
+        deepest = max(level.values(), default=-1)
+
+        def build(d: int, env: dict[int, str], red: dict[Reduce, Var]) -> list[Stmt]:
+            stmts: list[Stmt] = []
+            red = dict(red)
+            for r in reduces:
+                if level[r] == d - 1:
+                    pre, var = self.reduction(r, env, red)
+                    stmts.extend(pre)
+                    red[r] = var
+            if d == len(loops):
+                stmts.extend(self.innermost(sinks, env, red))
+                return stmts
+            ax = loops[d]
+            name = self.k.axis_name(ax)
+            if name in env.values():
+                name = self.fresh(name + "_")
+            inner_env = {**env, ax: name}
+            start, stop = bounds.get(ax, (_i64(0), self.extent(ax)))
+            innermost = d == len(loops) - 1
+            is_par = ax == parallel
+            # a loop with a reduction placed inside its body holds loops itself: not a vector loop
+            is_vec = ax == vector and innermost and deepest < len(loops) - 1
+            kind = (
+                "parallel_vector" if is_par and is_vec else "parallel" if is_par else "vector" if is_vec else "serial"
+            )
+            body = build(d + 1, inner_env, red)
+            stmts.append(
+                Loop(
+                    name,
+                    start,
+                    stop,
+                    Block(tuple(body)),
+                    kind,
+                    reductions if innermost else (),
+                    work if is_par else None,
+                )
+            )
+            return stmts
+
+        return build(0, env, dict(known))
+
+    def innermost(self, sinks: list[_Sink], env: dict[int, str], red: dict[Reduce, Var]) -> list[Stmt]:
+        memo: dict[int, tuple] = {}
+        values = [self.expr(s.value, env, red, memo) for s in sinks]
+        lets, values = _bind_shared(values, self.fresh)
+        stmts: list[Stmt] = list(lets)
+        for s, v in zip(sinks, values):
+            if s.buffer is not None:
+                stmts.append(Write(s.buffer, tuple(self.affine(ix, env) for ix in s.index), v))
+            else:
+                assert s.acc is not None and s.op is not None and s.acc_dtype is not None
+                stmts.append(Assign(s.acc, combine(s.op, Var(s.acc, dtype=s.acc_dtype), v)))
+        return stmts
+
+    def reduction(self, r: Reduce, env: dict[int, str], known: dict[Reduce, Var]) -> tuple[list[Stmt], Var]:
+        """Statements computing ``r`` at this point of the nest, and the variable holding it."""
+        acc = self.fresh(f"{r.op}_")
+        axes = self.order_axes(r.axes, r.body)
+        sink = _Sink(r.body, acc=acc, op=r.op, acc_dtype=r.dtype)
+        stmts: list[Stmt] = [Declare(acc, r.dtype, identity(r.op, r.dtype))]
+        stmts += self.emit(axes, [sink], env, vector=axes[-1], reductions=((acc, r.op),), known=known)
+        return stmts, Var(acc, dtype=r.dtype)
+
+    def split_reduction(self, r: Reduce, block: int) -> tuple[list[Stmt], Var]:
+        """A full reduction in fixed-size blocks: parallel partials, then an ordered combine."""
+        axes = self.order_axes(r.axes, r.body)
+        outer, inner = axes[0], axes[1:]
+        per_row: Expr = _i64(1)
+        for a in inner:
+            per_row = mul(per_row, self.extent(a))
+        rows = self.fresh("_rows")
+        nblk = self.fresh("_nblocks")
+        part = self.fresh("_partial")
+        b = self.fresh("_b")
+        acc = self.fresh(f"{r.op}_")
+        total = self.fresh(f"{r.op}_")
+        lo, hi = self.fresh("_lo"), self.fresh("_hi")
+        if isinstance(per_row, Const):
+            rows_e: Expr = _i64(max(1, block // max(1, per_row.value)))
+        else:
+            rows_e = Binary(
+                "maximum",
+                _i64(1),
+                Binary("floordiv", _i64(block), Binary("maximum", _i64(1), per_row, dtype=I64), dtype=I64),
+                dtype=I64,
+            )
+        E0 = self.extent(outer)
+        rv = Var(rows, dtype=I64)
+        work = mul(E0, per_row)
+        block_body: list[Stmt] = [
+            Declare(acc, r.dtype, identity(r.op, r.dtype)),
+            Let(lo, mul(Var(b, dtype=I64), rv)),
+            Let(hi, Binary("minimum", E0, add(Var(lo, dtype=I64), rv), dtype=I64)),
+        ]
+        sink = _Sink(r.body, acc=acc, op=r.op, acc_dtype=r.dtype)
+        block_body += self.emit(
+            axes,
+            [sink],
+            {},
+            vector=axes[-1],
+            reductions=((acc, r.op),),
+            bounds={outer: (Var(lo, dtype=I64), Var(hi, dtype=I64))},
+        )
+        block_body.append(Write(part, (Var(b, dtype=I64),), Var(acc, dtype=r.dtype)))
+        b2 = self.fresh("_b")
+        totv = Var(total, dtype=r.dtype)
+        nv = Var(nblk, dtype=I64)
+        stmts: list[Stmt] = [
+            Let(rows, rows_e),
+            Let(nblk, Binary("floordiv", add(E0, add(rv, _i64(-1))), rv, dtype=I64)),
+            Declare(total, r.dtype, identity(r.op, r.dtype)),
+            Alloc(part, r.dtype, (nv,), Block((
+                Loop(b, _i64(0), nv, Block(tuple(block_body)), "parallel", (), work),
+                Loop(b2, _i64(0), nv, Assign(total, combine(r.op, totv, Read(part, (Var(b2, dtype=I64),), dtype=r.dtype))), "serial"),
+            ))),
+        ]  # fmt: skip
+        return stmts, totv
+
+    # -- groups and kernel --------------------------------------------------------------------
+    def group(self, g: Group) -> list[Stmt]:
+        sinks = [_Sink(s.value, buffer=s.tensor, index=s.index) for s in g.stores]
+        stmts: list[Stmt] = []
+        for s in g.stores:
+            where = f"{s.loc.filename.rsplit('/', 1)[-1]}:{s.loc.lineno}: " if s.loc else ""
+            text = s.loc.text.strip() if s.loc and s.loc.text else f"store {s.tensor}"
+            stmts.append(Comment(where + text))
+        if g.split is not None:
+            red: dict[Reduce, Var] = {}
+            for s in sinks:
+                for r in top_reduces(s.value):
+                    if r not in red:
+                        pre, var = self.split_reduction(r, g.split.block)
+                        stmts.extend(pre)
+                        red[r] = var
+            stmts.extend(self.innermost(sinks, {}, red))
+            return stmts
+        work: Expr = _i64(1)
+        for a in g.loops:
+            work = mul(work, self.extent(a))
+        stmts += self.emit(list(g.loops), sinks, {}, parallel=g.parallel, vector=g.vector, work=work)
+        return stmts
+
+    def kernel(self) -> LoopKernel:
+        k = self.k
+        assert k.groups is not None
+        args = []
+        for p in k.params:
+            if isinstance(p, TensorParam):
+                args.append(Argument(p.name, "buffer", p.dtype, p.role, tuple(self.affine(s, {}) for s in p.shape)))
+        for p in k.scalar_params:
+            args.append(Argument(p.name, "scalar", p.dtype))
+        for d in k.dims:
+            args.append(Argument(d, "dim", I64))
+        body: list[Stmt] = []
+        for g in k.groups:
+            body += self.group(g)
+        stmt: Stmt = Block(tuple(body))
+        for t in reversed(k.temps):
+            stmt = Alloc(t.name, t.dtype, tuple(self.affine(s, {}) for s in t.shape), stmt)
+        return LoopKernel(k.name, tuple(args), stmt, self.noalias, tuple((t.name, t.dtype) for t in k.temps))
+
+
+def _inner_first(reduces: list[Reduce]) -> list[Reduce]:
+    """Order reductions so one used inside another's body is computed first (and reused)."""
+    inside = {id(r): {id(n) for n in postorder(r.body) if isinstance(n, Reduce)} for r in reduces}
+    out: list[Reduce] = []
+    pending = list(reduces)
+    while pending:
+        for r in pending:
+            if not any(id(o) in inside[id(r)] for o in pending if o is not r):
+                out.append(r)
+                pending.remove(r)
+                break
+        else:  # pragma: no cover - containment is acyclic
+            out.extend(pending)
+            break
+    return out
+
+
+_BINDABLE = (Unary, Binary, Where, Cast, Read)
+
+
+def _bind_shared(values: list[Expr], fresh) -> tuple[list[Let], list[Expr]]:
+    """Bind every compound subexpression used more than once to a ``Let`` (CSE)."""
+    uses: dict[int, int] = {}
+    order: list[Expr] = []
+
+    def count(e: Expr) -> None:
+        uses[id(e)] = uses.get(id(e), 0) + 1
+        if uses[id(e)] > 1:
+            return
+        for c in children(e):
+            count(c)
+        order.append(e)
+
+    for v in values:
+        count(v)
+    shared = {id(e) for e in order if uses[id(e)] > 1 and isinstance(e, _BINDABLE)}
+    if not shared:
+        return [], values
+    lets: list[Let] = []
+    repl: dict[int, Expr] = {}
+
+    def rebuild(e: Expr) -> Expr:
+        if id(e) in repl:
+            return repl[id(e)]
+        r = map_children(e, rebuild)
+        assert isinstance(r, Expr)
+        if id(e) in shared:
+            name = fresh("t")
+            lets.append(Let(name, r))
+            r = Var(name, dtype=e.dtype)
+        repl[id(e)] = r
+        return r
+
+    for e in order:
+        rebuild(e)
+    return lets, [rebuild(v) for v in values]
+
+
+def lower(k: KernelIR, noalias: bool = True) -> LoopKernel:
+    """Lower a scheduled kernel to the loop IR."""
+    return _Lowerer(k, noalias).kernel()

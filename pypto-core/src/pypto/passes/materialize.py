@@ -1,0 +1,81 @@
+"""Temporaries: compute into a scratch buffer what cannot be computed inside its loop nest.
+
+Two cases need one:
+
+* a store that reads its own output at another index or inside a reduction (``x[i] = x[i + 1]``):
+  the value goes to a temporary first, then is copied, as if the right-hand side were evaluated
+  completely before the assignment (NumPy semantics);
+* a reduction whose free axes are not the outer loops of its nest (a column maximum used inside a
+  row-major nest), or that has no free axes at all inside a nest with loops: it is computed once
+  in a nest of its own instead of once per point. Full reductions computed this way are split
+  into parallel blocks later.
+"""
+
+from __future__ import annotations
+
+from ..ir.affine import Affine
+from ..ir.kernel import Group, KernelIR, Temp
+from ..ir.nodes import Expr, Load, Node, Store, free_axes, top_reduces, transform
+from .fuse import accesses, store_loops
+
+
+def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
+    def fn(n: Node) -> Node | None:
+        return new if n == old else None
+
+    r = transform(e, fn)
+    assert isinstance(r, Expr)
+    return r
+
+
+class _Temps:
+    def __init__(self, k: KernelIR):
+        self.k = k
+        self.temps: list[Temp] = list(k.temps)
+
+    def new(self, dtype, shape: tuple[Affine, ...]) -> str:
+        name = f"_t{len(self.temps)}"
+        self.temps.append(Temp(name, dtype, shape))
+        return name
+
+
+def _self_dependent(s: Store) -> bool:
+    return any(t == s.tensor and (idx != s.index or red) for t, idx, red in accesses(s))
+
+
+def materialize_temporaries(k: KernelIR) -> KernelIR:
+    """Introduce temporaries for self-dependent stores and misplaced reductions."""
+    assert k.groups is not None
+    temps = _Temps(k)
+    extents = {a.index: a.extent for a in k.axes}
+    out: list[Group] = []
+    work = list(k.groups)
+    while work:
+        g = work.pop(0)
+        new_before: list[Group] = []
+        stores: list[Store] = []
+        for s in g.stores:
+            if _self_dependent(s):
+                loops = store_loops(s)
+                name = temps.new(s.value.dtype, tuple(extents[a] for a in loops) or (Affine.constant(1),))
+                tindex = tuple(Affine.axis(a) for a in loops) or (Affine.constant(0),)
+                new_before.append(Group((Store(name, tindex, s.value, loc=s.loc),), loops))
+                s = Store(s.tensor, s.index, Load(name, tindex, dtype=s.value.dtype, loc=s.loc), loc=s.loc)
+            value = s.value
+            for r in top_reduces(value):
+                free = free_axes(r)
+                prefix = set(g.loops[: len(free)])
+                if g.loops and (not free or free != prefix):
+                    loops = tuple(a for a in g.loops if a in free)
+                    name = temps.new(r.dtype, tuple(extents[a] for a in loops) or (Affine.constant(1),))
+                    tindex = tuple(Affine.axis(a) for a in loops) or (Affine.constant(0),)
+                    new_before.append(Group((Store(name, tindex, r, loc=r.loc),), loops))
+                    value = _replace(value, r, Load(name, tindex, dtype=r.dtype, loc=r.loc))
+            stores.append(Store(s.tensor, s.index, value, loc=s.loc) if value is not s.value else s)
+        g = Group(tuple(stores), g.loops)
+        if new_before:
+            # the new nests may need temporaries of their own: process them before ``g``
+            work[:0] = new_before + [g]
+            continue
+        out.append(g)
+    return k.replace(groups=tuple(out), temps=tuple(temps.temps))

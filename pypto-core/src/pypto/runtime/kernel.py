@@ -1,0 +1,220 @@
+"""``@pt.kernel``: the object users call, inspect (``get_code``, ``ir``) and benchmark."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from ..backend_api import Artifact, KernelOptions, Program
+from ..errors import ArgumentError, BackendNotFound, CompileError
+from ..ir.printer import format_loops
+from ..lang.tracer import trace
+from ..passes import REFERENCE_STAGE, STAGES, Compilation, run_pipeline
+from .binding import Binder, BoundCall, alias_safe_pairs
+
+_kernels: weakref.WeakSet[Kernel] = weakref.WeakSet()
+
+
+def invalidate_compiled() -> None:
+    """Drop every kernel's compiled launchers (after plugins were reloaded)."""
+    for k in list(_kernels):
+        k._launchers.clear()
+
+
+class Kernel:
+    """A traced, compiled-on-demand kernel. Call it with arrays (outputs are passed in too).
+
+    Tracing happens on first use (a call, ``get_code`` or ``ir``); compilation happens once per
+    backend and is cached on disk. Calling returns the output array (or a tuple of them).
+    """
+
+    def __init__(self, fn: Callable, *, executor: str | None = None, fastmath: bool = False, **options: Any):
+        if executor is not None and not isinstance(executor, str):
+            raise ArgumentError(
+                f"pt.kernel: executor must be a backend name or 'auto', got {executor!r}",
+                param="executor",
+                expected="str",
+                got=executor,
+            )
+        if not isinstance(fastmath, bool):
+            raise ArgumentError(
+                f"pt.kernel: fastmath must be True or False, got {fastmath!r}",
+                param="fastmath",
+                expected="bool",
+                got=fastmath,
+            )
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.executor = executor
+        self.options = KernelOptions(fastmath=fastmath, extra=tuple(sorted(options.items())))
+        self._lock = threading.RLock()
+        self._compilations: dict[bool, Compilation] = {}
+        self._binder: Binder | None = None
+        self._launchers: dict[tuple[str, bool], Callable[..., None]] = {}
+        self._traced = None
+        _kernels.add(self)
+
+    # -- compilation stages ------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._trace().name
+
+    def _trace(self):
+        if self._traced is None:
+            with self._lock:
+                if self._traced is None:
+                    self._traced = trace(self.fn)
+        return self._traced
+
+    def _compilation(self, noalias: bool = True) -> Compilation:
+        c = self._compilations.get(noalias)
+        if c is None:
+            with self._lock:
+                c = self._compilations.get(noalias)
+                if c is None:
+                    c = run_pipeline(self._trace(), noalias=noalias)
+                    self._compilations[noalias] = c
+        return c
+
+    def _get_binder(self) -> Binder:
+        if self._binder is None:
+            comp = self._compilation()
+            self._binder = Binder(comp.stages["infer_shapes"], alias_safe_pairs(comp.final))
+        return self._binder
+
+    def program(self, noalias: bool = True) -> Program:
+        """What backends receive for this kernel (see :class:`pypto.backend_api.Program`)."""
+        comp = self._compilation(noalias)
+        return Program(
+            name=comp.loops.name,
+            loops=comp.loops,
+            tensor_ir=comp.final,
+            reference_ir=comp.stages[REFERENCE_STAGE],
+            options=self.options,
+            noalias=noalias,
+            ir_text=format_loops(comp.loops) + f"\n# options: {self.options!r}",
+        )
+
+    # -- backends ------------------------------------------------------------------------------------
+    def _backend(self, backend: str | None, *, need_available: bool):
+        from ..plugins import get_registry
+
+        reg = get_registry()
+        if backend is None or backend == "auto" or need_available:
+            return reg.resolve(backend if backend is not None else self.executor)
+        entry = reg.backends.get(backend)
+        if entry is None:
+            return reg.resolve(backend)  # raises BackendNotFound with the details
+        return entry
+
+    def _codegen(self, backend: str, program: Program) -> str:
+        from ..plugins import get_registry
+
+        source = get_registry().pm.hook.pypto_codegen(backend=backend, program=program)
+        if source is None:
+            raise BackendNotFound(f"backend '{backend}' did not generate code (its plugin implements no pypto_codegen)")
+        return source
+
+    def _launcher(self, backend: str, noalias: bool) -> Callable[..., None]:
+        key = (backend, noalias)
+        launcher = self._launchers.get(key)
+        if launcher is not None:
+            return launcher
+        with self._lock:
+            launcher = self._launchers.get(key)
+            if launcher is None:
+                from ..plugins import get_registry
+
+                hook = get_registry().pm.hook
+                program = self.program(noalias)
+                source = self._codegen(backend, program)
+                artifact = hook.pypto_compile(backend=backend, program=program, source=source)
+                if not isinstance(artifact, Artifact):
+                    raise CompileError(f"backend '{backend}' returned no artifact for kernel '{program.name}'")
+                launcher = hook.pypto_launch(backend=backend, program=program, artifact=artifact)
+                if launcher is None:
+                    raise CompileError(f"backend '{backend}' could not load the compiled kernel '{program.name}'")
+                self._launchers[key] = launcher
+        return launcher
+
+    # -- public API --------------------------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        entry = self._backend(None, need_available=True)
+        bound = self._get_binder().bind(args, kwargs)
+        launcher = self._launcher(entry.spec.name, bound.noalias)
+        _launch(launcher, bound)
+        return bound.finish()
+
+    def compile(self, backend: str | None = None) -> Kernel:
+        """Trace and compile now for ``backend`` (default: the kernel's executor); returns the kernel."""
+        entry = self._backend(backend, need_available=True)
+        self._launcher(entry.spec.name, True)
+        return self
+
+    def get_code(self, backend: str | None = None) -> str:
+        """The source the backend generates for this kernel (works without its device or driver)."""
+        entry = self._backend(backend, need_available=False)
+        return self._codegen(entry.spec.name, self.program())
+
+    def ir(self, stage: str | None = None) -> str:
+        """The IR after ``stage`` (one of :data:`pypto.passes.STAGES`; default: the final loop IR)."""
+        stage = stage or "lower"
+        if stage not in STAGES:
+            raise ArgumentError(
+                f"unknown IR stage {stage!r}",
+                param="stage",
+                expected=", ".join(STAGES),
+                got=stage,
+                fix=f"use one of: {', '.join(STAGES)}",
+            )
+        if stage == "traced":
+            from ..ir.printer import format_kernel
+
+            return format_kernel(self._trace())
+        return self._compilation().text(stage)
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """The names accepted by :meth:`ir`, in pipeline order."""
+        return STAGES
+
+    def __repr__(self) -> str:
+        opts = [f"executor={self.executor!r}"] if self.executor else []
+        if self.options.fastmath:
+            opts.append("fastmath=True")
+        return f"<pypto kernel {getattr(self.fn, '__qualname__', self.fn)}{' ' + ', '.join(opts) if opts else ''}>"
+
+
+def _launch(launcher: Callable[..., None], bound: BoundCall) -> None:
+    try:
+        launcher(*bound.args())
+    except BaseException as e:
+        # Never leave an output looking like a result: floating-point outputs become NaN.
+        poisoned = False
+        for out in bound.outputs:
+            try:
+                if out.dtype.kind == "f":
+                    out[...] = float("nan")
+                    poisoned = True
+            except Exception:
+                pass
+        if poisoned:
+            e.add_note("pypto: floating-point outputs were filled with NaN because the launch failed")
+        raise
+
+
+def kernel(fn: Callable | None = None, *, executor: str | None = None, fastmath: bool = False, **options: Any):
+    """Decorate a function as a pypto kernel: ``@pt.kernel`` or ``@pt.kernel(executor="openmp")``.
+
+    ``executor`` picks the backend (default: ``$PYPTO_EXECUTOR``, else the highest-priority
+    available backend); ``fastmath=True`` lets backends use faster, less exact math
+    (reassociation, approximate functions, no NaN/inf guarantees).
+    """
+    if fn is None:
+        return lambda f: Kernel(f, executor=executor, fastmath=fastmath, **options)
+    if not callable(fn):
+        raise ArgumentError(f"pt.kernel decorates a function, got {fn!r}", expected="a function", got=fn)
+    return Kernel(fn, executor=executor, fastmath=fastmath, **options)

@@ -1,0 +1,203 @@
+"""The runtime API: inspection, benchmarking, runtime info, allocation, argument kinds."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import pypto as pt
+
+N, M = pt.dims("N M")
+
+
+@pt.kernel
+def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    c[i] = a[i] + b[i]
+
+
+@pt.kernel
+def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
+    row, col = pt.axis(0), pt.axis(1)
+    e = pt.exp(x[row, col] - pt.reduce_max(x[row, col], axis=col))
+    y[row, col] = e / pt.reduce_sum(e, axis=col)
+
+
+def test_ir_every_stage_is_printable():
+    assert softmax.stages[0] == "traced" and softmax.stages[-1] == "lower"
+    for stage in softmax.stages:
+        text = softmax.ir(stage)
+        assert "softmax" in text
+    assert "parallel for row" in softmax.ir()
+    assert softmax.ir() == softmax.ir("lower")
+    # fusion: the row max and row sum are computed per row, before the loop that writes the row
+    lowered = softmax.ir()
+    assert lowered.index("var max_") < lowered.index("var sum_") < lowered.rindex("y[row, col] =")
+
+
+def test_sum_exp_needs_no_temporary():
+    @pt.kernel
+    def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
+        i = pt.axis(0)
+        out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
+
+    assert "temp " not in sum_exp.ir("materialize")
+    assert "alloc _t" not in sum_exp.ir()
+
+
+def test_dump_ir_prints_every_pass(monkeypatch, capsys):
+    monkeypatch.setenv("PYPTO_DUMP_IR", "1")
+
+    @pt.kernel
+    def k(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
+        i = pt.axis(0)
+        y[i] = x[i] + 1.0
+
+    k.ir()
+    err = capsys.readouterr().err
+    for stage in k.stages:
+        assert f"--- pypto IR after {stage} ---" in err
+
+
+def test_get_code_reference_is_numpy_source():
+    code = softmax.get_code(backend="reference")
+    assert code.startswith("def softmax(x, y, M, N):") and "_np.exp" in code
+    assert softmax.get_code() == code  # PYPTO_EXECUTOR=reference in these tests
+
+
+def test_benchmark_result_fields():
+    a = np.ones(1000, np.float32)
+    c = np.empty_like(a)
+    r = pt.benchmark(vector_add, (a, a, c), warmup=2, repeat=5)
+    assert len(r.times) == 5 and r.repeat == 5 and r.warmup == 2
+    assert 0 < r.min <= r.median <= max(r.times) and r.min <= r.mean and r.std >= 0
+    assert "median" in str(r)
+    r2 = pt.benchmark(lambda x: x + 1, (a,), warmup=0, repeat=3, number=4)
+    assert r2.number == 4
+    with pytest.raises(pt.ArgumentError, match="repeat must be an int >= 1"):
+        pt.benchmark(vector_add, (a, a, c), repeat=0)
+
+
+def test_runtime_info_contents():
+    info = pt.get_runtime_info()
+    json.dumps(info)  # plain data
+    assert info["pypto"] == pt.__version__
+    ref = info["backends"]["reference"]
+    assert ref["available"] is True and ref["version"] == pt.__version__ and ref["plugin"] == "reference"
+    assert ref["threads"] == 1 and "device" in ref and "float32" in ref["dtypes"]
+    assert info["default_executor"] == "reference"
+    assert info["cache_dir"] and isinstance(info["cache_enabled"], bool)
+    assert info["env"]["PYPTO_EXECUTOR"] == "reference"
+
+
+def test_list_backends_includes_reference_last():
+    names = pt.list_backends()
+    assert names[-1] == "reference" or "reference" in names
+
+
+@pytest.mark.parametrize("fn", [pt.empty, pt.zeros])
+def test_aligned_allocation(fn):
+    for shape in [(1,), (3, 5), (0,), 17]:
+        a = fn(shape, float)
+        assert a.dtype == np.float32 and a.flags.c_contiguous and (a.size == 0 or a.ctypes.data % 64 == 0)
+    z = pt.zeros((2, 3), pt.int64, align=128)
+    assert z.ctypes.data % 128 == 0 and z.dtype == np.int64 and not z.any()
+    e = pt.empty_like(np.ones((4, 4), np.float64))
+    assert e.shape == (4, 4) and e.dtype == np.float64 and e.ctypes.data % 64 == 0
+    assert pt.zeros_like(np.ones(3, np.int32)).dtype == np.int32
+    with pytest.raises(pt.ArgumentError, match="power of two"):
+        pt.empty(3, align=48)
+    with pytest.raises(pt.ArgumentError, match="negative"):
+        pt.empty((-1,))
+
+
+class ArrayInterfaceOnly:
+    def __init__(self, a):
+        self._a = a
+        self.__array_interface__ = a.__array_interface__
+
+
+def test_inputs_via_array_interface_dlpack_and_lists():
+    a = np.arange(4, dtype=np.float32)
+    c = np.empty_like(a)
+    vector_add(ArrayInterfaceOnly(a), _DLPackOnly(a), c)
+    np.testing.assert_array_equal(c, 2 * a)
+    vector_add([1.0, 2.0, 3.0, 4.0], a, c)
+    np.testing.assert_array_equal(c, a + [1, 2, 3, 4])
+    # an output given through __array_interface__ is written in place
+    out = np.zeros(4, np.float32)
+    vector_add(a, a, ArrayInterfaceOnly(out))
+    np.testing.assert_array_equal(out, 2 * a)
+
+
+class _DLPackOnly:
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, **kw):
+        return self._a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_non_contiguous_inputs_and_outputs_are_handled():
+    base = np.arange(20, dtype=np.float32)
+    a = base[::2]  # strided view
+    out_base = np.zeros(20, np.float32)
+    c = out_base[1::2]
+    vector_add(a, a, c)
+    np.testing.assert_array_equal(c, 2 * a)
+    np.testing.assert_array_equal(out_base[::2], 0)  # neighbours untouched
+    x = np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    y = np.empty((3, 4), np.float32, order="F")
+    softmax(x, y)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(y, e / e.sum(1, keepdims=True), rtol=2e-6)
+
+
+def test_kernel_repr_and_name():
+    k = pt.kernel(executor="reference", fastmath=True)(vector_add.fn)
+    assert "executor='reference'" in repr(k) and "fastmath=True" in repr(k)
+    assert k.name == "vector_add" and k.__name__ == "vector_add"
+    with pytest.raises(pt.ArgumentError, match="fastmath must be True or False"):
+        pt.kernel(fastmath="yes")(vector_add.fn)
+
+
+def test_compile_warms_up():
+    k = pt.kernel(vector_add.fn)
+    assert k.compile() is k
+
+
+def test_failed_launch_poisons_float_outputs(monkeypatch):
+    k = pt.kernel(vector_add.fn)
+    a = np.ones(3, np.float32)
+    c = np.zeros(3, np.float32)
+
+    def boom(*args):
+        args[2][0] = 42.0  # half-written
+        raise MemoryError("device ran out of memory")
+
+    monkeypatch.setattr(k, "_launcher", lambda backend, noalias: boom)
+    with pytest.raises(MemoryError) as ei:
+        k(a, a, c)
+    assert np.isnan(c).all()
+    assert any("filled with NaN" in n for n in getattr(ei.value, "__notes__", []))
+
+
+def test_import_is_fast_and_lazy():
+    code = (
+        "import time, sys; t = time.perf_counter(); import pypto; dt = time.perf_counter() - t; "
+        "import pypto.plugins as p; print(dt, p._registry is None, 'cffi' in sys.modules)"
+    )
+    best = min(
+        float(
+            subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()[0]
+        )
+        for _ in range(3)
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[1] == "True" and out[2] == "False"  # no plugin loaded, no compiler toolchain imported
+    assert best < 0.2, f"import pypto took {best:.3f} s"
