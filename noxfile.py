@@ -16,7 +16,7 @@ CORE = "./pypto-core[test]"
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff: lint and formatting."""
-    session.install("ruff")
+    session.install("ruff>=0.17,<0.18")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
