@@ -1,4 +1,4 @@
-"""Developer sessions. `nox` runs lint and the full test suite; `nox -s core` and friends run one package.
+"""Developer sessions. `nox` runs lint and the full test suite; `nox -s core`, `nox -s openmp` ... run one package.
 
 Every session installs the packages from this checkout (not editable: the tests see what users get).
 """
@@ -11,6 +11,7 @@ nox.options.sessions = ["lint", "tests"]
 nox.options.error_on_missing_interpreters = True
 
 CORE = "./pypto-core[test]"
+OPENMP = "./pypto-backend-openmp"
 
 
 @nox.session
@@ -24,8 +25,10 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Every package's tests in one environment with every package installed."""
-    session.install(CORE)
-    session.run("pytest", "pypto-core/tests", *session.posargs)
+    session.install(CORE, OPENMP)
+    session.run("pytest", "pypto-core/tests", "pypto-backend-openmp/tests", *session.posargs)
+    # the language tests once more, compiled by the OpenMP backend
+    session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "openmp"})
 
 
 @nox.session
@@ -33,3 +36,11 @@ def core(session: nox.Session) -> None:
     """pypto-core alone (no backend plugins installed)."""
     session.install(CORE)
     session.run("pytest", "pypto-core/tests", *session.posargs)
+
+
+@nox.session
+def openmp(session: nox.Session) -> None:
+    """The OpenMP backend with the core."""
+    session.install(CORE, OPENMP)
+    session.run("pytest", "pypto-backend-openmp/tests", *session.posargs)
+    session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "openmp"})

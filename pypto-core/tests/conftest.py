@@ -1,4 +1,8 @@
-"""Core tests run every kernel on the NumPy reference backend unless a test says otherwise."""
+"""Core tests run every kernel on the NumPy reference backend unless a test says otherwise.
+
+``PYPTO_TEST_EXECUTOR=openmp pytest pypto-core/tests/test_language.py`` runs the language tests on
+another backend (the other modules check reference-specific details).
+"""
 
 import os
 
@@ -8,7 +12,7 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _reference_executor(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("PYPTO_EXECUTOR", "reference")
+    monkeypatch.setenv("PYPTO_EXECUTOR", os.environ.get("PYPTO_TEST_EXECUTOR", "reference"))
     monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "pypto-cache"))
     monkeypatch.delenv("PYPTO_DUMP_IR", raising=False)
     yield
@@ -20,4 +24,4 @@ def rng():
 
 
 def pytest_report_header(config):
-    return f"pypto core tests (PYPTO_EXECUTOR forced to 'reference'; was {os.environ.get('PYPTO_EXECUTOR')!r})"
+    return f"pypto core tests on executor {os.environ.get('PYPTO_TEST_EXECUTOR', 'reference')!r}"

@@ -19,10 +19,10 @@ CALLS = []
 @pypto.hookimpl
 def pypto_declare_backends():
     return [
-        BackendSpec("fakeref", "9.9", PLUGIN_API_VERSION, priority=50,
+        BackendSpec("fakeref", "9.9", PLUGIN_API_VERSION, priority=500,
                     capabilities=Capabilities(dtypes=frozenset({"float32"}), fp64=False),
                     info=lambda: {"device": "fake device", "threads": 3}),
-        BackendSpec("fakeoff", "1.0", PLUGIN_API_VERSION, priority=60,
+        BackendSpec("fakeoff", "1.0", PLUGIN_API_VERSION, priority=600,
                     probe=lambda: Availability(False, "no fake device attached")),
     ]
 

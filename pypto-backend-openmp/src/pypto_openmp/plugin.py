@@ -1,0 +1,77 @@
+"""The ``openmp`` backend's hook implementations (entry point ``pypto: openmp``).
+
+Kept light: nothing here imports cffi or runs a compiler until a hook needs it.
+"""
+
+from __future__ import annotations
+
+from pypto.backend_api import PLUGIN_API_VERSION, Capabilities
+from pypto.hookspecs import hookimpl
+from pypto.native.backend import NativeBackend
+
+from . import __version__
+
+PYPTO_PLUGIN_API = PLUGIN_API_VERSION
+NAME = "openmp"
+
+_PROBE = """
+#include <omp.h>
+int pt_probe(void) {
+    int n = 0;
+    #pragma omp parallel reduction(+:n)
+    n += 1;
+    return n;
+}
+"""
+
+
+def _renderer(toolchain, program):
+    from .renderer import OpenMPRenderer
+
+    return OpenMPRenderer(vector_math=toolchain.vector_math)
+
+
+BACKEND = NativeBackend(
+    NAME,
+    __version__,
+    language="c",
+    base_flags=("-O3", "-std=gnu11", "-fopenmp", "-fwrapv"),
+    optional_flags=(
+        "-march=native",
+        "-mprefer-vector-width=512",
+        "-fno-math-errno",
+        "-fno-trapping-math",
+        "-fno-semantic-interposition",
+    ),  # fmt: skip
+    probe_source=_PROBE,
+    make_renderer=_renderer,
+    priority=100,
+    package="pypto-backend-openmp",
+    description="C99 + OpenMP, compiled with $CC (gcc or clang)",
+    capabilities=Capabilities(notes="OpenMP threads over outer loops, SIMD inner loops"),
+)
+
+
+@hookimpl
+def pypto_declare_backends():
+    return [BACKEND.spec()]
+
+
+@hookimpl
+def pypto_codegen(backend, program):
+    return BACKEND.codegen(program) if backend == NAME else None
+
+
+@hookimpl
+def pypto_compile_key(backend, program):
+    return BACKEND.compile_key(program) if backend == NAME else None
+
+
+@hookimpl
+def pypto_compile(backend, program, source):
+    return BACKEND.compile(program, source) if backend == NAME else None
+
+
+@hookimpl
+def pypto_launch(backend, program, artifact):
+    return BACKEND.launch(program, artifact) if backend == NAME else None

@@ -1,0 +1,306 @@
+"""The OpenMP backend: generated code, determinism, fast dispatch, compile cache and failures.
+
+Numerical results are compared with NumPy on the same inputs (float32: rtol 2e-6 unless noted).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pypto as pt
+from pypto.native.toolchain import Toolchain, build_shared, find_compiler
+
+M, N = pt.dims("M N")
+
+
+@pytest.fixture(autouse=True)
+def _openmp(monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("PYPTO_EXECUTOR", "openmp")
+    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pt.kernel
+def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
+    row, col = pt.axis(0), pt.axis(1)
+    max_val = pt.reduce_max(x[row, col], axis=col)
+    exp_val = pt.exp(x[row, col] - max_val)
+    y[row, col] = exp_val / pt.reduce_sum(exp_val, axis=col)
+
+
+@pt.kernel
+def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
+    i = pt.axis(0)
+    out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
+
+
+@pt.kernel
+def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    c[i] = a[i] + b[i]
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+# -- generated code --------------------------------------------------------------------------------
+
+
+def test_softmax_code_is_fused_parallel_and_vectorised():
+    code = softmax.get_code()
+    assert "#pragma omp parallel for schedule(static)" in code
+    assert code.count("#pragma omp simd") == 3  # max, sum, write: three passes over a cached row
+    assert "reduction(max:" in code and "reduction(+:" in code
+    assert "const float *restrict x" in code and "float *restrict y" in code
+    assert "#pragma omp declare simd notinbranch\nfloat expf(float);" in code
+    assert "if(M * N >= 32768)" in code  # no fork/join for tiny problems
+    assert "malloc" not in code.split("fast-call")[0]  # no temporaries
+
+
+def test_sum_exp_is_split_in_fixed_blocks():
+    code = sum_exp.get_code()
+    assert "_partial" in code and "16384" in code
+    assert code.count("#pragma omp parallel for") == 1
+
+
+def test_static_shapes_are_constants():
+    @pt.kernel
+    def scale(x: pt.Tensor[float, (4, 8)], y: pt.Tensor[float, (4, 8)]):
+        r, c = pt.axis(0), pt.axis(1)
+        y[r, c] = x[r, c] * 2.0
+
+    code = scale.get_code()
+    assert "int64_t c = 0; c < 8; c++" in code and "r * 8 + c" in code
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    y = np.empty_like(x)
+    scale(x, y)
+    np.testing.assert_array_equal(y, 2 * x)
+
+
+def test_aliasing_call_uses_a_variant_without_restrict():
+    a = np.arange(10, dtype=np.float32)
+    vector_add(a, a, a)  # allowed: pointwise
+    np.testing.assert_array_equal(a, 2 * np.arange(10))
+    assert "restrict" not in vector_add._launchers and ("openmp", False) in vector_add._launchers
+    assert "restrict" not in vector_add.program(noalias=False).ir_text
+    from pypto.plugins import get_registry
+
+    code = get_registry().pm.hook.pypto_codegen(backend="openmp", program=vector_add.program(noalias=False))
+    assert "restrict" not in code
+
+
+# -- results ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (64, 1031), (300, 130)])
+def test_softmax_matches_numpy(shape):
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    y = pt.empty_like(x)
+    softmax(x, y)
+    np.testing.assert_allclose(y, np_softmax(x), rtol=2e-6, atol=1e-7)
+
+
+def test_nan_propagates_through_vectorised_max():
+    x = np.random.default_rng(1).standard_normal((4, 100)).astype(np.float32)
+    x[2, 57] = np.nan
+    y = np.empty_like(x)
+    softmax(x, y)
+    assert np.isnan(y[2]).all() and not np.isnan(y[[0, 1, 3]]).any()
+
+
+def _run_py(code: str, env: dict[str, str]) -> str:
+    full_env = {**os.environ, **env}
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full_env,
+                       timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+_SUM = """
+import numpy as np, pypto as pt
+N = pt.dim("N")
+@pt.kernel
+def total(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
+    i = pt.axis(0)
+    out[0] = pt.reduce_sum(pt.exp(x[i]) * 0.5, axis=i)
+x = np.random.default_rng(7).standard_normal(3_000_001).astype(np.float32)
+out = np.zeros(1, np.float32)
+total(x, out)
+print(out.view(np.uint32)[0], pt.get_runtime_info()["backends"]["openmp"]["threads"])
+"""
+
+
+def test_full_reduction_same_bits_for_1_and_2_threads(tmp_path):
+    env = {"PYPTO_EXECUTOR": "openmp", "PYPTO_CACHE_DIR": str(tmp_path)}
+    one = _run_py(_SUM, {**env, "PYPTO_NUM_THREADS": "1"}).split()
+    two = _run_py(_SUM, {**env, "PYPTO_NUM_THREADS": "2"}).split()
+    assert one[1] == "1" and two[1] == "2"
+    assert one[0] == two[0]  # identical bits
+    x = np.random.default_rng(7).standard_normal(3_000_001).astype(np.float32)
+    got = np.array([int(one[0])], np.uint32).view(np.float32)[0]
+    np.testing.assert_allclose(got, (np.exp(x.astype(np.float64)) * 0.5).sum(), rtol=1e-5)
+
+
+def test_clean_exit_after_kernels_in_subprocess(tmp_path):
+    code = _SUM + "\nimport sys; sys.stdout.flush()\n"
+    out = _run_py(code, {"PYPTO_EXECUTOR": "openmp", "PYPTO_CACHE_DIR": str(tmp_path)})
+    assert out.strip()
+
+
+# -- fast dispatch -------------------------------------------------------------------------------------
+
+
+def test_fast_entry_is_used_and_falls_back_correctly():
+    a = np.arange(6, dtype=np.float32)
+    c = np.empty_like(a)
+    assert vector_add(a, a, c) is c
+    assert vector_add._fast is not None
+    entry = vector_add._fast[1]
+    c2 = np.zeros_like(a)
+    assert entry(a, a, c2) is c2 and (c2 == 2 * a).all()
+    # anything unusual goes back to the full binder, which converts or raises typed errors
+    assert entry(a[::2], a[::2], np.empty(3, np.float32)) is NotImplemented
+    strided = np.zeros(12, np.float32)[::2]
+    vector_add(a, a, strided)
+    np.testing.assert_array_equal(strided, 2 * a)
+    with pytest.raises(pt.DTypeError, match="'b' has dtype float64"):
+        vector_add(a, a.astype(np.float64), c)
+    with pytest.raises(pt.ShapeError):
+        vector_add(a, a[:5], c)
+    with pytest.raises(pt.AliasingError):
+        vector_add(a[:4], a[:4], a[1:5])
+
+
+def test_dispatch_overhead_is_small():
+    import timeit
+
+    a = np.ones(4, np.float32)
+    c = np.empty_like(a)
+    vector_add(a, a, c)
+    best = min(timeit.repeat(lambda: vector_add(a, a, c), number=20000, repeat=5)) / 20000
+    # the issue's budget is 1.5 us; allow slack for a loaded CI machine (benchmarks/ measures it properly)
+    assert best < 5e-6, f"{best * 1e6:.2f} us per call"
+
+
+def test_scalar_arguments_through_the_fast_path():
+    @pt.kernel
+    def axpy(alpha: float, x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)], k: int):
+        i = pt.axis(0)
+        y[i] = alpha * x[i] + k
+
+    x = np.arange(5, dtype=np.float32)
+    y = np.empty_like(x)
+    axpy(2.5, x, y, 3)
+    np.testing.assert_array_equal(y, np.float32(2.5) * x + 3)
+    axpy(np.float32(0.5), x, y, 1)  # NumPy scalar: handled by the Python path
+    np.testing.assert_array_equal(y, np.float32(0.5) * x + 1)
+    with pytest.raises(pt.DTypeError):
+        axpy(1.0, x, y, 2**40)
+
+
+# -- compile cache -------------------------------------------------------------------------------------
+
+
+def _counting_compiler(tmp_path: Path) -> tuple[str, Path]:
+    log = tmp_path / "cc.log"
+    script = tmp_path / "cc"
+    real = find_compiler("c").split()[0]
+    script.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {real} "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script), log
+
+
+_KERNEL = """
+import numpy as np, pypto as pt
+N = pt.dim("N")
+@pt.kernel
+def cube(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    y[i] = x[i] * x[i] * x[i] + 1.0
+x = np.arange(1000, dtype=np.float32)
+y = np.empty_like(x)
+cube(x, y)
+assert np.allclose(y, x ** 3 + 1, rtol=1e-6)
+print("ok")
+"""
+
+
+def _kernel_builds(log: Path) -> int:
+    return sum(1 for line in log.read_text().splitlines() if "cube.c" in line) if log.exists() else 0
+
+
+def test_cache_hits_across_processes_and_rebuilds_corrupt_entries(tmp_path):
+    cc, log = _counting_compiler(tmp_path)
+    cache = tmp_path / "cache"
+    env = {"CC": cc, "PYPTO_CACHE_DIR": str(cache), "PYPTO_EXECUTOR": "openmp"}
+    assert _run_py(_KERNEL, env).strip() == "ok"
+    assert _kernel_builds(log) == 1
+    assert _run_py(_KERNEL, env).strip() == "ok"
+    assert _kernel_builds(log) == 1  # served from the cache: no compiler run
+    (so,) = list(cache.glob("openmp/*/*.so"))
+    so.write_bytes(b"garbage" + so.read_bytes()[100:])
+    assert _run_py(_KERNEL, env).strip() == "ok"
+    assert _kernel_builds(log) == 2  # corrupt entry detected (checksum) and rebuilt
+    assert _run_py(_KERNEL, {**env, "PYPTO_NO_CACHE": "1"}).strip() == "ok"
+    assert _kernel_builds(log) == 3  # bypassed
+
+
+def test_concurrent_processes_compiling_the_same_kernel(tmp_path):
+    env = {**os.environ, "PYPTO_CACHE_DIR": str(tmp_path / "cache"), "PYPTO_EXECUTOR": "openmp"}
+    procs = [subprocess.Popen([sys.executable, "-c", _KERNEL], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(4)]  # fmt: skip
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0 and out.strip() == "ok", err
+    assert len(list((tmp_path / "cache").glob("openmp/*/*.so"))) == 1
+    assert not list((tmp_path / "cache").rglob(".tmp-*"))
+
+
+# -- failures -----------------------------------------------------------------------------------------
+
+
+def test_missing_compiler_is_reported_with_the_fix(tmp_path):
+    code = """
+import numpy as np, pypto as pt
+N = pt.dim("N")
+@pt.kernel(executor="openmp")
+def k(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    y[i] = x[i]
+try:
+    k(np.ones(3, np.float32), np.ones(3, np.float32))
+except pt.BackendUnavailable as e:
+    print("UNAVAILABLE", e)
+print("CODE" if "#pragma omp" in k.get_code() else "NOCODE")
+"""
+    out = _run_py(code, {"CC": "/nonexistent/cc", "PYPTO_CACHE_DIR": str(tmp_path)})
+    assert "UNAVAILABLE backend 'openmp' is installed but unavailable: no C compiler found" in out
+    assert "set CC" in out and "CODE" in out
+
+
+def test_compile_error_shows_compiler_output_and_source_excerpt():
+    tc = Toolchain("c", find_compiler("c"), "test", ("-O1",))
+    source = "int ok(void) { return 0; }\nint broken(void) {\n    return undefined_name;\n}\n"
+    with pytest.raises(pt.CompileError) as ei:
+        build_shared(tc, source, name="broken")
+    msg = str(ei.value)
+    assert "compiling kernel 'broken' failed" in msg and "undefined_name" in msg
+    assert ">>     3 |     return undefined_name;" in msg
+
+
+def test_runtime_info_reports_threads_and_compiler(monkeypatch):
+    monkeypatch.setenv("PYPTO_NUM_THREADS", "1")
+    info = pt.get_runtime_info()["backends"]["openmp"]
+    assert info["available"] and info["threads"] == 1
+    assert "gcc" in info["compiler"] or "clang" in info["compiler"] or "cc" in info["compiler"]
+    assert "-fopenmp" in info["flags"]
+    assert pt.get_runtime_info()["default_executor"] == "openmp"

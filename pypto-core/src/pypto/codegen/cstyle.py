@@ -1,0 +1,359 @@
+"""The C-family renderer: loop IR → C-like source. Backends configure it or override a few methods.
+
+One printer serves C (OpenMP), C++ (TBB), CUDA and OpenCL. A backend subclass mostly sets
+attributes — the type names, the pointer qualifiers, how a math function is spelled — and overrides
+``loop_header`` (pragmas, or a different mapping of parallel loops) and ``signature`` where its
+language differs. Semantics that C does not give for free are rendered as small helper functions,
+emitted only when used: NaN-propagating max/min, floor division and modulo with Python/NumPy
+semantics (integer division by zero gives 0 instead of trapping). Integer overflow wraps, as in
+NumPy: C-family backends compile with wrap-around semantics (``-fwrapv``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..dtypes import DType, bool_, float32, float64, int32, int64
+from ..ir.loops import (
+    Alloc,
+    Argument,
+    Assign,
+    Block,
+    Comment,
+    Declare,
+    If,
+    Let,
+    Loop,
+    LoopKernel,
+    Read,
+    Stmt,
+    Var,
+    Write,
+)
+from ..ir.nodes import Binary, Cast, Const, Expr, Unary, Where
+
+_INFIX = {
+    "add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
+    "ne": "!=", "and": "&", "or": "|", "xor": "^",
+}  # fmt: skip
+_PREC = {"*": 13, "/": 13, "%": 13, "+": 12, "-": 12, "<": 10, "<=": 10, ">": 10, ">=": 10, "==": 9, "!=": 9,
+         "&": 8, "^": 7, "|": 6}  # fmt: skip
+
+
+def _suffix(dt: DType) -> str:
+    return {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "bool": "b"}[dt.name]
+
+
+class CRenderer:
+    """Renders a :class:`~pypto.ir.loops.LoopKernel` as a C function (C99 by default)."""
+
+    # -- settings a backend overrides --------------------------------------------------------------
+    includes: tuple[str, ...] = ("<stdint.h>", "<stdbool.h>", "<stdlib.h>", "<math.h>")
+    function_prefix = ""  # e.g. 'extern "C" ' or '__kernel '
+    restrict = "restrict"  # C99; C++/CUDA spell it __restrict__
+    buffer_qualifier = ""  # OpenCL: "__global "
+    index_type = "int64_t"
+    types = {float32: "float", float64: "double", int32: "int32_t", int64: "int64_t", bool_: "bool"}
+    buffer_types: dict[DType, str] = {}  # element types of buffers when they differ from ``types``
+    static_inline = "static inline"
+    math_suffix_f32 = "f"  # expf, logf ...; OpenCL uses overloads (no suffix)
+    math_names = {
+        "exp": "exp",
+        "log": "log",
+        "sqrt": "sqrt",
+        "tanh": "tanh",
+        "sin": "sin",
+        "cos": "cos",
+        "erf": "erf",
+        "abs": "fabs",
+        "floor": "floor",
+        "fmod": "fmod",
+        "copysign": "copysign",
+    }
+    infinity = "INFINITY"
+    nan = "NAN"
+    status_type = "int"
+    indent_unit = "    "
+
+    def __init__(self) -> None:
+        self.helpers: dict[str, str] = {}
+        self.lines: list[str] = []
+        self.buffers: dict[str, tuple[DType, tuple[Expr, ...]]] = {}
+
+    # -- types and literals -------------------------------------------------------------------------
+    def ctype(self, dt: DType) -> str:
+        return self.types[dt]
+
+    def buffer_ctype(self, dt: DType) -> str:
+        return self.buffer_types.get(dt, self.types[dt])
+
+    def literal(self, value: object, dt: DType) -> str:
+        if dt.is_bool:
+            return "true" if value else "false"
+        if dt.is_int:
+            v = int(value)  # type: ignore[call-overload]
+            lim = 2 ** (dt.bits - 1)
+            if v == -lim:
+                return f"({self.literal(-lim + 1, dt)} - 1)"
+            return f"{v}" if dt.bits == 32 or abs(v) < 2**31 else f"{v}LL"
+        f = float(value)  # type: ignore[arg-type]
+        if math.isnan(f):
+            return self.nan if dt == float32 else f"(({self.ctype(dt)}){self.nan})"
+        if math.isinf(f):
+            inf = self.infinity if dt == float32 else f"(({self.ctype(dt)}){self.infinity})"
+            return inf if f > 0 else f"(-{inf})"
+        if dt == float32:
+            text = np.format_float_positional(np.float32(f), unique=True, trim="0")
+            if len(text) > 16:
+                text = np.format_float_scientific(np.float32(f), unique=True, trim="0")
+            return text + "f"
+        text = repr(f)
+        return text if ("." in text or "e" in text) else text + ".0"
+
+    def math_fn(self, name: str, dt: DType) -> str:
+        base = self.math_names[name]
+        return base + self.math_suffix_f32 if dt == float32 else base
+
+    # -- helpers (emitted once, only when used) ----------------------------------------------------
+    def helper(self, name: str, dt: DType) -> str:
+        fn = f"pt_{name}_{_suffix(dt)}"
+        if fn not in self.helpers:
+            self.helpers[fn] = self.helper_source(name, dt, fn)
+        return fn
+
+    def helper_source(self, name: str, dt: DType, fn: str) -> str:
+        t = self.ctype(dt)
+        si = self.static_inline
+        if name in ("max", "min"):
+            op = ">" if name == "max" else "<"
+            if dt.is_float:  # NaN wins, like numpy.maximum
+                return f"{si} {t} {fn}({t} a, {t} b) {{ return (a {op} b || a != a) ? a : b; }}"
+            return f"{si} {t} {fn}({t} a, {t} b) {{ return a {op} b ? a : b; }}"
+        if name == "floordiv":
+            if dt.is_int:  # floor semantics; x // 0 == 0 and MIN // -1 wraps, like NumPy (no trap)
+                return (
+                    f"{si} {t} {fn}({t} a, {t} b) {{\n"
+                    f"    if (b == 0) return 0;\n"
+                    f"    if (b == -1) return -a;\n"
+                    f"    {t} q = a / b;\n"
+                    f"    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;\n"
+                    f"    return q;\n}}"
+                )
+            fm, fl, cs = self.math_fn("fmod", dt), self.math_fn("floor", dt), self.math_fn("copysign", dt)
+            half = self.literal(0.5, dt)
+            zero = self.literal(0.0, dt)
+            one = self.literal(1.0, dt)
+            return (
+                f"{si} {t} {fn}({t} a, {t} b) {{\n"
+                f"    if (b == {zero}) return a / b;\n"
+                f"    {t} mod = {fm}(a, b);\n"
+                f"    {t} div = (a - mod) / b;\n"
+                f"    if (mod != {zero} && ((b < {zero}) != (mod < {zero}))) div -= {one};\n"
+                f"    if (div == {zero}) return {cs}({zero}, a / b);\n"
+                f"    {t} fd = {fl}(div);\n"
+                f"    if (div - fd > {half}) fd += {one};\n"
+                f"    return fd;\n}}"
+            )
+        if name == "mod":
+            if dt.is_int:
+                return (
+                    f"{si} {t} {fn}({t} a, {t} b) {{\n"
+                    f"    if (b == 0 || b == -1) return 0;\n"
+                    f"    {t} r = a % b;\n"
+                    f"    if (r != 0 && ((r < 0) != (b < 0))) r += b;\n"
+                    f"    return r;\n}}"
+                )
+            fm, cs = self.math_fn("fmod", dt), self.math_fn("copysign", dt)
+            zero = self.literal(0.0, dt)
+            return (
+                f"{si} {t} {fn}({t} a, {t} b) {{\n"
+                f"    {t} r = {fm}(a, b);\n"
+                f"    if (b == {zero}) return r;\n"
+                f"    if (r != {zero}) {{ if ((b < {zero}) != (r < {zero})) r += b; }}\n"
+                f"    else r = {cs}({zero}, b);\n"
+                f"    return r;\n}}"
+            )
+        if name == "iabs":
+            return f"{si} {t} {fn}({t} a) {{ return a < 0 ? -a : a; }}"
+        raise KeyError(name)
+
+    # -- expressions ----------------------------------------------------------------------------------
+    def expr(self, e: Expr, prec: int = 0) -> str:
+        """``e`` as C, parenthesised when its precedence is below ``prec``."""
+        text, p = self._expr(e)
+        return f"({text})" if p < prec else text
+
+    def _expr(self, e: Expr) -> tuple[str, int]:
+        atom = 100
+        if isinstance(e, Var):
+            return e.name, atom
+        if isinstance(e, Const):
+            text = self.literal(e.value, e.dtype)  # type: ignore[arg-type]
+            return text, (atom if not text.startswith(("(", "-")) else 14)
+        if isinstance(e, Read):
+            return f"{e.buffer}[{self.offset(e.buffer, e.index)}]", atom
+        if isinstance(e, Cast):
+            return f"({self.ctype(e.dtype)})" + self.expr(e.x, 14), 14  # type: ignore[arg-type]
+        if isinstance(e, Where):
+            return f"{self.expr(e.cond, 4)} ? {self.expr(e.a, 4)} : {self.expr(e.b, 3)}", 3
+        if isinstance(e, Unary):
+            return self.unary(e)
+        if isinstance(e, Binary):
+            return self.binary(e)
+        raise TypeError(f"C renderer: unexpected expression {type(e).__name__}")
+
+    def unary(self, e: Unary) -> tuple[str, int]:
+        dt = e.dtype
+        assert dt is not None
+        x = e.x
+        op = e.op
+        if op == "neg":
+            return "-" + self.expr(x, 14), 14
+        if op == "invert":
+            return ("!" if dt.is_bool else "~") + self.expr(x, 14), 14
+        if op == "abs":
+            if dt.is_int:
+                return f"{self.helper('iabs', dt)}({self.expr(x)})", 100
+            return f"{self.math_fn('abs', dt)}({self.expr(x)})", 100
+        if op == "rsqrt":
+            return f"{self.literal(1.0, dt)} / {self.math_fn('sqrt', dt)}({self.expr(x)})", 13
+        if op == "sigmoid":
+            one = self.literal(1.0, dt)
+            return f"{one} / ({one} + {self.math_fn('exp', dt)}(-{self.expr(x, 14)}))", 13
+        return f"{self.math_fn(op, dt)}({self.expr(x)})", 100
+
+    def binary(self, e: Binary) -> tuple[str, int]:
+        dt = e.a.dtype
+        assert dt is not None
+        op = e.op
+        if op in ("maximum", "minimum"):
+            fn = self.helper("max" if op == "maximum" else "min", dt)
+            return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})", 100
+        if op in ("floordiv", "mod"):
+            return f"{self.helper(op, dt)}({self.expr(e.a)}, {self.expr(e.b)})", 100
+        if op == "add" and isinstance(e.b, Const) and e.b.dtype.is_int and e.b.value < 0:
+            return f"{self.expr(e.a, 12)} - {-e.b.value}", 12
+        sym = "/" if op == "div" else _INFIX[op]
+        p = _PREC[sym]
+        return f"{self.expr(e.a, p)} {sym} {self.expr(e.b, p + 1)}", p
+
+    def offset(self, buffer: str, index: tuple[Expr, ...]) -> str:
+        """Row-major flat offset of ``index`` in ``buffer``."""
+        shape = self.buffers[buffer][1]
+        if not index:
+            return "0"
+        acc: Expr = index[0]
+        for dim, ix in zip(shape[1:], index[1:]):
+            acc = Binary("add", Binary("mul", acc, dim, dtype=int64), ix, dtype=int64)
+        return self.expr(acc)
+
+    # -- statements ----------------------------------------------------------------------------------
+    def emit(self, ind: int, text: str) -> None:
+        self.lines.append(self.indent_unit * ind + text)
+
+    def stmt(self, s: Stmt, ind: int) -> None:
+        if isinstance(s, Block):
+            for b in s.body:
+                self.stmt(b, ind)
+        elif isinstance(s, Loop):
+            self.loop(s, ind)
+        elif isinstance(s, Let):
+            self.emit(ind, f"const {self.ctype(s.value.dtype)} {s.name} = {self.expr(s.value)};")  # type: ignore[arg-type]
+        elif isinstance(s, Declare):
+            self.emit(ind, f"{self.ctype(s.dtype)} {s.name} = {self.expr(s.init)};")
+        elif isinstance(s, Assign):
+            self.emit(ind, f"{s.name} = {self.expr(s.value)};")
+        elif isinstance(s, Write):
+            self.emit(ind, f"{s.buffer}[{self.offset(s.buffer, s.index)}] = {self.expr(s.value)};")
+        elif isinstance(s, Alloc):
+            self.alloc(s, ind)
+        elif isinstance(s, If):
+            self.emit(ind, f"if ({self.expr(s.cond)}) {{")
+            self.stmt(s.then, ind + 1)
+            if s.orelse is not None:
+                self.emit(ind, "} else {")
+                self.stmt(s.orelse, ind + 1)
+            self.emit(ind, "}")
+        elif isinstance(s, Comment):
+            self.emit(ind, "/* " + s.text.replace("*/", "* /") + " */")
+        else:
+            raise TypeError(f"C renderer: unexpected statement {type(s).__name__}")
+
+    def loop_header(self, s: Loop, ind: int) -> None:
+        """Lines before the ``for`` (pragmas); plain C has none."""
+
+    def loop(self, s: Loop, ind: int) -> None:
+        self.loop_header(s, ind)
+        it = self.index_type
+        self.emit(ind, f"for ({it} {s.var} = {self.expr(s.start)}; {s.var} < {self.expr(s.stop, 10)}; {s.var}++) {{")
+        self.stmt(s.body, ind + 1)
+        self.emit(ind, "}")
+
+    def alloc(self, s: Alloc, ind: int) -> None:
+        t = self.buffer_ctype(s.dtype)
+        count = " * ".join(self.expr(d, 13) for d in s.shape) or "1"
+        self.buffers[s.buffer] = (s.dtype, s.shape)
+        self.emit(ind, f"{t} *{s.buffer} = ({t} *)malloc(sizeof({t}) * (size_t)({count} > 0 ? {count} : 1));")
+        self.emit(ind, f"if ({s.buffer} == NULL) {{ pt_status = 1; }} else {{")
+        self.stmt(s.body, ind + 1)
+        self.emit(ind + 1, f"free({s.buffer});")
+        self.emit(ind, "}")
+
+    # -- whole kernel -----------------------------------------------------------------------------------
+    def param(self, a: Argument, noalias: bool) -> str:
+        if a.kind != "buffer":
+            return f"{self.ctype(a.dtype)} {a.name}"
+        const = "const " if a.role == "in" else ""
+        ptr = f"*{self.restrict} " if noalias and self.restrict else "*"
+        return f"{self.buffer_qualifier}{const}{self.buffer_ctype(a.dtype)} {ptr}{a.name}"
+
+    def signature(self, k: LoopKernel) -> str:
+        params = ", ".join(self.param(a, k.noalias) for a in k.args)
+        return f"{self.function_prefix}{self.status_type} {k.name}({params})"
+
+    def prelude(self) -> list[str]:
+        """Text before the helpers: includes and anything the backend needs."""
+        return [f"#include {h}" for h in self.includes]
+
+    def body(self, k: LoopKernel) -> list[str]:
+        """The function body's lines (renders into ``self.lines``)."""
+        self.emit(1, f"{self.status_type} pt_status = 0;")
+        self.stmt(k.body, 1)
+        self.emit(1, "return pt_status;")
+        return self.lines
+
+    def render(self, k: LoopKernel) -> str:
+        """The complete translation unit for ``k``."""
+        self.helpers.clear()
+        self.lines = []
+        self.buffers = {a.name: (a.dtype, a.shape) for a in k.args if a.kind == "buffer"}
+        body = self.body(k)
+        out = [
+            f"/* pypto kernel {k.name}: generated code, do not edit */",
+            *self.prelude(),
+            "",
+            *self.extra_declarations(k),
+            *self.helpers.values(),
+            "",
+            self.signature(k) + " {",
+            *body,
+            "}",
+            *self.epilogue(k),
+        ]
+        return "\n".join(out) + "\n"
+
+    def extra_declarations(self, k: LoopKernel) -> Iterable[str]:
+        """Declarations between the includes and the helpers (vector-math prototypes, globals)."""
+        return ()
+
+    def epilogue(self, k: LoopKernel) -> Iterable[str]:
+        """Text after the kernel function (entry points, wrappers)."""
+        return ()
+
+
+def render_c(k: LoopKernel) -> str:
+    """Plain sequential C99 for ``k`` (no pragmas): useful for reading and as a base for others."""
+    return CRenderer().render(k)

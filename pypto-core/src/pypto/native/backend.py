@@ -1,0 +1,173 @@
+"""What the native CPU backends (OpenMP, TBB) share: probing, source assembly, compile, load.
+
+A backend plugin creates one :class:`NativeBackend` with its language, flags and renderer, and
+forwards its hook implementations to it. Everything else — the toolchain probe, the cache key,
+the C fast-call entry point, the cffi launcher — is the same code for every such backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import sysconfig
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..backend_api import Artifact, Availability, BackendSpec, Capabilities, Program
+from ..codegen.cstyle import CRenderer
+from .loader import NativeLauncher
+from .pyentry import render_entry
+from .toolchain import Toolchain, ToolchainError, build_shared, probe
+
+
+def num_threads() -> int:
+    """Threads for parallel loops: PYPTO_NUM_THREADS, else OMP_NUM_THREADS, else every core."""
+    for var in ("PYPTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        v = os.environ.get(var, "").split(",")[0].strip()
+        if v.isdigit() and int(v) > 0:
+            return int(v)
+    return os.cpu_count() or 1
+
+
+class NativeBackend:
+    """A backend that renders C/C++, builds a shared object and loads it with cffi."""
+
+    def __init__(
+        self,
+        name: str,
+        version: str,
+        *,
+        language: str,
+        base_flags: Sequence[str],
+        optional_flags: Sequence[str],
+        probe_source: str,
+        make_renderer: Callable[[Toolchain, Program], CRenderer],
+        priority: int,
+        package: str,
+        description: str,
+        capabilities: Capabilities | None = None,
+        link_flags: Sequence[str] = (),
+        extra_flags: Callable[[], Sequence[str]] | None = None,
+        extra_link: Callable[[], Sequence[str]] | None = None,
+        fastmath_flags: Sequence[str] = ("-ffast-math",),
+    ):
+        self.name = name
+        self.version = version
+        self.language = language
+        self.base_flags = tuple(base_flags)
+        self.optional_flags = tuple(optional_flags)
+        self.probe_source = probe_source
+        self.make_renderer = make_renderer
+        self.priority = priority
+        self.package = package
+        self.description = description
+        self.capabilities = capabilities or Capabilities()
+        self.link_flags = tuple(link_flags)
+        self.extra_flags = extra_flags or (lambda: ())
+        self.extra_link = extra_link or (lambda: ())
+        self.fastmath_flags = tuple(fastmath_flags)
+        self._toolchain: Toolchain | None = None
+        self._lock = threading.Lock()
+
+    # -- probing ------------------------------------------------------------------------------------
+    def toolchain(self) -> Toolchain:
+        if self._toolchain is None:
+            with self._lock:
+                if self._toolchain is None:
+                    self._toolchain = probe(
+                        self.language,
+                        [*self.base_flags, *self.extra_flags()],
+                        self.optional_flags,
+                        self.probe_source,
+                        [*self.link_flags, *self.extra_link()],
+                    )
+        return self._toolchain
+
+    def availability(self) -> Availability:
+        try:
+            self.toolchain()
+        except ToolchainError as e:
+            return Availability(False, str(e))
+        except Exception as e:  # an unexpected probe failure must not break other backends
+            return Availability(False, f"{type(e).__name__}: {e}")
+        return Availability(True)
+
+    def info(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"device": "cpu", "threads": num_threads()}
+        try:
+            tc = self.toolchain()
+        except Exception as e:
+            out["compiler"] = f"unavailable: {e}"
+            return out
+        out.update({
+            "compiler": f"{tc.compiler} ({tc.version})",
+            "flags": " ".join(tc.flags),
+            "vector_math": list(tc.vector_math),
+            "fast_dispatch": tc.python_include is not None,
+        })  # fmt: skip
+        return out
+
+    def spec(self) -> BackendSpec:
+        from ..backend_api import PLUGIN_API_VERSION
+
+        return BackendSpec(
+            name=self.name,
+            version=self.version,
+            plugin_api=PLUGIN_API_VERSION,
+            priority=self.priority,
+            capabilities=self.capabilities,
+            probe=self.availability,
+            info=self.info,
+            description=self.description,
+            package=self.package,
+        )
+
+    # -- hooks --------------------------------------------------------------------------------------
+    def entry_module(self, program: Program) -> str:
+        digest = hashlib.sha256(program.ir_text.encode()).hexdigest()[:12]
+        return f"_pypto_{self.name}_{program.name}_{digest}"
+
+    def codegen(self, program: Program) -> str:
+        tc = self.toolchain_or_default()
+        renderer = self.make_renderer(tc, program)
+        source = renderer.render(program.loops)
+        if program.noalias and tc.python_include:
+            entry = render_entry(program.tensor_ir, program.loops.name, self.entry_module(program), renderer.types,
+                                 tuple(a.name for a in program.loops.args), self.language)  # fmt: skip
+            source += "\n/* fast-call entry point for Python */\n" + entry
+        return source
+
+    def toolchain_or_default(self) -> Toolchain:
+        """The probed toolchain, or a stand-in so code can be generated without a compiler."""
+        try:
+            return self.toolchain()
+        except ToolchainError:
+            return Toolchain(self.language, "none", "none", ())
+
+    def compile_key(self, program: Program) -> str:
+        tc = self.toolchain()
+        abi = f"{sys.implementation.cache_tag} {sysconfig.get_config_var('EXT_SUFFIX')}"
+        return f"{tc.identity()} fastmath={program.options.fastmath} py={abi}"
+
+    def compile(self, program: Program, source: str) -> Artifact:
+        tc = self.toolchain()
+        flags: list[str] = list(self.fastmath_flags) if program.options.fastmath else []
+        if tc.python_include and program.noalias:
+            flags.append(f"-I{tc.python_include}")
+        data = build_shared(tc, source, name=program.name, extra_flags=flags)
+        return Artifact(
+            self.name,
+            data,
+            ".so",
+            {"kernel": program.name, "entry": self.entry_module(program) if "PyInit_" in source else None},
+        )
+
+    def launch(self, program: Program, artifact: Artifact) -> NativeLauncher:
+        threads = num_threads() if os.environ.get("PYPTO_NUM_THREADS") else 0
+
+        def on_load(lib: Any) -> None:
+            lib.pt_set_num_threads(threads)
+
+        return NativeLauncher(program.loops, artifact, entry_module=artifact.metadata.get("entry"), on_load=on_load)

@@ -1,0 +1,185 @@
+"""The C fast path: a CPython entry point compiled into the same shared object as the kernel.
+
+Validating arguments in Python costs microseconds; the entry point does the common case in C:
+C-contiguous, aligned buffers of the declared types (buffer protocol: NumPy arrays and anything
+exporting a buffer), Python numbers for scalars, no overlap between outputs and other arguments.
+It binds the dims, evaluates every size and bounds check of the kernel, releases the GIL and
+calls the kernel. For anything else it returns ``NotImplemented`` and the caller takes the full
+Python path, which handles conversions and raises the precise, typed errors.
+"""
+
+from __future__ import annotations
+
+from ..dtypes import DType
+from ..ir.affine import Affine
+from ..ir.kernel import DimEqual, IndexInBounds, KernelIR, ScalarParam, TensorParam
+
+# buffer-protocol format characters accepted for each dtype (native byte order)
+_FORMATS = {"float32": "f", "float64": "d", "int32": "il", "int64": "lq", "bool": "?"}
+
+
+def _c_affine(a: Affine, axis_value: dict[int, str] | None = None) -> str:
+    parts = [f"{c}LL * pd_{d}" if c != 1 else f"pd_{d}" for d, c in a.dims]
+    for ax, c in a.axes:
+        v = (axis_value or {})[ax]
+        parts.append(f"{c}LL * {v}" if c != 1 else v)
+    if a.const or not parts:
+        parts.append(f"{a.const}LL")
+    return "(" + " + ".join(parts) + ")"
+
+
+def render_entry(k: KernelIR, function: str, module: str, c_types: dict[DType, str], arg_order: tuple[str, ...],
+                 language: str = "c") -> str:  # fmt: skip
+    """C source of ``PyInit_<module>`` exposing ``entry(*args)`` that calls ``function``.
+
+    ``k`` is a kernel after shape inference (it carries the checks); ``arg_order`` is the C
+    function's argument order (buffers, scalars, dims); ``c_types`` maps dtypes to C type names.
+    """
+    params = k.params
+    n = len(params)
+    tensors = [p for p in params if isinstance(p, TensorParam)]
+    idx = {p.name: i for i, p in enumerate(params)}
+    L: list[str] = []
+    w = L.append
+    w("#define PY_SSIZE_T_CLEAN")
+    w("#include <Python.h>")
+    w("#include <string.h>")
+    w("")
+    w("static int pt_format_ok(const char *f, const char *accepted) {")
+    w("    if (f == NULL) return 0;")
+    w("    if (*f == '@' || *f == '=' || *f == '<') f++;")
+    w("    return f[0] != 0 && f[1] == 0 && strchr(accepted, f[0]) != NULL;")
+    w("}")
+    w("")
+    w("static PyObject *pt_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {")
+    w("    (void)self;")
+    for p in tensors:
+        w(f"    Py_buffer pb_{p.name};")
+    w("    int acquired = 0;")
+    w("    int status = 0;")
+    for d in k.dims:
+        w(f"    long long pd_{d} = -1;")
+    for p in k.params:
+        if isinstance(p, ScalarParam):
+            w(f"    {c_types[p.dtype]} ps_{p.name} = 0;")
+    w(f"    if (nargs != {n}) return Py_NewRef(Py_NotImplemented);")
+    for p in tensors:
+        i = idx[p.name]
+        flags = "PyBUF_C_CONTIGUOUS | PyBUF_FORMAT" + (" | PyBUF_WRITABLE" if p.role != "in" else "")
+        item = p.dtype.itemsize
+        w(f"    if (PyObject_GetBuffer(args[{i}], &pb_{p.name}, {flags}) != 0) {{ PyErr_Clear(); goto fallback; }}")
+        w("    acquired++;")
+        w(f"    if (pb_{p.name}.ndim != {p.ndim} || pb_{p.name}.itemsize != {item} "
+          f"|| !pt_format_ok(pb_{p.name}.format, \"{_FORMATS[p.dtype.name]}\") "
+          f"|| ((size_t)pb_{p.name}.buf % {item}) != 0) goto fallback;")  # fmt: skip
+    # dims: plain entries first, then entries like N + 1 or 2 * N
+    for solve in (False, True):
+        for p in tensors:
+            for pos, e in enumerate(p.shape):
+                if len(e.dims) != 1:
+                    continue
+                d, c = e.dims[0]
+                if (e.plain_dim() is None) != solve:
+                    continue
+                size = f"(long long)pb_{p.name}.shape[{pos}]"
+                if not solve:
+                    w(f"    if (pd_{d} < 0) pd_{d} = {size};")
+                else:
+                    w(f"    if (pd_{d} < 0 && ({size} - {e.const}LL) % {c}LL == 0 && ({size} - {e.const}LL) / {c}LL >= 0) "
+                      f"pd_{d} = ({size} - {e.const}LL) / {c}LL;")  # fmt: skip
+    for d in k.dims:
+        w(f"    if (pd_{d} < 0) goto fallback;")
+    for p in tensors:
+        for pos, e in enumerate(p.shape):
+            w(f"    if ((long long)pb_{p.name}.shape[{pos}] != {_c_affine(e)}) goto fallback;")
+    extents = {a.index: a.extent for a in k.axes}
+    for c in k.checks:
+        if isinstance(c, DimEqual):
+            w(f"    if ({_c_affine(c.a)} != {_c_affine(c.b)}) goto fallback;")
+        elif isinstance(c, IndexInBounds):
+            base = _c_affine(c.index.without_axes())
+            lo, hi, nonempty = [base], [base], []
+            for ax, coeff in c.index.axes:
+                ext = _c_affine(extents[ax])  # type: ignore[arg-type]
+                nonempty.append(f"{ext} > 0")
+                span = f"{coeff}LL * ({ext} - 1)"
+                (hi if coeff > 0 else lo).append(span)
+            cond = " && ".join(nonempty) or "1"
+            w(
+                f"    if (({cond}) && (({' + '.join(lo)}) < 0 || ({' + '.join(hi)}) >= {_c_affine(c.size)})) goto fallback;"
+            )
+    # outputs must not overlap any other buffer (the Python path decides whether an overlap is allowed)
+    for q in tensors:
+        if q.role == "in":
+            continue
+        for p in tensors:
+            if p is q:
+                continue
+            bq, bp = f"pb_{q.name}", f"pb_{p.name}"
+            w(f"    if ({bq}.len > 0 && {bp}.len > 0 && (char *){bp}.buf < (char *){bq}.buf + {bq}.len "
+              f"&& (char *){bq}.buf < (char *){bp}.buf + {bp}.len) goto fallback;")  # fmt: skip
+    for p in k.params:
+        if not isinstance(p, ScalarParam):
+            continue
+        o = f"args[{idx[p.name]}]"
+        if p.dtype.is_bool:
+            w(
+                f"    if ({o} == Py_True) ps_{p.name} = 1; else if ({o} == Py_False) ps_{p.name} = 0; else goto fallback;"
+            )
+        elif p.dtype.is_int:
+            lim = 2 ** (p.dtype.bits - 1)
+            w(f"    if (!PyLong_CheckExact({o})) goto fallback;")
+            w("    {")
+            w("        int overflow = 0;")
+            w(f"        long long v = PyLong_AsLongLongAndOverflow({o}, &overflow);")
+            w("        if (overflow || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); goto fallback; }")
+            if p.dtype.bits == 32:
+                w(f"        if (v < -{lim}LL || v > {lim - 1}LL) goto fallback;")
+            w(f"        ps_{p.name} = ({c_types[p.dtype]})v;")
+            w("    }")
+        else:
+            w(f"    if (PyFloat_CheckExact({o})) ps_{p.name} = ({c_types[p.dtype]})PyFloat_AS_DOUBLE({o});")
+            w(
+                f"    else if (PyLong_CheckExact({o})) {{ double v = PyLong_AsDouble({o}); "
+                f"if (v == -1.0 && PyErr_Occurred()) {{ PyErr_Clear(); goto fallback; }} ps_{p.name} = ({c_types[p.dtype]})v; }}"
+            )
+            w("    else goto fallback;")
+    call_args = []
+    by_name = {p.name: p for p in params}
+    for a in arg_order:
+        p = by_name.get(a)
+        if isinstance(p, TensorParam):
+            const = "const " if p.role == "in" else ""
+            call_args.append(f"({const}{c_types[p.dtype]} *)pb_{a}.buf")
+        elif isinstance(p, ScalarParam):
+            call_args.append(f"ps_{a}")
+        else:
+            call_args.append(f"(int64_t)pd_{a}")
+    w("    Py_BEGIN_ALLOW_THREADS")
+    w(f"    status = {function}({', '.join(call_args)});")
+    w("    Py_END_ALLOW_THREADS")
+    for p in tensors:
+        w(f"    PyBuffer_Release(&pb_{p.name});")
+    w("    if (status != 0) {")
+    w(f'        PyErr_SetString(PyExc_MemoryError, "kernel {k.name}: out of memory for temporary buffers");')
+    w("        return NULL;")
+    w("    }")
+    outs = [p for p in tensors if p.role != "in"]
+    if len(outs) == 1:
+        w(f"    return Py_NewRef(args[{idx[outs[0].name]}]);")
+    else:
+        w(f"    return PyTuple_Pack({len(outs)}, {', '.join(f'args[{idx[p.name]}]' for p in outs)});")
+    w("fallback:")
+    for j, p in enumerate(tensors):
+        w(f"    if (acquired > {j}) PyBuffer_Release(&pb_{p.name});")
+    w("    return Py_NewRef(Py_NotImplemented);")
+    w("}")
+    w("")
+    w("static PyMethodDef pt_methods[] = {")
+    w(f'    {{"entry", (PyCFunction)(void (*)(void))pt_entry, METH_FASTCALL, "fast call of kernel {k.name}"}},')
+    w("    {NULL, NULL, 0, NULL}")
+    w("};")
+    w(f'static struct PyModuleDef pt_module = {{PyModuleDef_HEAD_INIT, "{module}", NULL, -1, pt_methods,')
+    w("                                        NULL, NULL, NULL, NULL};")
+    w(f"PyMODINIT_FUNC PyInit_{module}(void) {{ return PyModule_Create(&pt_module); }}")
+    return "\n".join(L) + "\n"

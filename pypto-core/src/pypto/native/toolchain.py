@@ -1,0 +1,239 @@
+"""Finding and probing a host C/C++ compiler, and building shared objects with it.
+
+Used by the CPU backends (OpenMP, TBB). Probing a compiler (which flags it accepts, whether it
+can build OpenMP code, which vector-math functions glibc's libmvec offers) takes a few compiler
+runs; the result is cached on disk next to the compile cache, keyed by the compiler's identity.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import CompileError
+
+# (libmvec symbol, C function) pairs: float with 8 lanes (AVX2), double with 4 lanes (AVX2)
+_VECTOR_MATH = ("exp", "log", "sin", "cos", "tanh", "erf")
+
+
+class ToolchainError(CompileError):
+    """No usable compiler: the message says what was tried and how to install or select one."""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """A probed compiler: what it is, which flags it takes, what the machine's libraries offer."""
+
+    language: str  # "c" or "c++"
+    compiler: str
+    version: str
+    flags: tuple[str, ...]
+    link_flags: tuple[str, ...] = ()
+    python_include: str | None = None
+    vector_math: tuple[str, ...] = ()
+    cpu: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def identity(self) -> str:
+        """Everything that changes the binary: part of every cache key."""
+        return json.dumps(
+            {"compiler": self.compiler, "version": self.version, "flags": self.flags, "link": self.link_flags,
+             "py": self.python_include, "vm": self.vector_math, "cpu": self.cpu, "extra": self.extra},
+            sort_keys=True,
+        )  # fmt: skip
+
+
+def cpu_identity() -> str:
+    """The CPU model and feature flags (``-march=native`` binaries are only valid on such CPUs)."""
+    model, flags = platform.machine(), ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and ":" in line and model == platform.machine():
+                    model += " " + line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and ":" in line:
+                    flags = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return model + " " + hashlib.sha256(flags.encode()).hexdigest()[:16]
+
+
+def find_compiler(language: str) -> str:
+    """The compiler for ``language``: ``$CC`` / ``$CXX`` if set, else the first of the usual names."""
+    env = "CXX" if language == "c++" else "CC"
+    candidates = [os.environ[env]] if os.environ.get(env) else (
+        ["g++", "c++", "clang++"] if language == "c++" else ["gcc", "cc", "clang"]
+    )  # fmt: skip
+    for c in candidates:
+        parts = c.split()
+        path = shutil.which(parts[0]) if parts else None
+        if path:
+            return " ".join([path, *parts[1:]])
+    pkg = "g++" if language == "c++" else "gcc"
+    raise ToolchainError(
+        f"no {language.upper()} compiler found (tried {', '.join(candidates)})\n"
+        f"  fix: install one (e.g. 'apt install {pkg}' or 'dnf install {'gcc-c++' if pkg == 'g++' else 'gcc'}') "
+        f"or set {env} to the compiler to use"
+    )
+
+
+def _run(cmd: Sequence[str], cwd: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def _version(compiler: str) -> str:
+    try:
+        out = _run([*compiler.split(), "--version"], timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ToolchainError(f"cannot run the compiler '{compiler}': {e}") from None
+    return (out.stdout or out.stderr).splitlines()[0].strip() if (out.stdout or out.stderr) else "unknown"
+
+
+def _accepts(compiler: str, language: str, flags: Sequence[str], source: str, link: Sequence[str] = ()) -> bool:
+    with tempfile.TemporaryDirectory(prefix="pypto-probe-") as d:
+        src = Path(d) / ("probe.cpp" if language == "c++" else "probe.c")
+        src.write_text(source)
+        try:
+            r = _run(
+                [*compiler.split(), *flags, "-shared", "-fPIC", str(src), "-o", str(Path(d) / "probe.so"), *link],
+                timeout=60,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return r.returncode == 0 and not re.search(r"unrecognized|unknown argument|ignoring", r.stderr, re.I)
+
+
+def _libmvec() -> tuple[str, ...]:
+    """C math functions whose AVX2 vector variants glibc's libmvec provides on this machine."""
+    name = ctypes.util.find_library("mvec")
+    if not name or platform.machine() not in ("x86_64", "AMD64"):
+        return ()
+    try:
+        lib = ctypes.CDLL(name)
+    except OSError:
+        return ()
+    out = []
+    for fn in _VECTOR_MATH:
+        if hasattr(lib, f"_ZGVdN8v_{fn}f"):
+            out.append(fn + "f")
+        if hasattr(lib, f"_ZGVdN4v_{fn}"):
+            out.append(fn)
+    return tuple(out)
+
+
+def _python_include() -> str | None:
+    inc = sysconfig.get_path("include")
+    return inc if inc and (Path(inc) / "Python.h").exists() else None
+
+
+def probe(language: str, base_flags: Sequence[str], optional_flags: Sequence[str], test_source: str,
+          link_flags: Sequence[str] = ()) -> Toolchain:  # fmt: skip
+    """Probe the compiler for ``language``: required ``base_flags`` must work, ``optional_flags`` are
+    kept when accepted. The result is cached on disk per compiler identity."""
+    from ..cache import cache_dir
+
+    compiler = find_compiler(language)
+    cpu = cpu_identity()
+    # keyed by the compiler file's identity, so a warm start runs no compiler at all
+    key_src = json.dumps([language, compiler, list(base_flags), list(optional_flags), test_source,
+                          list(link_flags), cpu, _stat(compiler), _python_include(), 4])  # fmt: skip
+    key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
+    cache_file = cache_dir() / "toolchains" / f"{key}.json"
+    try:
+        data = json.loads(cache_file.read_text())
+        data["flags"] = tuple(data["flags"])
+        data["link_flags"] = tuple(data["link_flags"])
+        data["vector_math"] = tuple(data["vector_math"])
+        return Toolchain(**data)
+    except (OSError, ValueError, TypeError, KeyError):
+        pass
+    version = _version(compiler)
+    if not _accepts(compiler, language, base_flags, test_source, link_flags):
+        with tempfile.TemporaryDirectory() as d:
+            src = Path(d) / ("t.cpp" if language == "c++" else "t.c")
+            src.write_text(test_source)
+            r = _run([*compiler.split(), *base_flags, "-shared", "-fPIC", str(src), "-o", str(Path(d) / "t.so"),
+                      *link_flags])  # fmt: skip
+        raise ToolchainError(
+            f"the compiler {compiler} ({version}) cannot build with {' '.join(base_flags)}:\n{r.stderr.strip()[-2000:]}"
+        )
+    flags = list(base_flags)
+    for f in optional_flags:
+        if _accepts(compiler, language, [*flags, f], test_source, link_flags):
+            flags.append(f)
+    link = list(link_flags)
+    vm = _libmvec()
+    if vm and _accepts(compiler, language, flags, test_source, [*link, "-lmvec", "-lm"]):
+        link += ["-lmvec", "-lm"]
+    else:
+        vm = ()
+    tc = Toolchain(language, compiler, version, tuple(flags), tuple(link), _python_include(), vm, cpu)
+    try:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(asdict(tc)))
+        os.replace(tmp, cache_file)
+    except OSError:
+        pass
+    return tc
+
+
+def _stat(path: str) -> list:
+    try:
+        real = os.path.realpath(path.split()[0])
+        st = os.stat(real)
+        return [real, st.st_mtime_ns, st.st_size]
+    except OSError:
+        return []
+
+
+def build_shared(tc: Toolchain, source: str, *, name: str, extra_flags: Sequence[str] = (),
+                 extra_link: Sequence[str] = ()) -> bytes:  # fmt: skip
+    """Compile ``source`` into a shared object and return its bytes; a failure raises
+    :class:`~pypto.errors.CompileError` with the compiler's messages and the source around them."""
+    suffix = ".cpp" if tc.language == "c++" else ".c"
+    with tempfile.TemporaryDirectory(prefix="pypto-build-") as d:
+        src = Path(d) / f"{name}{suffix}"
+        out = Path(d) / f"{name}.so"
+        src.write_text(source)
+        cmd = [*tc.compiler.split(), *tc.flags, *extra_flags, "-shared", "-fPIC", str(src), "-o", str(out),
+               *tc.link_flags, *extra_link]  # fmt: skip
+        try:
+            r = _run(cmd, cwd=d, timeout=600)
+        except subprocess.TimeoutExpired:
+            raise CompileError(f"compiling kernel '{name}' with {tc.compiler} timed out after 600 s") from None
+        except OSError as e:
+            raise ToolchainError(f"cannot run the compiler {tc.compiler}: {e}") from None
+        if r.returncode != 0:
+            raise CompileError(_compile_report(name, tc, cmd, r.stderr, source))
+        return out.read_bytes()
+
+
+def _compile_report(name: str, tc: Toolchain, cmd: Sequence[str], stderr: str, source: str) -> str:
+    lines = source.splitlines()
+    excerpt = ""
+    m = re.search(r":(\d+):(?:\d+:)? (?:fatal )?error", stderr)
+    if m:
+        n = int(m.group(1))
+        lo, hi = max(1, n - 4), min(len(lines), n + 3)
+        excerpt = "\n".join(f"{'>>' if i == n else '  '} {i:5d} | {lines[i - 1]}" for i in range(lo, hi + 1))
+    text = f"compiling kernel '{name}' failed ({tc.compiler}, {tc.version})\n"
+    text += f"command: {' '.join(cmd)}\n"
+    text += "compiler output:\n" + "\n".join("  " + ln for ln in stderr.strip().splitlines()[:40])
+    if excerpt:
+        text += "\ngenerated source around the error:\n" + excerpt
+    text += "\nThis is a bug in pypto or in the backend: please report it with this message."
+    return text
