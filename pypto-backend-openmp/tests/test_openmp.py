@@ -95,7 +95,7 @@ def test_aliasing_call_uses_a_variant_without_restrict():
     from pypto.plugins import get_registry
 
     code = get_registry().pm.hook.pypto_codegen(backend="openmp", program=vector_add.program(noalias=False))
-    assert "restrict" not in code
+    assert "int vector_add(const float *a, const float *b, float *c, int64_t N)" in code
 
 
 # -- results ------------------------------------------------------------------------------------------

@@ -26,12 +26,13 @@ def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
 
 
 def test_ir_every_stage_is_printable():
-    assert softmax.stages[0] == "traced" and softmax.stages[-1] == "lower"
+    assert softmax.stages[0] == "traced" and softmax.stages[-2:] == ("lower", "optimize_loops")
     for stage in softmax.stages:
         text = softmax.ir(stage)
         assert "softmax" in text
     assert "parallel for row" in softmax.ir()
-    assert softmax.ir() == softmax.ir("lower")
+    assert softmax.ir() == softmax.ir("optimize_loops")
+    assert "* inv" in softmax.ir() and "/ sum" in softmax.ir("lower")  # reciprocal of the row sum
     # fusion: the row max and row sum are computed per row, before the loop that writes the row
     lowered = softmax.ir()
     assert lowered.index("var max_") < lowered.index("var sum_") < lowered.rindex("y[row, col] =")

@@ -5,13 +5,46 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pypto.codegen.cstyle import CRenderer
-from pypto.dtypes import DType
-from pypto.ir.loops import Assign, Loop, LoopKernel, Var, walk
-from pypto.ir.nodes import Binary
+from pypto.dtypes import DType, int64
+from pypto.ir.loops import Alloc, Assign, Loop, LoopKernel, Read, Var, Write, stmt_exprs, walk
+from pypto.ir.nodes import Binary, postorder
 
 # A parallel loop forks threads only when its nest computes at least this many points: below it,
 # the ~1 us fork/join costs more than it saves.
 PARALLEL_MIN_WORK = 32768
+# Outputs of at least this many bytes are written with non-temporal (streaming) stores, which skip
+# reading the destination into the cache; smaller outputs are better left in the cache.
+STREAM_MIN_BYTES = 16 << 20
+STREAM_BLOCK = 256  # elements computed into an L1 buffer, then streamed out
+
+_STREAM_HELPER = """\
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+#include <string.h>
+/* copy n bytes from an aligned L1 buffer to memory without reading the destination into the cache */
+static inline void pt_stream_bytes(void *restrict dst, const void *restrict src, size_t n) {
+    size_t i = 0;
+#if defined(__AVX512F__)
+    if (((uintptr_t)dst & 63) == 0)
+        for (; i + 64 <= n; i += 64)
+            _mm512_stream_si512((__m512i *)((char *)dst + i), _mm512_load_si512((const char *)src + i));
+#elif defined(__AVX__)
+    if (((uintptr_t)dst & 31) == 0)
+        for (; i + 32 <= n; i += 32)
+            _mm256_stream_si256((__m256i *)((char *)dst + i), _mm256_load_si256((const __m256i *)((const char *)src + i)));
+#elif defined(__SSE2__)
+    if (((uintptr_t)dst & 15) == 0)
+        for (; i + 16 <= n; i += 16)
+            _mm_stream_si128((__m128i *)((char *)dst + i), _mm_load_si128((const __m128i *)((const char *)src + i)));
+#endif
+    if (i < n) memcpy((char *)dst + i, (const char *)src + i, n - i);
+}
+static inline void pt_stream_fence(void) {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}"""
 
 _OMP_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
 
@@ -27,6 +60,7 @@ class OpenMPRenderer(CRenderer):
         self.parallel_min_work = parallel_min_work
         self.used_math: dict[str, DType] = {}
         self.nan_flags: dict[str, tuple[str, str]] = {}  # accumulator -> (flag variable, "max" | "min")
+        self.streaming: set[str] = set()  # buffers whose writes go to an L1 block buffer
 
     def math_fn(self, name: str, dt: DType) -> str:
         fn = super().math_fn(name, dt)
@@ -63,7 +97,72 @@ class OpenMPRenderer(CRenderer):
         elif s.kind == "vector":
             self.emit(ind, "#pragma omp simd" + "".join(" " + c for c in clauses))
 
+    def streamable(self, s: Loop) -> list[str] | None:
+        """Buffers a one-dimensional elementwise loop writes contiguously, if it may stream them."""
+        if s.kind != "parallel_vector" or s.reductions or s.work is None:
+            return None
+        written: list[str] = []
+        for st in walk(s.body):
+            if isinstance(st, (Loop, Alloc)):
+                return None
+            if isinstance(st, Write):
+                if st.index != (Var(s.var, dtype=int64),) or len(self.buffers[st.buffer][1]) != 1:
+                    return None
+                written.append(st.buffer)
+        if not written or len(set(written)) != len(written):
+            return None
+        for st in walk(s.body):
+            for e in stmt_exprs(st):
+                if any(isinstance(n, Read) and n.buffer in written for n in postorder(e)):
+                    return None
+        return written
+
+    def streamed_loop(self, s: Loop, ind: int, written: list[str]) -> None:
+        """The loop twice: streaming stores for large outputs, plain stores otherwise."""
+        self.helpers.setdefault("pt_stream_bytes", _STREAM_HELPER)
+        bytes_expr = " + ".join(f"{self.expr(s.work, 13)} * (int64_t)sizeof(*{b})" for b in written)
+        aligned = " && ".join(f"((uintptr_t){b} & 63) == 0" for b in written)
+        B = STREAM_BLOCK
+        self.emit(ind, f"if (({bytes_expr}) >= {STREAM_MIN_BYTES}LL && {aligned}) {{")
+        i = ind + 1
+        self.emit(i, "#pragma omp parallel num_threads(PT_THREADS)")
+        self.emit(i, "{")
+        j = i + 1
+        start, stop = self.expr(s.start), self.expr(s.stop, 12)
+        self.emit(j, "const int64_t pt_t = omp_get_thread_num(), pt_nt = omp_get_num_threads();")
+        self.emit(
+            j,
+            f"const int64_t pt_per = (({stop} - {self.expr(s.start, 12)} + pt_nt - 1) / pt_nt + {B - 1}) / {B} * {B};",
+        )
+        self.emit(j, f"const int64_t pt_lo = {start} + pt_t * pt_per;")
+        self.emit(j, f"const int64_t pt_hi = pt_lo + pt_per < {stop} ? pt_lo + pt_per : {stop};")
+        for b in written:
+            t = self.buffer_ctype(self.buffers[b][0])
+            self.emit(j, f"{t} pt_buf_{b}[{B}] __attribute__((aligned(64)));")
+        self.emit(j, f"for (int64_t pt_blk = pt_lo; pt_blk < pt_hi; pt_blk += {B}) {{")
+        k = j + 1
+        self.emit(k, f"const int64_t pt_m = pt_hi - pt_blk < {B} ? pt_hi - pt_blk : {B};")
+        self.emit(k, "#pragma omp simd")
+        self.emit(k, "for (int64_t pt_j = 0; pt_j < pt_m; pt_j++) {")
+        self.emit(k + 1, f"const int64_t {s.var} = pt_blk + pt_j;")
+        self.streaming = set(written)
+        self.stmt(s.body, k + 1)
+        self.streaming = set()
+        self.emit(k, "}")
+        for b in written:
+            self.emit(k, f"pt_stream_bytes({b} + pt_blk, pt_buf_{b}, (size_t)pt_m * sizeof(*{b}));")
+        self.emit(j, "}")
+        self.emit(i, "}")
+        self.emit(i, "pt_stream_fence();")
+        self.emit(ind, "} else {")
+        super().loop(s, ind + 1)
+        self.emit(ind, "}")
+
     def loop(self, s: Loop, ind: int) -> None:
+        written = self.streamable(s)
+        if written:
+            self.streamed_loop(s, ind, written)
+            return
         # max/min over floats: OpenMP's combiner drops NaN, so lanes keep a "saw NaN" flag on the side
         tracked = []
         for acc, op in s.reductions:
@@ -85,6 +184,9 @@ class OpenMPRenderer(CRenderer):
         return None
 
     def stmt(self, s, ind: int) -> None:
+        if isinstance(s, Write) and s.buffer in self.streaming:
+            self.emit(ind, f"pt_buf_{s.buffer}[pt_j] = {self.expr(s.value)};")
+            return
         if isinstance(s, Assign) and s.name in self.nan_flags:
             v = s.value
             if (isinstance(v, Binary) and v.op in ("maximum", "minimum") and isinstance(v.a, Var)

@@ -1,8 +1,9 @@
 """The compiler pipeline: one ordered list of passes, read top to bottom.
 
 Each pass takes a :class:`~pypto.ir.kernel.KernelIR` and returns a new one; the verifier runs after
-every pass; ``PYPTO_DUMP_IR=1`` prints the IR after each. The last step, ``lower``, produces the
-loop IR (:class:`~pypto.ir.loops.LoopKernel`) that compiled backends render.
+every pass; ``PYPTO_DUMP_IR=1`` prints the IR after each. Then ``lower`` produces the loop IR
+(:class:`~pypto.ir.loops.LoopKernel`) and ``optimize_loops`` tidies it; that is what compiled
+backends render.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .infer_shapes import infer_shapes
 from .infer_types import infer_types
 from .lower import lower
 from .materialize import materialize_temporaries
+from .optimize_loops import optimize_loops
 from .schedule import schedule, split_reductions
 from .simplify import simplify
 from .verify import verify_kernel, verify_loops
@@ -34,7 +36,11 @@ PASSES: list[tuple[str, Callable[[KernelIR], KernelIR]]] = [
     ("schedule", schedule),                  # parallel and vector loops
 ]  # fmt: skip
 
-STAGES: tuple[str, ...] = ("traced", *(name for name, _ in PASSES), "lower")
+LOOP_PASSES: list[tuple[str, Callable[[LoopKernel], LoopKernel]]] = [
+    ("optimize_loops", optimize_loops),      # hoist invariant arithmetic, reciprocals of invariant divisors
+]  # fmt: skip
+
+STAGES: tuple[str, ...] = ("traced", *(name for name, _ in PASSES), "lower", *(name for name, _ in LOOP_PASSES))
 
 REFERENCE_STAGE = "simplify"  # the NumPy reference evaluates the program as written, before scheduling
 
@@ -48,15 +54,20 @@ class Compilation:
     """Every stage of one kernel's compilation: tensor-level IR by pass name, then the loop IR."""
 
     stages: dict[str, KernelIR]
-    loops: LoopKernel
+    loop_stages: dict[str, LoopKernel]
 
     @property
     def final(self) -> KernelIR:
         return self.stages[PASSES[-1][0]]
 
+    @property
+    def loops(self) -> LoopKernel:
+        """The loop IR after the last loop pass: what backends render."""
+        return self.loop_stages[STAGES[-1]]
+
     def text(self, stage: str) -> str:
-        if stage == "lower":
-            return format_loops(self.loops)
+        if stage in self.loop_stages:
+            return format_loops(self.loop_stages[stage])
         return format_kernel(self.stages[stage])
 
 
@@ -80,7 +91,14 @@ def run_pipeline(traced: KernelIR, *, noalias: bool = True, dump: bool | None = 
     verify_loops(loops)
     if dump:
         _print("lower", format_loops(loops))
-    return Compilation(stages, loops)
+    loop_stages = {"lower": loops}
+    for name, fn in LOOP_PASSES:
+        loops = fn(loops)
+        verify_loops(loops, name)
+        loop_stages[name] = loops
+        if dump:
+            _print(name, format_loops(loops))
+    return Compilation(stages, loop_stages)
 
 
 def _print(stage: str, text: str) -> None:

@@ -31,6 +31,7 @@ from ..ir.loops import (
     Write,
 )
 from ..ir.nodes import (
+    TRANSCENDENTAL,
     Binary,
     Cast,
     Const,
@@ -39,6 +40,7 @@ from ..ir.nodes import (
     Load,
     Reduce,
     Scalar,
+    Store,
     Unary,
     Where,
     children,
@@ -96,6 +98,8 @@ class _Lowerer:
         self.taken: set[str] = {p.name for p in k.params} | set(k.dims) | {t.name for t in k.temps}
         self.taken |= {a.name for a in k.axes}
         self.counter = 0
+        # reductions whose body is also written to the output: (buffer, index) to write it to
+        self.write_through: dict[Reduce, tuple[str, tuple[Affine, ...]]] = {}
 
     # -- names and integer expressions ------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -257,9 +261,14 @@ class _Lowerer:
         """Statements computing ``r`` at this point of the nest, and the variable holding it."""
         acc = self.fresh(f"{r.op}_")
         axes = self.order_axes(r.axes, r.body)
-        sink = _Sink(r.body, acc=acc, op=r.op, acc_dtype=r.dtype)
-        stmts: list[Stmt] = [Declare(acc, r.dtype, identity(r.op, r.dtype))]
-        stmts += self.emit(axes, [sink], env, vector=axes[-1], reductions=((acc, r.op),), known=known)
+        sinks = [_Sink(r.body, acc=acc, op=r.op, acc_dtype=r.dtype)]
+        if r in self.write_through:
+            buffer, index = self.write_through[r]
+            sinks.append(_Sink(r.body, buffer=buffer, index=index))
+        stmts = self.emit(axes, sinks, env, vector=axes[-1], reductions=((acc, r.op),), known=known)
+        # declare the accumulator right before its loop (after any reductions nested in its body)
+        first_loop = next(i for i, st in enumerate(stmts) if isinstance(st, Loop))
+        stmts.insert(first_loop, Declare(acc, r.dtype, identity(r.op, r.dtype)))
         return stmts, Var(acc, dtype=r.dtype)
 
     def split_reduction(self, r: Reduce, block: int) -> tuple[list[Stmt], Var]:
@@ -338,8 +347,37 @@ class _Lowerer:
         work: Expr = _i64(1)
         for a in g.loops:
             work = mul(work, self.extent(a))
+        if self.noalias and len(g.stores) == 1:
+            sinks[0].value = self.plan_write_through(g, g.stores[0])
         stmts += self.emit(list(g.loops), sinks, {}, parallel=g.parallel, vector=g.vector, work=work)
         return stmts
+
+    def plan_write_through(self, g: Group, s: Store) -> Expr:
+        """Compute an expensive reduction body once: write it to the output in the reduction's loop,
+        and read it back where the store needs it (softmax: ``exp`` is evaluated once per element).
+
+        Applies when the reduction runs over the store's innermost loops in the same order, the
+        store writes exactly the loop point, the output is only written by this nest, and no
+        output may alias an input (the variant compiled with ``noalias``).
+        """
+        plain = tuple(ix.plain_axis() for ix in s.index)
+        target = self.k.buffer(s.tensor)
+        if plain != g.loops or getattr(target, "role", "out") == "inout":
+            return s.value
+        if any(isinstance(n, Load) and n.tensor == s.tensor for n in postorder(s.value)):
+            return s.value
+        for r in top_reduces(s.value):
+            free = free_axes(r)
+            j = len(free)
+            if set(g.loops[:j]) != free or tuple(self.order_axes(r.axes, r.body)) != g.loops[j:]:
+                continue
+            body = r.body
+            if body.dtype != target.dtype or not _expensive(body) or not _used_outside_reductions(s.value, body):
+                continue
+            self.write_through[r] = (s.tensor, s.index)
+            load = Load(s.tensor, s.index, dtype=body.dtype)
+            return _replace_outside_reductions(s.value, body, load)
+        return s.value
 
     def kernel(self) -> LoopKernel:
         k = self.k
@@ -359,6 +397,44 @@ class _Lowerer:
         for t in reversed(k.temps):
             stmt = Alloc(t.name, t.dtype, tuple(self.affine(s, {}) for s in t.shape), stmt)
         return LoopKernel(k.name, tuple(args), stmt, self.noalias, tuple((t.name, t.dtype) for t in k.temps))
+
+
+def _expensive(e: Expr) -> bool:
+    """Worth storing rather than recomputing: contains a transcendental function or a division."""
+    return any((isinstance(n, Unary) and n.op in TRANSCENDENTAL) or (isinstance(n, Binary) and n.op == "div")
+               for n in postorder(e))  # fmt: skip
+
+
+def _used_outside_reductions(e: Expr, target: Expr) -> bool:
+    stack, seen = [e], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if n == target:
+            return True
+        if not isinstance(n, Reduce):
+            stack.extend(children(n))
+    return False
+
+
+def _replace_outside_reductions(e: Expr, old: Expr, new: Expr) -> Expr:
+    memo: dict[int, Expr] = {}
+
+    def go(n: Expr) -> Expr:
+        if id(n) in memo:
+            return memo[id(n)]
+        if n == old:
+            r: Expr = new
+        elif isinstance(n, Reduce):
+            r = n  # keep reductions intact: they are matched by identity when lowered
+        else:
+            r = map_children(n, go)  # type: ignore[assignment]
+        memo[id(n)] = r
+        return r
+
+    return go(e)
 
 
 def _inner_first(reduces: list[Reduce]) -> list[Reduce]:

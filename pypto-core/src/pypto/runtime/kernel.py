@@ -198,7 +198,7 @@ class Kernel:
 
     def ir(self, stage: str | None = None) -> str:
         """The IR after ``stage`` (one of :data:`pypto.passes.STAGES`; default: the final loop IR)."""
-        stage = stage or "lower"
+        stage = stage or STAGES[-1]
         if stage not in STAGES:
             raise ArgumentError(
                 f"unknown IR stage {stage!r}",
