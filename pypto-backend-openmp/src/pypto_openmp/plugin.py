@@ -49,6 +49,7 @@ BACKEND = NativeBackend(
     package="pypto-backend-openmp",
     description="C99 + OpenMP, compiled with $CC (gcc or clang)",
     capabilities=Capabilities(notes="OpenMP threads over outer loops, SIMD inner loops"),
+    codegen_modules=("pypto_openmp.renderer",),
 )
 
 

@@ -1,7 +1,8 @@
 """The on-disk compile cache, implemented as wrappers on the ``pypto_compile`` hook.
 
-Key: sha256 of the loop IR text, the generated source, the backend's name and version, the
-toolchain description from ``pypto_compile_key`` and the core version. Entries live under
+Key: sha256 of the loop IR text, the backend's name and version, the toolchain description from
+``pypto_compile_key`` and the core version. The key does not need the generated source, so a warm
+process finds its kernels without generating code at all. Entries live under
 ``$PYPTO_CACHE_DIR`` (default: the user cache directory, e.g. ``~/.cache/pypto``), one file of
 data plus one JSON file with its checksum. Writes go to a temporary file that is renamed into
 place (``os.replace``), so readers never see half an entry and processes compiling the same
@@ -39,7 +40,7 @@ def cache_enabled() -> bool:
     return os.environ.get("PYPTO_NO_CACHE", "").strip().lower() in ("", "0", "false", "no")
 
 
-def cache_key(backend: str, backend_version: str, program: Program, source: str, toolchain: str) -> str:
+def cache_key(backend: str, backend_version: str, program: Program, toolchain: str) -> str:
     h = hashlib.sha256()
     for part in (
         f"format={FORMAT}",
@@ -48,7 +49,6 @@ def cache_key(backend: str, backend_version: str, program: Program, source: str,
         f"version={backend_version}",
         f"toolchain={toolchain}",
         program.ir_text,
-        source,
     ):
         h.update(part.encode())
         h.update(b"\0")
@@ -125,7 +125,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def _key_for(backend: str, program: Program, source: str) -> str | None:
+def key_for(backend: str, program: Program) -> str | None:
+    """The cache key of ``program`` for ``backend``, or None when it is not to be cached."""
     from .plugins import get_registry
 
     reg = get_registry()
@@ -133,30 +134,27 @@ def _key_for(backend: str, program: Program, source: str) -> str | None:
     if entry is None or not entry.spec.cacheable or not cache_enabled():
         return None
     toolchain = reg.pm.hook.pypto_compile_key(backend=backend, program=program) or ""
-    return cache_key(backend, entry.spec.version, program, source, toolchain)
+    return cache_key(backend, entry.spec.version, program, toolchain)
 
 
-class CacheLookup:
-    """Answers ``pypto_compile`` from the disk cache before any backend compiles."""
-
-    @hookimpl(tryfirst=True)
-    def pypto_compile(self, backend: str, program: Program, source: str) -> Artifact | None:
-        key = _key_for(backend, program, source)
-        return DiskCache().get(backend, key) if key else None
+def lookup(backend: str, program: Program) -> Artifact | None:
+    """The cached artifact for ``program`` on ``backend``, if there is a valid one."""
+    key = key_for(backend, program)
+    return DiskCache().get(backend, key) if key else None
 
 
 class CacheStore:
-    """Stores what a backend's ``pypto_compile`` built."""
+    """Stores what a backend's ``pypto_compile`` built (a wrapper around every backend's hook)."""
 
     @hookimpl(wrapper=True)
     def pypto_compile(self, backend: str, program: Program, source: str):
         artifact = yield
         if isinstance(artifact, Artifact) and not artifact.from_cache:
-            key = _key_for(backend, program, source)
+            key = key_for(backend, program)
             if key:
                 artifact = DiskCache().put(key, artifact)
         return artifact
 
 
 def cache_plugins() -> list[object]:
-    return [CacheLookup(), CacheStore()]
+    return [CacheStore()]

@@ -13,13 +13,14 @@ import sys
 import sysconfig
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..backend_api import Artifact, Availability, BackendSpec, Capabilities, Program
-from ..codegen.cstyle import CRenderer
-from .loader import NativeLauncher
-from .pyentry import render_entry
 from .toolchain import Toolchain, ToolchainError, build_shared, probe
+
+if TYPE_CHECKING:  # imported where used: a warm process never renders code
+    from ..codegen.cstyle import CRenderer
+    from .loader import NativeLauncher
 
 
 def num_threads() -> int:
@@ -52,6 +53,7 @@ class NativeBackend:
         extra_flags: Callable[[], Sequence[str]] | None = None,
         extra_link: Callable[[], Sequence[str]] | None = None,
         fastmath_flags: Sequence[str] = ("-ffast-math",),
+        codegen_modules: Sequence[str] = (),
     ):
         self.name = name
         self.version = version
@@ -68,6 +70,8 @@ class NativeBackend:
         self.extra_flags = extra_flags or (lambda: ())
         self.extra_link = extra_link or (lambda: ())
         self.fastmath_flags = tuple(fastmath_flags)
+        self.codegen_modules = tuple(codegen_modules)
+        self._digest: str | None = None
         self._toolchain: Toolchain | None = None
         self._lock = threading.Lock()
 
@@ -130,12 +134,14 @@ class NativeBackend:
         return f"_pypto_{self.name}_{program.name}_{digest}"
 
     def codegen(self, program: Program) -> str:
+        from .pyentry import render_entry
+
         tc = self.toolchain_or_default()
         renderer = self.make_renderer(tc, program)
         source = renderer.render(program.loops)
         if program.noalias and tc.python_include:
             entry = render_entry(program.tensor_ir, program.loops.name, self.entry_module(program), renderer.types,
-                                 tuple(a.name for a in program.loops.args), self.language)  # fmt: skip
+                                 tuple(a.name for a in program.loops.args), "pt_set_num_threads")  # fmt: skip
             source += "\n/* fast-call entry point for Python */\n" + entry
         return source
 
@@ -149,7 +155,21 @@ class NativeBackend:
     def compile_key(self, program: Program) -> str:
         tc = self.toolchain()
         abi = f"{sys.implementation.cache_tag} {sysconfig.get_config_var('EXT_SUFFIX')}"
-        return f"{tc.identity()} fastmath={program.options.fastmath} py={abi}"
+        return f"{tc.identity()} fastmath={program.options.fastmath} py={abi} codegen={self.codegen_digest()}"
+
+    def codegen_digest(self) -> str:
+        """A digest of the code generators' sources: a changed renderer never reuses stale binaries."""
+        if self._digest is None:
+            import importlib.util
+
+            h = hashlib.sha256()
+            for mod in ("pypto.codegen.cstyle", "pypto.native.pyentry", *self.codegen_modules):
+                spec = importlib.util.find_spec(mod)
+                if spec is not None and spec.origin:
+                    with open(spec.origin, "rb") as f:
+                        h.update(f.read())
+            self._digest = h.hexdigest()[:16]
+        return self._digest
 
     def compile(self, program: Program, source: str) -> Artifact:
         tc = self.toolchain()
@@ -165,6 +185,8 @@ class NativeBackend:
         )
 
     def launch(self, program: Program, artifact: Artifact) -> NativeLauncher:
+        from .loader import NativeLauncher
+
         threads = num_threads() if os.environ.get("PYPTO_NUM_THREADS") else 0
 
         def on_load(lib: Any) -> None:

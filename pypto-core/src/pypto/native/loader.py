@@ -50,38 +50,48 @@ class NativeLauncher:
 
     def __init__(self, k: LoopKernel, artifact: Artifact, *, function: str | None = None,
                  entry_module: str | None = None, on_load: Callable[[Any], None] | None = None):  # fmt: skip
-        import cffi
-
         self.kernel = k
-        path = artifact_path(artifact)
-        self.ffi = cffi.FFI()
-        self.ffi.cdef(c_declaration(k, function))
-        if on_load is not None:
-            self.ffi.cdef("void pt_set_num_threads(int);")
-        # RTLD_NODELETE: runtime libraries (libgomp, libtbb) must stay mapped until the process exits
-        flags = self.ffi.RTLD_NOW | getattr(self.ffi, "RTLD_NODELETE", 0x1000)
-        self.lib = self.ffi.dlopen(path, flags)
-        _keep.append((self.ffi, self.lib))
-        if on_load is not None:
-            on_load(self.lib)
-        self.fn = getattr(self.lib, function or k.name)
-        self.casts: list[str | None] = []
-        for a in k.args:
-            self.casts.append(f"{_CFFI_TYPES[a.dtype.name]}[]" if a.kind == "buffer" else None)
+        self.path = artifact_path(artifact)
+        self.function = function or k.name
+        self.on_load = on_load
+        self._fn: Any = None
         self.fast_entry = None
         if entry_module:
-            loader = importlib.machinery.ExtensionFileLoader(entry_module, path)
-            spec = importlib.util.spec_from_file_location(entry_module, path, loader=loader)
+            # the entry point is all a warm process needs: cffi (and its parser) load only on demand
+            loader = importlib.machinery.ExtensionFileLoader(entry_module, self.path)
+            spec = importlib.util.spec_from_file_location(entry_module, self.path, loader=loader)
             assert spec is not None
             mod = importlib.util.module_from_spec(spec)
             loader.exec_module(mod)
             _keep.append(mod)
             self.fast_entry = mod.entry
+            if on_load is not None:
+                on_load(mod)
+        else:
+            self._load_cffi()
+
+    def _load_cffi(self) -> None:
+        import cffi
+
+        k = self.kernel
+        self.ffi = cffi.FFI()
+        self.ffi.cdef(c_declaration(k, self.function))
+        self.ffi.cdef("void pt_set_num_threads(int);")
+        # RTLD_NODELETE: runtime libraries (libgomp, libtbb) must stay mapped until the process exits
+        flags = self.ffi.RTLD_NOW | getattr(self.ffi, "RTLD_NODELETE", 0x1000)
+        self.lib = self.ffi.dlopen(self.path, flags)
+        _keep.append((self.ffi, self.lib))
+        if self.on_load is not None and self.fast_entry is None:
+            self.on_load(self.lib)
+        self.casts = [f"{_CFFI_TYPES[a.dtype.name]}[]" if a.kind == "buffer" else None for a in k.args]
+        self._fn = getattr(self.lib, self.function)
 
     def __call__(self, *args: Any) -> None:
+        if self._fn is None:
+            self._load_cffi()
         fb = self.ffi.from_buffer
         conv = [fb(c, a) if c is not None else a for c, a in zip(self.casts, args)]
-        status = self.fn(*conv)
+        status = self._fn(*conv)
         if status != 0:
             raise MemoryError(f"kernel {self.kernel.name}: out of memory for temporary buffers")
 

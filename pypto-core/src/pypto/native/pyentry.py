@@ -29,11 +29,12 @@ def _c_affine(a: Affine, axis_value: dict[int, str] | None = None) -> str:
 
 
 def render_entry(k: KernelIR, function: str, module: str, c_types: dict[DType, str], arg_order: tuple[str, ...],
-                 language: str = "c") -> str:  # fmt: skip
+                 thread_setter: str | None = None) -> str:  # fmt: skip
     """C source of ``PyInit_<module>`` exposing ``entry(*args)`` that calls ``function``.
 
     ``k`` is a kernel after shape inference (it carries the checks); ``arg_order`` is the C
     function's argument order (buffers, scalars, dims); ``c_types`` maps dtypes to C type names.
+    ``thread_setter`` names a C function ``void f(int)`` exposed as ``pt_set_num_threads``.
     """
     params = k.params
     n = len(params)
@@ -175,8 +176,18 @@ def render_entry(k: KernelIR, function: str, module: str, c_types: dict[DType, s
     w("    return Py_NewRef(Py_NotImplemented);")
     w("}")
     w("")
+    if thread_setter:
+        w("static PyObject *pt_threads(PyObject *self, PyObject *arg) {")
+        w("    (void)self;")
+        w("    long n = PyLong_AsLong(arg);")
+        w("    if (n == -1 && PyErr_Occurred()) return NULL;")
+        w(f"    {thread_setter}((int)n);")
+        w("    Py_RETURN_NONE;")
+        w("}")
     w("static PyMethodDef pt_methods[] = {")
     w(f'    {{"entry", (PyCFunction)(void (*)(void))pt_entry, METH_FASTCALL, "fast call of kernel {k.name}"}},')
+    if thread_setter:
+        w('    {"pt_set_num_threads", pt_threads, METH_O, "set the number of threads for parallel loops"},')
     w("    {NULL, NULL, 0, NULL}")
     w("};")
     w(f'static struct PyModuleDef pt_module = {{PyModuleDef_HEAD_INIT, "{module}", NULL, -1, pt_methods,')

@@ -7,17 +7,13 @@ runs; the result is cached on disk next to the compile cache, keyed by the compi
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import hashlib
 import json
 import os
 import platform
 import re
 import shutil
-import subprocess
 import sysconfig
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -90,11 +86,15 @@ def find_compiler(language: str) -> str:
     )
 
 
-def _run(cmd: Sequence[str], cwd: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def _run(cmd: Sequence[str], cwd: str | None = None, timeout: float = 120):
+    import subprocess
+
     return subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
 def _version(compiler: str) -> str:
+    import subprocess
+
     try:
         out = _run([*compiler.split(), "--version"], timeout=30)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -103,6 +103,9 @@ def _version(compiler: str) -> str:
 
 
 def _accepts(compiler: str, language: str, flags: Sequence[str], source: str, link: Sequence[str] = ()) -> bool:
+    import subprocess
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="pypto-probe-") as d:
         src = Path(d) / ("probe.cpp" if language == "c++" else "probe.c")
         src.write_text(source)
@@ -118,6 +121,9 @@ def _accepts(compiler: str, language: str, flags: Sequence[str], source: str, li
 
 def _libmvec() -> tuple[str, ...]:
     """C math functions whose AVX2 vector variants glibc's libmvec provides on this machine."""
+    import ctypes
+    import ctypes.util
+
     name = ctypes.util.find_library("mvec")
     if not name or platform.machine() not in ("x86_64", "AMD64"):
         return ()
@@ -143,6 +149,8 @@ def probe(language: str, base_flags: Sequence[str], optional_flags: Sequence[str
           link_flags: Sequence[str] = ()) -> Toolchain:  # fmt: skip
     """Probe the compiler for ``language``: required ``base_flags`` must work, ``optional_flags`` are
     kept when accepted. The result is cached on disk per compiler identity."""
+    import tempfile
+
     from ..cache import cache_dir
 
     compiler = find_compiler(language)
@@ -204,6 +212,9 @@ def build_shared(tc: Toolchain, source: str, *, name: str, extra_flags: Sequence
                  extra_link: Sequence[str] = ()) -> bytes:  # fmt: skip
     """Compile ``source`` into a shared object and return its bytes; a failure raises
     :class:`~pypto.errors.CompileError` with the compiler's messages and the source around them."""
+    import subprocess
+    import tempfile
+
     suffix = ".cpp" if tc.language == "c++" else ".c"
     with tempfile.TemporaryDirectory(prefix="pypto-build-") as d:
         src = Path(d) / f"{name}{suffix}"

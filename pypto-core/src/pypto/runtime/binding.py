@@ -81,8 +81,10 @@ class BoundCall:
     noalias: bool
     outputs: list[Any]
     copyback: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    in_param_order: tuple = ()  # arrays and (Python) scalars in the kernel's parameter order
 
     def args(self) -> tuple:
+        """Launcher arguments: arrays, then scalars, then dims (the loop IR's order)."""
         return (*self.arrays, *self.scalars, *self.dims)
 
     def finish(self) -> Any:
@@ -247,7 +249,10 @@ class Binder:
                 a = work
             ready.append(a)
         outputs = [user[p.name] for p in self.tensor_params if p.role != "in"]
-        return BoundCall(ready, scalars, [dims[d] for d in self.dims], noalias, outputs, copyback)
+        by_name = dict(zip([p.name for p in self.tensor_params], ready))
+        by_name.update({p.name: s.item() for p, s in zip(self.scalar_params, scalars)})
+        in_order = tuple(by_name[p.name] for p in self.params)
+        return BoundCall(ready, scalars, [dims[d] for d in self.dims], noalias, outputs, copyback, in_order)
 
     def _bind_dims(self, arrays: dict[str, np.ndarray], explicit: dict[str, Any]) -> dict[str, int]:
         dims: dict[str, int] = {}

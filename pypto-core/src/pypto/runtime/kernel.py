@@ -144,12 +144,15 @@ class Kernel:
         with self._lock:
             launcher = self._launchers.get(key)
             if launcher is None:
+                from ..cache import lookup
                 from ..plugins import get_registry
 
                 hook = get_registry().pm.hook
                 program = self.program(noalias)
-                source = self._codegen(backend, program)
-                artifact = hook.pypto_compile(backend=backend, program=program, source=source)
+                artifact = lookup(backend, program)  # a warm cache needs no code generation
+                if artifact is None:
+                    source = self._codegen(backend, program)
+                    artifact = hook.pypto_compile(backend=backend, program=program, source=source)
                 if not isinstance(artifact, Artifact):
                     raise CompileError(f"backend '{backend}' returned no artifact for kernel '{program.name}'")
                 launcher = hook.pypto_launch(backend=backend, program=program, artifact=artifact)
@@ -179,10 +182,12 @@ class Kernel:
         entry = self._backend(None, need_available=True)
         bound = self._get_binder().bind(args, kwargs)
         launcher = self._launcher(entry.spec.name, bound.noalias)
-        _launch(launcher, bound)
-        if bound.noalias and getattr(launcher, "fast_entry", None) is not None:
+        fast = getattr(launcher, "fast_entry", None) if bound.noalias else None
+        if fast is None or not _launch_fast(fast, bound):
+            _launch(launcher, bound)
+        if fast is not None:
             outputs = tuple(i for i, p in enumerate(self._get_binder().params) if getattr(p, "role", "in") != "in")
-            self._fast = (key, launcher.fast_entry, outputs)  # type: ignore[attr-defined]
+            self._fast = (key, fast, outputs)
         return bound.finish()
 
     def compile(self, backend: str | None = None) -> Kernel:
@@ -236,6 +241,17 @@ def _poison(outputs: list[Any]) -> bool:
         except Exception:
             pass
     return poisoned
+
+
+def _launch_fast(entry: Callable[..., Any], bound: BoundCall) -> bool:
+    """Run validated arguments through a backend's fast entry; False if it declined them."""
+    try:
+        result = entry(*bound.in_param_order)
+    except BaseException as e:
+        if _poison(bound.outputs):
+            e.add_note("pypto: floating-point outputs were filled with NaN because the launch failed")
+        raise
+    return result is not NotImplemented
 
 
 def _launch(launcher: Callable[..., None], bound: BoundCall) -> None:
