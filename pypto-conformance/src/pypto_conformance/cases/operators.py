@@ -1,0 +1,372 @@
+"""Operators: ``+ - * / // % **``, unary ``-``, ``abs``, comparisons, ``& | ^ ~``, weak scalars.
+
+Kernel annotations are evaluated when the factory runs, so this module must not use
+``from __future__ import annotations``.
+"""
+
+import numpy as np
+
+import pypto as pt
+
+from .spec import FLOATS, INTS, NUMERIC, SIZES_1D, N, case
+from .values import bools, by_kind, choice, normal, quarters, signed_magnitude, span, with_specials, with_values
+
+
+def f64(x):
+    """Float inputs in float64 (references compute in a wider type, then round to the output's)."""
+    x = np.asarray(x)
+    return x.astype(np.float64) if x.dtype.kind == "f" else x
+
+
+def floor_div_ref(a, b):
+    """Python/NumPy floor division, with integer division by zero giving 0."""
+    if a.dtype.kind == "f":
+        return np.floor_divide(f64(a), f64(b))
+    safe = np.where(b == 0, 1, b).astype(np.int64)
+    return np.where(b == 0, 0, np.floor_divide(a.astype(np.int64), safe))
+
+
+def remainder_ref(a, b):
+    """Python/NumPy remainder (sign of the divisor), with integer remainder by zero giving 0."""
+    if a.dtype.kind == "f":
+        return np.remainder(f64(a), f64(b))
+    safe = np.where(b == 0, 1, b).astype(np.int64)
+    return np.where(b == 0, 0, np.remainder(a.astype(np.int64), safe))
+
+
+ARITH_VALUES = {"a": normal(int_range=1000), "b": normal(int_range=1000)}
+
+
+@case(dtypes=NUMERIC, sizes=SIZES_1D, values=ARITH_VALUES, reference=lambda a, b: {"c": f64(a) + f64(b)})
+def add(dt):
+    """Elementwise ``a + b``."""
+
+    def add(a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], c: pt.Tensor[dt, (N,)]):
+        i = pt.axis(0)
+        c[i] = a[i] + b[i]
+
+    return add
+
+
+@case(dtypes=NUMERIC, sizes=SIZES_1D, values=ARITH_VALUES, reference=lambda a, b: {"c": f64(a) - f64(b)})
+def subtract(dt):
+    """Elementwise ``a - b``."""
+
+    def subtract(a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], c: pt.Tensor[dt, (N,)]):
+        i = pt.axis(0)
+        c[i] = a[i] - b[i]
+
+    return subtract
+
+
+@case(dtypes=NUMERIC, sizes=SIZES_1D, values=ARITH_VALUES, reference=lambda a, b: {"c": f64(a) * f64(b)})
+def multiply(dt):
+    """Elementwise ``a * b`` (integer products stay far from overflow)."""
+
+    def multiply(a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], c: pt.Tensor[dt, (N,)]):
+        i = pt.axis(0)
+        c[i] = a[i] * b[i]
+
+    return multiply
+
+
+@case(
+    dtypes=FLOATS,
+    sizes=SIZES_1D,
+    values={"a": normal(), "b": signed_magnitude(0.25, 4.0)},
+    reference=lambda a, b: {"c": f64(a) / f64(b)},
+)
+def true_divide(dt):
+    """Elementwise ``a / b`` for floats."""
+
+    def true_divide(a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], c: pt.Tensor[dt, (N,)]):
+        i = pt.axis(0)
+        c[i] = a[i] / b[i]
+
+    return true_divide
+
+
+@case(
+    dtypes=INTS,
+    sizes=SIZES_1D,
+    values={"a": with_values(span(-1000, 1000), [0, 5, -5]), "b": with_values(span(-9, 9), [0, 0, 0, 3])},
+    reference=lambda a, b: {"c": a.astype(np.float32).astype(np.float64) / b.astype(np.float32).astype(np.float64)},
+)
+def int_true_divide(dt):
+    """``/`` on integers gives float32; 0/0 is NaN and x/0 an infinity, as in IEEE arithmetic."""
+
+    def int_true_divide(a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], c: pt.Tensor[pt.float32, (N,)]):
+        i = pt.axis(0)
+        c[i] = a[i] / b[i]
+
+    return int_true_divide
+
+
+DIV_VALUES = {
+    # integers: divisors include 0 (the result is 0) and negatives (floor, not truncation)
+    # floats: multiples of 1/4, so every quotient is either exact or far from an integer
+    "a": with_values(quarters(-60, 60), [7, -7, 7, -7, 0]),
+    "b": with_values(quarters(-7, 7, nonzero=True), [2, 2, -2, -2, 3]),
+}
+
+
+def _int_zero_divisors(gen):
+    def with_zeros(rng, shape, dt):
+        v = gen(rng, shape, dt)
+        if np.dtype(dt).kind == "i" and v.size > 5:
+            v.reshape(-1)[5::9] = 0
+        return v
+
+    return with_zeros
+
+
+@case(
+    dtypes=NUMERIC,
+    sizes=SIZES_1D,
+    values={"a": DIV_VALUES["a"], "b": _int_zero_divisors(DIV_VALUES["b"])},
+    reference=lambda a, b: {"c": floor_div_ref(a, b)},
+)
+def floor_divide(dt):
+    """``a // b`` rounds toward minus infinity; integer division by zero gives 0."""
+
+    def floor_divide(a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], c: pt.Tensor[dt, (N,)]):
+        i = pt.axis(0)
+        c[i] = a[i] // b[i]
+
+    return floor_divide
+
+
+@case(
+    dtypes=NUMERIC,
+    sizes=SIZES_1D,
+    values={"a": DIV_VALUES["a"], "b": _int_zero_divisors(DIV_VALUES["b"])},
+    reference=lambda a, b: {"c": remainder_ref(a, b)},
+)
+def remainder(dt):
+    """``a % b`` takes the sign of the divisor; integer remainder by zero gives 0."""
+
+    def remainder(a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], c: pt.Tensor[dt, (N,)]):
+        i = pt.axis(0)
+        c[i] = a[i] % b[i]
+
+    return remainder
+
+
+def _power_ref(x):
+    if x.dtype.kind == "f":
+        v = f64(x)
+        with np.errstate(all="ignore"):
+            return {"y": np.stack([v**2, v**3, np.ones_like(v), 1.0 / v, 1.0 / (v * v), v**7])}
+    v = x.astype(np.int64)
+    return {"y": np.stack([v**2, v**3, np.ones_like(v), v, -(v**2), v**5])}
+
+
+@case(
+    dtypes=NUMERIC,
+    sizes=SIZES_1D,
+    values={"x": by_kind(with_values(signed_magnitude(0.5, 2.0), [np.nan, np.inf, -np.inf, 0.0]), span(-50, 50))},
+    reference=_power_ref,
+)
+def power(dt):
+    """Integer powers ``x ** k``; ``x ** 0`` is 1 even for NaN; negative powers of floats are reciprocals."""
+    if dt.is_float:
+
+        def power(x: pt.Tensor[dt, (N,)], y: pt.Tensor[dt, (6, N)]):
+            i = pt.axis(0)
+            y[0, i] = x[i] ** 2
+            y[1, i] = x[i] ** 3
+            y[2, i] = x[i] ** 0
+            y[3, i] = x[i] ** -1
+            y[4, i] = x[i] ** -2
+            y[5, i] = x[i] ** 7
+
+        return power
+
+    def power_int(x: pt.Tensor[dt, (N,)], y: pt.Tensor[dt, (6, N)]):
+        i = pt.axis(0)
+        y[0, i] = x[i] ** 2
+        y[1, i] = x[i] ** 3
+        y[2, i] = x[i] ** 0
+        y[3, i] = x[i] ** 1
+        y[4, i] = -(x[i] ** 2)
+        y[5, i] = x[i] ** 5
+
+    return power_int
+
+
+@case(
+    dtypes=NUMERIC,
+    sizes=SIZES_1D,
+    values={"x": with_specials(normal(int_range=10**6), 0.05)},
+    reference=lambda x: {"y": -f64(x), "z": np.abs(f64(x)), "w": np.abs(f64(x))},
+)
+def negative_absolute(dt):
+    """Unary ``-x``, the builtin ``abs(x)`` and ``pt.abs(x)`` (NaN and infinities included)."""
+
+    def negative_absolute(
+        x: pt.Tensor[dt, (N,)], y: pt.Tensor[dt, (N,)], z: pt.Tensor[dt, (N,)], w: pt.Tensor[dt, (N,)]
+    ):
+        i = pt.axis(0)
+        y[i] = -x[i]
+        z[i] = abs(x[i])
+        w[i] = pt.abs(x[i])
+
+    return negative_absolute
+
+
+COMPARE_VALUES = {
+    "a": with_specials(choice([-2.5, -1, 0, 0.5, 1, 3, 7]), 0.1),
+    "b": with_specials(choice([-2.5, -1, 0, 0.5, 1, 3, 7]), 0.1),
+}
+
+
+@case(
+    dtypes=NUMERIC,
+    sizes=SIZES_1D,
+    values=COMPARE_VALUES,
+    reference=lambda a, b: {"o": np.stack([a < b, a <= b, a > b, a >= b, a == b, a != b])},
+)
+def comparisons(dt):
+    """``< <= > >= == !=`` into a bool output; every comparison with NaN is false except ``!=``."""
+
+    def comparisons(a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], o: pt.Tensor[pt.bool_, (6, N)]):
+        i = pt.axis(0)
+        o[0, i] = a[i] < b[i]
+        o[1, i] = a[i] <= b[i]
+        o[2, i] = a[i] > b[i]
+        o[3, i] = a[i] >= b[i]
+        o[4, i] = a[i] == b[i]
+        o[5, i] = a[i] != b[i]
+
+    return comparisons
+
+
+@case(
+    dtypes=INTS,
+    sizes=SIZES_1D,
+    values={"a": span(-(2**30), 2**30), "b": span(-(2**30), 2**30)},
+    reference=lambda a, b: {"o": np.stack([a & b, a | b, a ^ b, ~a, (a & 255) ^ 21])},
+)
+def bitwise(dt):
+    """``& | ^ ~`` on integers (two's complement), also with Python integer constants."""
+
+    def bitwise(a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], o: pt.Tensor[dt, (5, N)]):
+        i = pt.axis(0)
+        o[0, i] = a[i] & b[i]
+        o[1, i] = a[i] | b[i]
+        o[2, i] = a[i] ^ b[i]
+        o[3, i] = ~a[i]
+        o[4, i] = (a[i] & 255) ^ 21
+
+    return bitwise
+
+
+@case(
+    dtypes=("bool",),
+    sizes=SIZES_1D,
+    values={"p": bools(), "q": bools(0.3)},
+    reference=lambda p, q, x: {"o": np.stack([p & q, p | q, p ^ q, ~p, (x > 0) & ~q | (x < -1)])},
+)
+def logical(dt):
+    """``& | ^ ~`` on booleans, and combined comparisons as used in ``pt.where`` conditions."""
+
+    def logical(p: pt.Tensor[dt, (N,)], q: pt.Tensor[dt, (N,)], x: pt.Tensor[float, (N,)], o: pt.Tensor[dt, (5, N)]):
+        i = pt.axis(0)
+        o[0, i] = p[i] & q[i]
+        o[1, i] = p[i] | q[i]
+        o[2, i] = p[i] ^ q[i]
+        o[3, i] = ~p[i]
+        o[4, i] = (x[i] > 0) & ~q[i] | (x[i] < -1)
+
+    return logical
+
+
+def _weak_ref(x):
+    if x.dtype.kind == "f":
+        v = x.astype(x.dtype)  # weak Python scalars take x's float type
+        s = x.dtype.type
+        return {"y": v * s(2.5) + s(1), "z": v * s(0.5), "q": v / s(4), "w": s(3) - v}
+    v32 = x.astype(np.float32)  # a Python float meeting an integer gives float32
+    return {
+        "y": x.astype(np.int64) * 3 + 1,
+        "z": v32 * np.float32(0.5),
+        "q": v32 / np.float32(4),
+        "w": 3 - x.astype(np.int64),
+    }
+
+
+@case(dtypes=NUMERIC, sizes=SIZES_1D, values={"x": normal(int_range=10**4)}, reference=_weak_ref)
+def weak_scalars(dt):
+    """Python scalars are weak: ``x * 2.5`` keeps float32; with an integer ``x`` a float scalar gives float32."""
+    if dt.is_float:
+
+        def weak_scalars(
+            x: pt.Tensor[dt, (N,)],
+            y: pt.Tensor[dt, (N,)],
+            z: pt.Tensor[dt, (N,)],
+            q: pt.Tensor[dt, (N,)],
+            w: pt.Tensor[dt, (N,)],
+        ):
+            i = pt.axis(0)
+            y[i] = x[i] * 2.5 + 1
+            z[i] = x[i] * 0.5
+            q[i] = x[i] / 4
+            w[i] = 3.0 - x[i]
+
+        return weak_scalars
+
+    def weak_scalars_int(
+        x: pt.Tensor[dt, (N,)],
+        y: pt.Tensor[dt, (N,)],
+        z: pt.Tensor[pt.float32, (N,)],
+        q: pt.Tensor[pt.float32, (N,)],
+        w: pt.Tensor[dt, (N,)],
+    ):
+        i = pt.axis(0)
+        y[i] = x[i] * 3 + 1
+        z[i] = x[i] * 0.5
+        q[i] = x[i] / 4
+        w[i] = 3 - x[i]
+
+    return weak_scalars_int
+
+
+def _promotion_ref(f, d, n, m, flag):
+    return {
+        "fd": f64(f) + f64(d),  # float32 + float64 -> float64
+        "nm": n.astype(np.int64) + m.astype(np.int64),  # int32 + int64 -> int64
+        "nf": n.astype(np.float32).astype(np.float64) * f64(f),  # int32 * float32 -> float32
+        "mf": m.astype(np.float32).astype(np.float64) - f64(f),  # int64 - float32 -> float32 (never float64)
+        "bn": flag.astype(np.int32) + n,  # bool + int32 -> int32
+    }
+
+
+@case(
+    dtypes=("mixed",),
+    sizes=SIZES_1D,
+    values={"n": span(-1000, 1000), "m": span(-1000, 1000), "flag": bools()},
+    reference=_promotion_ref,
+)
+def promotion(dt):
+    """Mixing array types: wider wins within a kind, floats beat integers, nothing becomes float64 silently."""
+
+    def promotion(
+        f: pt.Tensor[pt.float32, (N,)],
+        d: pt.Tensor[pt.float64, (N,)],
+        n: pt.Tensor[pt.int32, (N,)],
+        m: pt.Tensor[pt.int64, (N,)],
+        flag: pt.Tensor[pt.bool_, (N,)],
+        fd: pt.Tensor[pt.float64, (N,)],
+        nm: pt.Tensor[pt.int64, (N,)],
+        nf: pt.Tensor[pt.float32, (N,)],
+        mf: pt.Tensor[pt.float32, (N,)],
+        bn: pt.Tensor[pt.int32, (N,)],
+    ):
+        i = pt.axis(0)
+        fd[i] = f[i] + d[i]
+        nm[i] = n[i] + m[i]
+        nf[i] = n[i] * f[i]
+        mf[i] = m[i] - f[i]
+        bn[i] = flag[i] + n[i]
+
+    return promotion

@@ -1,0 +1,141 @@
+"""Reductions: sum, prod, max, min and mean over each axis of 1-D, 2-D and 3-D inputs, and in full.
+
+Full reductions store into a ``(1,)`` output. Empty reductions give the identity (sum 0, prod 1,
+max -inf or the smallest integer, min +inf or the largest integer, mean NaN); max and min
+propagate NaN. Kernel annotations are evaluated when the factory runs: no
+``from __future__ import annotations`` here.
+"""
+
+import numpy as np
+
+import pypto as pt
+
+from .spec import NUMERIC, SIZES_1D, SIZES_2D, SIZES_3D, K, M, N, case
+from .values import by_kind, choice, normal, span, sparse
+
+REDUCERS = {
+    "sum": pt.reduce_sum,
+    "prod": pt.reduce_prod,
+    "max": pt.reduce_max,
+    "min": pt.reduce_min,
+    "mean": pt.reduce_mean,
+}
+
+VALUES = {
+    # sums: mostly positive, so rounding in any summation order stays within a relative bound
+    "sum": by_kind(span(-0.5, 1.5), span(-100, 100)),
+    "mean": by_kind(span(-0.5, 1.5), span(-100, 100)),
+    # products: near 1 for floats; ±1 with at most 20 twos for integers (no overflow at any size)
+    "prod": by_kind(span(0.97, 1.03), sparse(choice([-1, 1]), 2, 20)),
+    "max": by_kind(normal(), normal(int_range=10**6)),
+    "min": by_kind(normal(), normal(int_range=10**6)),
+}
+
+# Long float32 reductions accumulate rounding differently in every backend (pairwise, blocked,
+# per-thread partials); these bounds hold for any summation order at the sizes used here.
+LONG_REDUCTION = {"float32": (1e-4, 1e-5), "float64": (1e-11, 1e-13)}
+
+
+def reduce_ref(op: str, x: np.ndarray, axis) -> np.ndarray:
+    """The reduction computed with NumPy in float64 / int64, with the language's empty identities."""
+    if x.dtype.kind == "f":
+        v = x.astype(np.float64)
+        lo, hi = -np.inf, np.inf
+    else:
+        v = x.astype(np.int64)
+        info = np.iinfo(x.dtype)
+        lo, hi = info.min, info.max
+    with np.errstate(all="ignore"):
+        if op == "sum":
+            return np.sum(v, axis=axis)
+        if op == "prod":
+            return np.prod(v, axis=axis)
+        if op == "max":
+            return np.max(v, axis=axis, initial=lo)
+        if op == "min":
+            return np.min(v, axis=axis, initial=hi)
+        count = v.size if axis is None else int(np.prod([v.shape[a] for a in np.atleast_1d(axis)]))
+        total = np.sum(v, axis=axis)
+        if x.dtype.kind != "f":  # the integer sum meets the count as float32
+            total = np.asarray(total).astype(np.float32).astype(np.float64)
+        return np.asarray(total, dtype=np.float64) / np.float64(count)
+
+
+def _out_dtype(op: str, dt):
+    return pt.float32 if op == "mean" and not dt.is_float else dt
+
+
+def _factory(op: str, rank: int):
+    red = REDUCERS[op]
+
+    def factory(dt):
+        out = _out_dtype(op, dt)
+        if rank == 1:
+
+            def reduce_1d(x: pt.Tensor[dt, (N,)], full: pt.Tensor[out, (1,)]):
+                i = pt.axis(0)
+                full[0] = red(x[i], axis=i)
+
+            return reduce_1d
+        if rank == 2:
+
+            def reduce_2d(
+                x: pt.Tensor[dt, (M, N)], a0: pt.Tensor[out, (N,)], a1: pt.Tensor[out, (M,)], full: pt.Tensor[out, (1,)]
+            ):
+                r, c = pt.axis(0), pt.axis(1)
+                a0[c] = red(x[r, c], axis=r)
+                a1[r] = red(x[r, c], axis=c)
+                full[0] = red(x[r, c], axis=(r, c))
+
+            return reduce_2d
+
+        def reduce_3d(
+            x: pt.Tensor[dt, (M, N, K)],
+            a0: pt.Tensor[out, (N, K)],
+            a1: pt.Tensor[out, (M, K)],
+            a2: pt.Tensor[out, (M, N)],
+            a12: pt.Tensor[out, (M,)],
+            a02: pt.Tensor[out, (N,)],
+            full: pt.Tensor[out, (1,)],
+        ):
+            i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
+            a0[j, k] = red(x[i, j, k], axis=i)
+            a1[i, k] = red(x[i, j, k], axis=j)
+            a2[i, j] = red(x[i, j, k], axis=k)
+            a12[i] = red(x[i, j, k], axis=(j, k))
+            a02[j] = red(x[i, j, k], axis=(i, k))
+            full[0] = red(x[i, j, k], axis=(i, j, k))
+
+        return reduce_3d
+
+    return factory
+
+
+AXES = {
+    1: {"full": None},
+    2: {"a0": 0, "a1": 1, "full": None},
+    3: {"a0": 0, "a1": 1, "a2": 2, "a12": (1, 2), "a02": (0, 2), "full": None},
+}
+SIZES = {1: SIZES_1D, 2: SIZES_2D, 3: SIZES_3D}
+
+
+def _reduction_case(op: str, rank: int) -> None:
+    def reference(x):
+        return {name: reduce_ref(op, x, axis) for name, axis in AXES[rank].items()}
+
+    factory = _factory(op, rank)
+    what = "every axis, pairs of axes and the whole input" if rank == 3 else "every axis and the whole input"
+    factory.__doc__ = f"``pt.reduce_{op}`` of a {rank}-D input over {what} (empty sizes give the identity)."
+    case(
+        name=f"reduce_{op}_{rank}d",
+        dtypes=NUMERIC,
+        sizes=SIZES[rank],
+        values={"x": VALUES[op]},
+        tolerances=LONG_REDUCTION if op in ("sum", "prod", "mean") else None,
+        reference=reference,
+    )(factory)
+
+
+for _op in REDUCERS:
+    for _rank in (1, 2, 3):
+        _reduction_case(_op, _rank)

@@ -1,0 +1,163 @@
+"""Running one catalogue case for one dtype on one backend, at every size the case lists."""
+
+from __future__ import annotations
+
+import inspect
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import pypto as pt
+
+from .cases.spec import Case, generate_inputs, kernel_params
+from .compare import compare_arrays
+from .tolerances import Tolerance
+
+# Outputs start out holding values no correct kernel produces, so an element the backend never
+# writes is reported instead of passing by luck. Booleans start as the negated expected value.
+UNWRITTEN = {"f": -7.25e33, "i": -123456789}
+
+ToleranceFor = Callable[[str], Tolerance]
+
+
+@dataclass
+class Outcome:
+    """What running a case (or a fuzz campaign) found."""
+
+    ok: bool
+    message: str = ""
+    max_abs: float | None = None
+    max_rel: float | None = None
+    tolerances: dict[str, Tolerance] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def absorb(self, max_abs: float | None, max_rel: float | None) -> None:
+        """Keep the largest errors seen."""
+        if max_abs is not None:
+            self.max_abs = max_abs if self.max_abs is None else max(self.max_abs, max_abs)
+        if max_rel is not None:
+            self.max_rel = max_rel if self.max_rel is None else max(self.max_rel, max_rel)
+
+
+def describe_dims(dims: Mapping[str, int]) -> str:
+    """``M=7, N=127``, or ``static shapes`` when the kernel has no symbolic dims."""
+    return ", ".join(f"{k}={v}" for k, v in dims.items()) or "static shapes"
+
+
+def describe_exception(e: BaseException, limit: int = 800) -> str:
+    """``Type: message`` on one paragraph, shortened to ``limit`` characters."""
+    text = f"{type(e).__name__}: {e}".strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_DATA: OrderedDict[tuple, tuple[dict[str, Any], dict[str, np.ndarray]]] = OrderedDict()
+_DATA_SLOTS = 4  # inputs and references are reused across backends; the 16M case makes this small
+
+
+def reference_args(case: Case, inputs: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The inputs the case's reference asks for by name (outputs are what it returns)."""
+    params = inspect.signature(case.reference).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return list(inputs.items())
+    return [(k, v) for k, v in inputs.items() if k in params]
+
+
+def case_data(case: Case, dtype: str, index: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Inputs and expected outputs for size ``index`` of ``case`` (deterministic, cached)."""
+    key = (id(case), case.name, dtype, index)
+    hit = _DATA.get(key)
+    if hit is not None:
+        _DATA.move_to_end(key)
+        return hit
+    fn = case.build(dtype)
+    dims = case.sizes[index]
+    rng = np.random.default_rng(zlib.crc32(f"{case.name}/{dtype}/{index}".encode()))
+    params = {p.name: p for p in kernel_params(fn)}
+    with np.errstate(all="ignore"):  # edge values overflow on purpose (1e39 as float32 is inf)
+        inputs = generate_inputs(case, fn, dims, rng)
+        raw = case.reference(
+            **{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in reference_args(case, inputs)}
+        )
+        expected = {}
+        for name, value in raw.items():
+            p = params.get(name)
+            if p is None or p.shape is None:
+                raise ValueError(f"case '{case.name}': the reference returns '{name}', not a tensor parameter")
+            shape = p.concrete_shape(dims)
+            want = np.asarray(value).astype(p.dtype)
+            if want.shape != shape and want.size == int(np.prod(shape)):
+                want = want.reshape(shape)  # a full reduction computed as a scalar
+            if want.shape != shape:
+                raise ValueError(f"case '{case.name}': reference '{name}' has shape {want.shape}, expected {shape}")
+            expected[name] = want
+    for name in list(inputs):
+        if name in expected and name not in case.inplace:
+            del inputs[name]  # a pure output: allocated fresh for each call
+    _DATA[key] = (inputs, expected)
+    while len(_DATA) > _DATA_SLOTS:
+        _DATA.popitem(last=False)
+    return inputs, expected
+
+
+def fresh_output(want: np.ndarray) -> np.ndarray:
+    """An aligned output array pre-filled so that unwritten elements show up."""
+    out = pt.empty(want.shape, want.dtype)
+    if want.dtype.kind == "b":
+        np.logical_not(want, out=out)
+    else:
+        out.fill(UNWRITTEN[want.dtype.kind])
+    return out
+
+
+def _reraise_interrupts(e: BaseException) -> None:
+    if isinstance(e, (KeyboardInterrupt, SystemExit)):
+        raise e
+
+
+def call_kernel(kernel: Callable[..., Any], args: Mapping[str, Any]) -> str | None:
+    """Call the kernel; a description of what it raised, or None.
+
+    A backend never skips a result by raising: pytest's skip and xfail exceptions raised from
+    inside a kernel are failures like any other exception.
+    """
+    try:
+        kernel(**args)
+    except BaseException as e:
+        _reraise_interrupts(e)
+        return "the kernel raised " + describe_exception(e)
+    return None
+
+
+def run_case(case: Case, dtype: str, backend: str, tolerance_for: ToleranceFor) -> Outcome:
+    """Run ``case`` for ``dtype`` on ``backend`` at every size; compare with the NumPy reference."""
+    outcome = Outcome(ok=True)
+    kernel = pt.kernel(executor=backend)(case.build(dtype))
+    problems: list[str] = []
+    for index, dims in enumerate(case.sizes):
+        inputs, expected = case_data(case, dtype, index)
+        args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
+        for name, want in expected.items():
+            if name not in case.inplace:
+                args[name] = fresh_output(want)
+        where = describe_dims(dims)
+        raised = call_kernel(kernel, args)
+        if raised is not None:
+            problems.append(f"{where}: {raised}")
+            continue
+        for name, want in expected.items():
+            tol = tolerance_for(want.dtype.name)
+            outcome.tolerances[want.dtype.name] = tol
+            cmp = compare_arrays(name, args[name], want, tol)
+            outcome.absorb(cmp.max_abs, cmp.max_rel)
+            if not cmp.ok:
+                problems.append(f"{where}: {cmp.problem}")
+    if problems:
+        outcome.ok = False
+        outcome.message = f"case '{case.name}' [{dtype}] on backend '{backend}' disagrees with NumPy:\n" + "\n".join(
+            f"  - {p}" for p in problems
+        )
+    return outcome
