@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pypto.codegen.cstyle import CRenderer
-from pypto.dtypes import DType, int64
-from pypto.ir.loops import Alloc, Assign, Loop, LoopKernel, Read, Var, Write, stmt_exprs, walk
-from pypto.ir.nodes import Binary, postorder
+from pypto.codegen.cpu import SimdCRenderer
+from pypto.dtypes import int64
+from pypto.ir.loops import Alloc, Loop, LoopKernel, Read, Var, Write, stmt_exprs, walk
+from pypto.ir.nodes import postorder
 
 # A parallel loop forks threads only when its nest computes at least this many points: below it,
 # the ~1 us fork/join costs more than it saves.
@@ -17,85 +17,35 @@ PARALLEL_MIN_WORK = 32768
 STREAM_MIN_BYTES = 16 << 20
 STREAM_BLOCK = 256  # elements computed into an L1 buffer, then streamed out
 
-_STREAM_HELPER = """\
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-#include <string.h>
-/* copy n bytes from an aligned L1 buffer to memory without reading the destination into the cache */
-static inline void pt_stream_bytes(void *restrict dst, const void *restrict src, size_t n) {
-    size_t i = 0;
-#if defined(__AVX512F__)
-    if (((uintptr_t)dst & 63) == 0)
-        for (; i + 64 <= n; i += 64)
-            _mm512_stream_si512((__m512i *)((char *)dst + i), _mm512_load_si512((const char *)src + i));
-#elif defined(__AVX__)
-    if (((uintptr_t)dst & 31) == 0)
-        for (; i + 32 <= n; i += 32)
-            _mm256_stream_si256((__m256i *)((char *)dst + i), _mm256_load_si256((const __m256i *)((const char *)src + i)));
-#elif defined(__SSE2__)
-    if (((uintptr_t)dst & 15) == 0)
-        for (; i + 16 <= n; i += 16)
-            _mm_stream_si128((__m128i *)((char *)dst + i), _mm_load_si128((const __m128i *)((const char *)src + i)));
-#endif
-    if (i < n) memcpy((char *)dst + i, (const char *)src + i, n - i);
-}
-static inline void pt_stream_fence(void) {
-#if defined(__SSE2__)
-    _mm_sfence();
-#endif
-}"""
 
-_OMP_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
-
-
-class OpenMPRenderer(CRenderer):
+class OpenMPRenderer(SimdCRenderer):
     """C99 with OpenMP pragmas: ``parallel for`` outside, ``simd`` inside."""
 
-    includes = (*CRenderer.includes, "<omp.h>")
+    includes = (*SimdCRenderer.includes, "<omp.h>")
 
     def __init__(self, vector_math: Iterable[str] = (), parallel_min_work: int = PARALLEL_MIN_WORK):
-        super().__init__()
-        self.vector_math = set(vector_math)
+        super().__init__(vector_math)
         self.parallel_min_work = parallel_min_work
-        self.used_math: dict[str, DType] = {}
-        self.nan_flags: dict[str, tuple[str, str]] = {}  # accumulator -> (flag variable, "max" | "min")
         self.streaming: set[str] = set()  # buffers whose writes go to an L1 block buffer
 
-    def math_fn(self, name: str, dt: DType) -> str:
-        fn = super().math_fn(name, dt)
-        self.used_math[fn] = dt
-        return fn
-
     def extra_declarations(self, k: LoopKernel) -> list[str]:
-        out = [
+        return [
             "static int pt_num_threads = 0;",
             "void pt_set_num_threads(int n) { pt_num_threads = n > 0 ? n : omp_get_max_threads(); }",
             "#define PT_THREADS (pt_num_threads > 0 ? pt_num_threads : omp_get_max_threads())",
+            *self.vector_math_declarations(),
         ]
-        simd = sorted(f for f in self.used_math if f in self.vector_math)
-        if simd:
-            out.append("/* vector variants from glibc's libmvec */")
-        for f in simd:
-            t = self.ctype(self.used_math[f])
-            out += ["#pragma omp declare simd notinbranch", f"{t} {f}({t});"]
-        return out
 
     def loop_header(self, s: Loop, ind: int) -> None:
-        clauses = []
-        for acc, op in s.reductions:
-            clauses.append(f"reduction({_OMP_REDUCTION[op]}:{acc})")
-            if acc in self.nan_flags:
-                clauses.append(f"reduction(|:{self.nan_flags[acc][0]})")
         if s.kind in ("parallel", "parallel_vector"):
             simd = " simd" if s.kind == "parallel_vector" else ""
             cond = ""
             if s.work is not None:
                 cond = f" if({self.expr(s.work, 10)} >= {self.parallel_min_work})"
-            self.emit(ind, f"#pragma omp parallel for{simd} schedule(static) num_threads(PT_THREADS){cond}"
-                      + "".join(" " + c for c in clauses))  # fmt: skip
-        elif s.kind == "vector":
-            self.emit(ind, "#pragma omp simd" + "".join(" " + c for c in clauses))
+            clauses = "".join(" " + c for c in self.reduction_clauses(s))
+            self.emit(ind, f"#pragma omp parallel for{simd} schedule(static) num_threads(PT_THREADS){cond}{clauses}")
+        else:
+            super().loop_header(s, ind)
 
     def streamable(self, s: Loop) -> list[str] | None:
         """Buffers a one-dimensional elementwise loop writes contiguously, if it may stream them."""
@@ -119,7 +69,7 @@ class OpenMPRenderer(CRenderer):
 
     def streamed_loop(self, s: Loop, ind: int, written: list[str]) -> None:
         """The loop twice: streaming stores for large outputs, plain stores otherwise."""
-        self.helpers.setdefault("pt_stream_bytes", _STREAM_HELPER)
+        self.use_stream_helper()
         bytes_expr = " + ".join(f"{self.expr(s.work, 13)} * (int64_t)sizeof(*{b})" for b in written)
         aligned = " && ".join(f"((uintptr_t){b} & 63) == 0" for b in written)
         B = STREAM_BLOCK
@@ -163,40 +113,10 @@ class OpenMPRenderer(CRenderer):
         if written:
             self.streamed_loop(s, ind, written)
             return
-        # max/min over floats: OpenMP's combiner drops NaN, so lanes keep a "saw NaN" flag on the side
-        tracked = []
-        for acc, op in s.reductions:
-            if op in ("max", "min") and self._acc_dtype(s, acc) is not None and self._acc_dtype(s, acc).is_float:
-                flag = f"{acc}_nan"
-                self.emit(ind, f"int {flag} = 0;")
-                self.nan_flags[acc] = (flag, op)
-                tracked.append((acc, flag))
         super().loop(s, ind)
-        for acc, flag in tracked:
-            dt = self._acc_dtype(s, acc)
-            self.emit(ind, f"if ({flag}) {acc} = {self.literal(float('nan'), dt)};")  # type: ignore[arg-type]
-            del self.nan_flags[acc]
-
-    def _acc_dtype(self, s: Loop, acc: str) -> DType | None:
-        for st in walk(s.body):
-            if isinstance(st, Assign) and st.name == acc:
-                return st.value.dtype
-        return None
 
     def stmt(self, s, ind: int) -> None:
         if isinstance(s, Write) and s.buffer in self.streaming:
             self.emit(ind, f"pt_buf_{s.buffer}[pt_j] = {self.expr(s.value)};")
             return
-        if isinstance(s, Assign) and s.name in self.nan_flags:
-            v = s.value
-            if (isinstance(v, Binary) and v.op in ("maximum", "minimum") and isinstance(v.a, Var)
-                    and v.a.name == s.name):  # fmt: skip
-                flag, op = self.nan_flags[s.name]
-                cmp = ">" if op == "max" else "<"
-                t = self.ctype(v.dtype)  # type: ignore[arg-type]
-                val = f"{s.name}_v"
-                self.emit(ind, f"const {t} {val} = {self.expr(v.b)};")
-                self.emit(ind, f"{s.name} = {val} {cmp} {s.name} ? {val} : {s.name};")
-                self.emit(ind, f"{flag} |= ({val} != {val});")
-                return
         super().stmt(s, ind)

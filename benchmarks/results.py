@@ -1,0 +1,113 @@
+"""Writes the measured section of benchmarks/RESULTS.md; text outside the markers is kept."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+BEGIN = "<!-- BEGIN GENERATED: benchmarks/bench.py --write-results -->"
+END = "<!-- END GENERATED -->"
+
+# (case, implementation, compared with, limit, description)
+TARGETS = [
+    ("softmax_4096", "pypto-openmp", "C", 1.05, "softmax 4096² ≤ 1.05 × hand-written C"),
+    ("vector_add_16M", "pypto-openmp", "C", 1.05, "vector add 16M ≤ 1.05 × hand-written C"),
+    ("sum_exp_16M", "pypto-openmp", "C", 1.10, "sum(exp) 16M ≤ 1.10 × hand-written C"),
+    ("softmax_1024", "pypto-openmp", "C", 1.10, "softmax 1024² ≤ 1.10 × hand-written C"),
+    ("softmax_4096", "pypto-openmp", "numpy", 1 / 7, "softmax 4096² at least 7 × faster than NumPy"),
+    ("softmax_4096", "pypto-tbb", "pypto-openmp", 1.10, "TBB softmax 4096² ≤ 1.10 × OpenMP"),
+    ("vector_add_16M", "pypto-tbb", "pypto-openmp", 1.10, "TBB vector add 16M ≤ 1.10 × OpenMP"),
+    ("sum_exp_16M", "pypto-tbb", "pypto-openmp", 1.10, "TBB sum(exp) 16M ≤ 1.10 × OpenMP"),
+    ("layernorm_4096", "pypto-tbb", "pypto-openmp", 1.10, "TBB layernorm 4096² ≤ 1.10 × OpenMP"),
+    ("softmax_4096", "pypto-opencl", "pypto-openmp", 2.0, "OpenCL (PoCL) softmax 4096² ≤ 2 × OpenMP"),
+    ("vector_add_16M", "pypto-opencl", "pypto-openmp", 2.0, "OpenCL (PoCL) vector add 16M ≤ 2 × OpenMP"),
+    ("sum_exp_16M", "pypto-opencl", "pypto-openmp", 2.0, "OpenCL (PoCL) sum(exp) 16M ≤ 2 × OpenMP"),
+]
+
+
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v:.3f}"
+
+
+def render(report: dict, command: str) -> str:
+    env = report["environment"]
+    lines = [BEGIN, "", f"Command: `{command}`  ", f"Date: {datetime.date.today().isoformat()}  "]
+    lines.append("Machine: " + ", ".join(f"{k} {v}" for k, v in env.items()) + f"; {report['threads']} threads  ")
+    lines.append(f"Hand-written C flags: `{report['c_flags']}`  ")
+    lines.append(f"Medians of {report['repeat']} interleaved rounds; outputs preallocated.")
+    if report.get("missing"):
+        lines.append("")
+        lines.append("Not measured: " + "; ".join(f"{k} ({v})" for k, v in report["missing"].items()))
+    lines += ["", "### Targets", "", "| target | measured ratio | met |", "|---|---|---|"]
+    for case, impl, base, limit, text in TARGETS:
+        res = report["cases"].get(case, {}).get("results", {})
+        a, b = res.get(impl, {}).get("median_ms"), res.get(base, {}).get("median_ms")
+        if a is None or b is None:
+            continue
+        ratio = a / b
+        shown = f"{ratio:.3f}" if limit >= 1 else f"{b / a:.1f}× faster"
+        lines.append(f"| {text} | {shown} | {'yes' if ratio <= limit else 'no'} |")
+    fc = report.get("first_call")
+    if fc:
+        lines.append(
+            f"| cold first call of fused_softmax (trace + compile) ≤ 0.3 s | {fc['cold_first_call_s']:.3f} s "
+            f"| {'yes' if fc['cold_first_call_s'] <= 0.3 else 'no'} |"
+        )
+        lines.append(
+            f"| first call in a new process, warm cache, ≤ 20 ms after import | "
+            f"{fc['warm_first_call_s'] * 1e3:.1f} ms | {'yes' if fc['warm_first_call_s'] <= 0.02 else 'no'} |"
+        )
+    d = report.get("dispatch_us", {})
+    if "pypto-openmp" in d:
+        lines.append(
+            f"| per-call overhead, 3-array kernel ≤ 1.5 µs | {d['pypto-openmp']:.2f} µs "
+            f"| {'yes' if d['pypto-openmp'] <= 1.5 else 'no'} |"
+        )
+    for name, case in report["cases"].items():
+        lines += [
+            "",
+            f"### {case['title']} (`{name}`)",
+            "",
+            "| implementation | median ms | GB/s | × hand-written C | speed-up over NumPy |",
+            "|---|---|---|---|---|",
+        ]
+        rows = sorted(case["results"].items(), key=lambda kv: kv[1].get("median_ms", 1e99))
+        for impl, r in rows:
+            if "error" in r:
+                lines.append(f"| {impl} | error: {r['error']} | | | |")
+                continue
+            vs_c = f"{r['vs_C']:.2f}" if r.get("vs_C") else "—"
+            vs_np = f"{1 / r['vs_numpy']:.2f}" if r.get("vs_numpy") else "—"
+            lines.append(f"| {impl} | {_ms(r['median_ms'])} | {r['gbs']:.1f} | {vs_c} | {vs_np} |")
+    if d:
+        lines += [
+            "",
+            "### Per-call overhead (3 arrays of 8 float32, best of several runs)",
+            "",
+            "| caller | µs per call |",
+            "|---|---|",
+        ]
+        lines += [f"| {k} | {v:.2f} |" for k, v in d.items()]
+    s = report.get("stream")
+    if s:
+        lines += [
+            "",
+            "### Bandwidth ceiling",
+            "",
+            f"STREAM-style triad {s['triad_gbs']:.1f} GB/s, read-only {s['read_gbs']:.1f} GB/s, "
+            f"NumPy copy {s['numpy_copy_gbs']:.1f} GB/s (hand-written C, {report['threads']} threads).",
+        ]
+    lines += ["", "![speed-up over NumPy](results.png)", "", END]
+    return "\n".join(lines)
+
+
+def write_results(report: dict, path: Path, command: str) -> None:
+    text = path.read_text() if path.exists() else "# Benchmark results\n\n" + BEGIN + "\n" + END + "\n"
+    generated = render(report, command)
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        text = head + generated + tail
+    else:
+        text = text.rstrip() + "\n\n" + generated + "\n"
+    path.write_text(text)

@@ -1,0 +1,131 @@
+"""What every CPU backend's renderer adds to the C-family renderer: SIMD inner loops.
+
+Vector loops get ``#pragma omp simd`` (compile with ``-fopenmp`` or ``-fopenmp-simd``) with
+reduction clauses; math functions with vector variants in glibc's libmvec are declared
+``declare simd`` so the compiler calls them on whole vectors. Float max/min reductions keep a
+"saw NaN" flag per lane, because OpenMP's max/min combiners drop NaN while NumPy propagates it.
+``pt_stream_bytes`` (non-temporal stores) is available to backends that stream large outputs.
+The thread-level mapping of parallel loops is the backend's: OpenMP pragmas, TBB ``parallel_for``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..dtypes import DType
+from ..ir.loops import Assign, Loop, LoopKernel, Var, walk
+from ..ir.nodes import Binary
+from .cstyle import CRenderer
+
+STREAM_HELPER = """\
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+#include <string.h>
+/* copy n bytes from an aligned L1 buffer to memory without reading the destination into the cache */
+static inline void pt_stream_bytes(void *PT_RESTRICT dst, const void *PT_RESTRICT src, size_t n) {
+    size_t i = 0;
+#if defined(__AVX512F__)
+    if (((uintptr_t)dst & 63) == 0)
+        for (; i + 64 <= n; i += 64)
+            _mm512_stream_si512((__m512i *)((char *)dst + i), _mm512_load_si512((const char *)src + i));
+#elif defined(__AVX__)
+    if (((uintptr_t)dst & 31) == 0)
+        for (; i + 32 <= n; i += 32)
+            _mm256_stream_si256((__m256i *)((char *)dst + i), _mm256_load_si256((const __m256i *)((const char *)src + i)));
+#elif defined(__SSE2__)
+    if (((uintptr_t)dst & 15) == 0)
+        for (; i + 16 <= n; i += 16)
+            _mm_stream_si128((__m128i *)((char *)dst + i), _mm_load_si128((const __m128i *)((const char *)src + i)));
+#endif
+    if (i < n) memcpy((char *)dst + i, (const char *)src + i, n - i);
+}
+static inline void pt_stream_fence(void) {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}"""
+
+OMP_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
+
+
+class SimdCRenderer(CRenderer):
+    """A C-family renderer whose vector loops are ``omp simd`` loops calling libmvec math."""
+
+    def __init__(self, vector_math: Iterable[str] = ()):
+        super().__init__()
+        self.vector_math = set(vector_math)
+        self.used_math: dict[str, DType] = {}
+        self.nan_flags: dict[str, tuple[str, str]] = {}  # accumulator -> (flag variable, "max" | "min")
+
+    # -- vector math -----------------------------------------------------------------------------
+    def math_fn(self, name: str, dt: DType) -> str:
+        fn = super().math_fn(name, dt)
+        self.used_math[fn] = dt
+        return fn
+
+    def vector_math_declarations(self) -> list[str]:
+        simd = sorted(f for f in self.used_math if f in self.vector_math)
+        out = ["/* vector variants from glibc's libmvec */"] if simd else []
+        for f in simd:
+            t = self.ctype(self.used_math[f])
+            out += ["#pragma omp declare simd notinbranch", f"{self.vector_math_linkage}{t} {f}({t});"]
+        return out
+
+    vector_math_linkage = ""  # C++ declares them 'extern "C" '
+
+    def extra_declarations(self, k: LoopKernel) -> list[str]:
+        return self.vector_math_declarations()
+
+    # -- vector loops ------------------------------------------------------------------------------
+    def reduction_clauses(self, s: Loop) -> list[str]:
+        clauses = []
+        for acc, op in s.reductions:
+            clauses.append(f"reduction({OMP_REDUCTION[op]}:{acc})")
+            if acc in self.nan_flags:
+                clauses.append(f"reduction(|:{self.nan_flags[acc][0]})")
+        return clauses
+
+    def loop_header(self, s: Loop, ind: int) -> None:
+        if s.kind in ("vector", "parallel_vector"):
+            self.emit(ind, "#pragma omp simd" + "".join(" " + c for c in self.reduction_clauses(s)))
+
+    def loop(self, s: Loop, ind: int) -> None:
+        # max/min over floats: OpenMP's combiner drops NaN, so lanes keep a "saw NaN" flag on the side
+        tracked = []
+        for acc, op in s.reductions:
+            dt = _acc_dtype(s, acc)
+            if op in ("max", "min") and dt is not None and dt.is_float:
+                flag = f"{acc}_nan"
+                self.emit(ind, f"int {flag} = 0;")
+                self.nan_flags[acc] = (flag, op)
+                tracked.append((acc, flag, dt))
+        super().loop(s, ind)
+        for acc, flag, dt in tracked:
+            self.emit(ind, f"if ({flag}) {acc} = {self.literal(float('nan'), dt)};")
+            del self.nan_flags[acc]
+
+    def stmt(self, s, ind: int) -> None:
+        if isinstance(s, Assign) and s.name in self.nan_flags:
+            v = s.value
+            if isinstance(v, Binary) and v.op in ("maximum", "minimum") and isinstance(v.a, Var) and v.a.name == s.name:
+                flag, op = self.nan_flags[s.name]
+                cmp = ">" if op == "max" else "<"
+                t = self.ctype(v.dtype)  # type: ignore[arg-type]
+                val = f"{s.name}_v"
+                self.emit(ind, f"const {t} {val} = {self.expr(v.b)};")
+                self.emit(ind, f"{s.name} = {val} {cmp} {s.name} ? {val} : {s.name};")
+                self.emit(ind, f"{flag} |= ({val} != {val});")
+                return
+        super().stmt(s, ind)
+
+    def use_stream_helper(self) -> None:
+        """Emit ``pt_stream_bytes`` / ``pt_stream_fence`` into this translation unit."""
+        self.helpers.setdefault("pt_stream_bytes", STREAM_HELPER.replace("PT_RESTRICT", self.restrict))
+
+
+def _acc_dtype(s: Loop, acc: str) -> DType | None:
+    for st in walk(s.body):
+        if isinstance(st, Assign) and st.name == acc:
+            return st.value.dtype
+    return None
