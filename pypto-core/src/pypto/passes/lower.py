@@ -9,6 +9,7 @@ results, then a serial combine in block order.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .. import dtypes
@@ -22,6 +23,7 @@ from ..ir.loops import (
     Block,
     Comment,
     Declare,
+    If,
     Let,
     Loop,
     LoopKernel,
@@ -52,6 +54,11 @@ from ..ir.nodes import (
 from ..ir.reducers import combine, identity
 
 I64 = dtypes.int64
+
+# Softmax rows of at least this many bytes do not stay in cache between passes: their max and sum
+# are computed online (one read of the row, block by block); shorter rows use per-row passes.
+ONLINE_MIN_BYTES = 512 << 10
+ONLINE_BLOCK = 4096  # elements per block of the online max/sum (16 KiB of float32: L1-resident)
 
 
 def _i64(v: int) -> Const:
@@ -100,6 +107,8 @@ class _Lowerer:
         self.counter = 0
         # reductions whose body is also written to the output: (buffer, index) to write it to
         self.write_through: dict[Reduce, tuple[str, tuple[Affine, ...]]] = {}
+        # max reduction -> the sum(exp(body - max)) it pairs with, when lowering the online variant
+        self.online_pair: dict[Reduce, Reduce] = {}
 
     # -- names and integer expressions ------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -208,7 +217,13 @@ class _Lowerer:
             stmts: list[Stmt] = []
             red = dict(red)
             for r in reduces:
-                if level[r] == d - 1:
+                if level[r] == d - 1 and r not in red:
+                    pair = self.online_pair.get(r)
+                    if pair is not None and level.get(pair) == level[r]:
+                        pre, (vmax, vsum) = self.online_softmax(r, pair, env, red)
+                        stmts.extend(pre)
+                        red[r], red[pair] = vmax, vsum
+                        continue
                     pre, var = self.reduction(r, env, red)
                     stmts.extend(pre)
                     red[r] = var
@@ -270,6 +285,47 @@ class _Lowerer:
         first_loop = next(i for i, st in enumerate(stmts) if isinstance(st, Loop))
         stmts.insert(first_loop, Declare(acc, r.dtype, identity(r.op, r.dtype)))
         return stmts, Var(acc, dtype=r.dtype)
+
+    def online_softmax(self, rmax: Reduce, rsum: Reduce, env: dict[int, str],
+                       known: dict[Reduce, Var]) -> tuple[list[Stmt], tuple[Var, Var]]:  # fmt: skip
+        """``max(e)`` and ``sum(exp(e - max(e)))`` in one read of a long row, block by block.
+
+        Each block's maximum updates the running one and the running sum is rescaled by
+        ``exp(old_max - new_max)``; blocks are small enough to stay in L1 between their two passes.
+        """
+        (ax,) = rmax.axes
+        dt = rmax.dtype
+        assert dt is not None
+        m, s = self.fresh("max_"), self.fresh("sum_")
+        nblk, blk, lo, hi = self.fresh("_nblocks"), self.fresh("_blk"), self.fresh("_lo"), self.fresh("_hi")
+        mb, big, sb = self.fresh("blockmax_"), self.fresh("newmax_"), self.fresh("blocksum_")
+        ext = self.extent(ax)
+        lov, hiv = Var(lo, dtype=I64), Var(hi, dtype=I64)
+        mv, sv, bigv = Var(m, dtype=dt), Var(s, dtype=dt), Var(big, dtype=dt)
+        body: list[Stmt] = [
+            Let(lo, mul(Var(blk, dtype=I64), _i64(ONLINE_BLOCK))),
+            Let(hi, Binary("minimum", ext, add(lov, _i64(ONLINE_BLOCK)), dtype=I64)),
+            Declare(mb, dt, identity("max", dt)),
+        ]
+        body += self.emit([ax], [_Sink(rmax.body, acc=mb, op="max", acc_dtype=dt)], env, vector=ax,
+                          reductions=((mb, "max"),), bounds={ax: (lov, hiv)}, known=known)  # fmt: skip
+        body.append(Let(big, Binary("maximum", mv, Var(mb, dtype=dt), dtype=dt)))
+        inner: list[Stmt] = [Declare(sb, dt, identity("sum", dt))]
+        inner += self.emit([ax], [_Sink(rsum.body, acc=sb, op="sum", acc_dtype=dt)], env, vector=ax,
+                           reductions=((sb, "sum"),), bounds={ax: (lov, hiv)}, known={**known, rmax: bigv})  # fmt: skip
+        rescale = Unary("exp", Binary("sub", mv, bigv, dtype=dt), dtype=dt)
+        inner.append(Assign(s, Binary("add", Binary("mul", sv, rescale, dtype=dt), Var(sb, dtype=dt), dtype=dt)))
+        # an all -inf prefix has nothing to rescale (exp(-inf - -inf) would be NaN)
+        minus_inf = Const(-math.inf, dtype=dt)
+        body.append(If(Binary("ne", bigv, minus_inf, dtype=dtypes.bool_), Block(tuple(inner))))
+        body.append(Assign(m, bigv))
+        stmts: list[Stmt] = [
+            Declare(m, dt, identity("max", dt)),
+            Declare(s, dt, identity("sum", dt)),
+            Let(nblk, Binary("floordiv", add(ext, _i64(ONLINE_BLOCK - 1)), _i64(ONLINE_BLOCK), dtype=I64)),
+            Loop(blk, _i64(0), Var(nblk, dtype=I64), Block(tuple(body)), "serial"),
+        ]
+        return stmts, (mv, sv)
 
     def split_reduction(self, r: Reduce, block: int) -> tuple[list[Stmt], Var]:
         """A full reduction in fixed-size blocks: parallel partials, then an ordered combine."""
@@ -347,10 +403,27 @@ class _Lowerer:
         work: Expr = _i64(1)
         for a in g.loops:
             work = mul(work, self.extent(a))
+        pairs = _softmax_pairs(g.stores[0].value) if len(g.stores) == 1 else {}
+        online: list[Stmt] = []
+        if pairs:
+            # long rows: online max/sum (no write-through: the final pass recomputes exp)
+            self.online_pair = pairs
+            online = self.emit(list(g.loops), sinks, {}, parallel=g.parallel, vector=g.vector, work=work)
+            self.online_pair = {}
+            sinks = [_Sink(s.value, buffer=s.tensor, index=s.index) for s in g.stores]
         if self.noalias and len(g.stores) == 1:
             sinks[0].value = self.plan_write_through(g, g.stores[0])
-        stmts += self.emit(list(g.loops), sinks, {}, parallel=g.parallel, vector=g.vector, work=work)
-        return stmts
+        passes = self.emit(list(g.loops), sinks, {}, parallel=g.parallel, vector=g.vector, work=work)
+        if not pairs:
+            return stmts + passes
+        rmax = next(iter(pairs))
+        (ax,) = rmax.axes
+        assert rmax.dtype is not None
+        row_bytes = mul(self.extent(ax), _i64(rmax.dtype.itemsize))
+        if isinstance(row_bytes, Const):
+            return stmts + (online if row_bytes.value >= ONLINE_MIN_BYTES else passes)
+        cond = Binary("ge", row_bytes, _i64(ONLINE_MIN_BYTES), dtype=dtypes.bool_)
+        return [*stmts, If(cond, Block(tuple(online)), Block(tuple(passes)))]
 
     def plan_write_through(self, g: Group, s: Store) -> Expr:
         """Compute an expensive reduction body once: write it to the output in the reduction's loop,
@@ -397,6 +470,22 @@ class _Lowerer:
         for t in reversed(k.temps):
             stmt = Alloc(t.name, t.dtype, tuple(self.affine(s, {}) for s in t.shape), stmt)
         return LoopKernel(k.name, tuple(args), stmt, self.noalias, tuple((t.name, t.dtype) for t in k.temps))
+
+
+def _softmax_pairs(e: Expr) -> dict[Reduce, Reduce]:
+    """``max(b)`` -> ``sum(exp(b - max(b)))`` over the same single axis, for each such pair in ``e``."""
+    out: dict[Reduce, Reduce] = {}
+    for n in postorder(e):
+        if not (
+            isinstance(n, Reduce) and n.op == "sum" and len(n.axes) == 1 and n.dtype is not None and n.dtype.is_float
+        ):
+            continue
+        body = n.body
+        if isinstance(body, Unary) and body.op == "exp" and isinstance(body.x, Binary) and body.x.op == "sub":
+            rmax = body.x.b
+            if isinstance(rmax, Reduce) and rmax.op == "max" and rmax.axes == n.axes and rmax.body == body.x.a:
+                out.setdefault(rmax, n)
+    return out
 
 
 def _expensive(e: Expr) -> bool:
