@@ -136,7 +136,7 @@ def run_case(case: Case, dtype: str, backend: str, tolerance_for: ToleranceFor) 
     """Run ``case`` for ``dtype`` on ``backend`` at every size; compare with the NumPy reference."""
     outcome = Outcome(ok=True)
     kernel = pt.kernel(executor=backend)(case.build(dtype))
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []
     for index, dims in enumerate(case.sizes):
         inputs, expected = case_data(case, dtype, index)
         args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
@@ -146,7 +146,7 @@ def run_case(case: Case, dtype: str, backend: str, tolerance_for: ToleranceFor) 
         where = describe_dims(dims)
         raised = call_kernel(kernel, args)
         if raised is not None:
-            problems.append(f"{where}: {raised}")
+            problems.append((where, raised))
             continue
         for name, want in expected.items():
             tol = tolerance_for(want.dtype.name)
@@ -154,10 +154,18 @@ def run_case(case: Case, dtype: str, backend: str, tolerance_for: ToleranceFor) 
             cmp = compare_arrays(name, args[name], want, tol)
             outcome.absorb(cmp.max_abs, cmp.max_rel)
             if not cmp.ok:
-                problems.append(f"{where}: {cmp.problem}")
+                problems.append((where, cmp.problem))
     if problems:
         outcome.ok = False
         outcome.message = f"case '{case.name}' [{dtype}] on backend '{backend}' disagrees with NumPy:\n" + "\n".join(
-            f"  - {p}" for p in problems
+            f"  - {p}" for p in group_problems(problems)
         )
     return outcome
+
+
+def group_problems(problems: list[tuple[str, str]]) -> list[str]:
+    """``where: problem`` lines, one per distinct problem (a compile error is not repeated per size)."""
+    by_text: dict[str, list[str]] = {}
+    for where, text in problems:
+        by_text.setdefault(text, []).append(where)
+    return [f"{'; '.join(wheres)}: {text}" for text, wheres in by_text.items()]

@@ -1,0 +1,339 @@
+"""Evaluating a random kernel with NumPy, independently of pypto, with a running error bound.
+
+Every node yields its value in the node's dtype (computed in float64 and rounded, or exactly for
+integers) and ``e``, a per-element bound on how far any correct implementation may be from that
+value: rounding of each operation, libm accuracy of functions, summation order in reductions,
+amplified by each operation's local sensitivity. Where a discontinuous operation (a comparison,
+a floor, a float-to-int cast) could go either way within that bound, ``e`` is infinite and the
+element is not compared.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import rules
+from .tree import AxisValue, Binary, Const, Convert, Load, Node, Power, Program, Reduce, Select, Unary
+
+F64 = np.float64
+FUNCTION_ULPS = 8  # libm accuracy allowed per function call, in units of roundoff
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+@dataclass
+class Approx:
+    """A value and its per-element error bound (0: exact; inf: not determined)."""
+
+    v: np.ndarray
+    e: np.ndarray
+
+
+def _clean(e: np.ndarray) -> np.ndarray:
+    """NaN bounds (0 * inf) mean 'unknown'."""
+    e = np.asarray(e, dtype=F64)
+    return np.where(np.isnan(e), np.inf, e)
+
+
+def _exact_like(v: np.ndarray) -> np.ndarray:
+    return np.zeros(np.shape(v), F64)
+
+
+class Evaluator:
+    """Evaluates the nodes of one program on concrete input arrays."""
+
+    def __init__(self, program: Program, arrays: dict[str, np.ndarray]):
+        self.m, self.n = program.m, program.n
+        self.arrays = arrays
+        self.memo: dict[int, tuple[Node, Approx]] = {}
+
+    def __call__(self, node: Node) -> Approx:
+        hit = self.memo.get(id(node))
+        if hit is None:
+            with np.errstate(all="ignore"):
+                result = self.visit(node)
+            hit = (node, Approx(np.asarray(result.v), _clean(result.e)))
+            self.memo[id(node)] = hit
+        return hit[1]
+
+    # -- conversions -------------------------------------------------------------------------
+    def typed(self, node: Node, t: str) -> Approx:
+        """The node's value converted to ``t`` as the language converts operands."""
+        x = self(node)
+        if node.weak:  # a Python scalar or an axis value takes the type exactly
+            return Approx(np.asarray(x.v).astype(t), x.e)
+        if node.dtype == t:
+            return x
+        return self.converted(x, t)
+
+    @staticmethod
+    def converted(x: Approx, t: str) -> Approx:
+        """A strong value converted to ``t`` (the conversion itself is exact or correctly rounded)."""
+        v = np.asarray(x.v).astype(t)
+        e = x.e
+        if rules.is_float(t) and np.any(e > 0):  # an uncertain input may round either way
+            e = e + np.where(e > 0, rules.unit_roundoff(t) * np.abs(v.astype(F64)), 0.0)
+        return Approx(v, e)
+
+    # -- nodes ---------------------------------------------------------------------------------
+    def visit(self, node: Node) -> Approx:
+        if isinstance(node, Load):
+            v = node.tensor.view(self.arrays[node.tensor.name])
+            return Approx(v, _exact_like(v))
+        if isinstance(node, Const):
+            v = np.full((1, 1), node.value)
+            return Approx(v, _exact_like(v))
+        if isinstance(node, AxisValue):
+            return self.axis_value(node)
+        if isinstance(node, Unary):
+            return self.unary(node)
+        if isinstance(node, Binary):
+            return self.binary(node)
+        if isinstance(node, Power):
+            return self.power(node)
+        if isinstance(node, Select):
+            c = self(node.cond)
+            a, b = self.typed(node.a, node.dtype), self.typed(node.b, node.dtype)
+            v = np.where(c.v, a.v, b.v).astype(node.dtype)
+            e = np.where(np.isinf(c.e), np.inf, np.where(c.v, a.e, b.e))
+            return Approx(v, e)
+        if isinstance(node, Convert):
+            return self.convert(node)
+        if isinstance(node, Reduce):
+            return self.reduce(node)
+        raise TypeError(f"unknown node {type(node).__name__}")
+
+    def axis_value(self, node: AxisValue) -> Approx:
+        i = np.arange(self.m, dtype=np.int64)[:, None]
+        j = np.arange(self.n, dtype=np.int64)[None, :]
+        v = {
+            "i": i,
+            "i + 1": i + 1,
+            "M - 1 - i": self.m - 1 - i,
+            "j": j,
+            "2 * j": 2 * j,
+            "N - 1 - j": self.n - 1 - j,
+        }[node.form]
+        return Approx(v, _exact_like(v))
+
+    def unary(self, node: Unary) -> Approx:
+        if node.op in ("neg", "abs", "invert"):
+            x = self(node.x)
+            if node.op == "neg":
+                v = np.negative(x.v)
+            elif node.op == "abs":
+                v = np.abs(x.v)
+            else:
+                v = np.logical_not(x.v) if node.dtype == "bool" else np.invert(x.v)
+            return Approx(v.astype(node.dtype), x.e)
+        x = self.typed(node.x, node.dtype)
+        x64, ex = np.asarray(x.v, F64), x.e
+        op = node.op
+        if op == "exp":
+            r = np.exp(x64)
+            e = np.abs(r) * np.expm1(ex)
+        elif op == "log":
+            r = np.log(x64)
+            e = np.where(x64 - ex > 0, -np.log1p(-ex / x64), np.inf)
+        elif op == "sqrt":
+            r = np.sqrt(x64)
+            low = np.maximum(x64 - ex, 0.0)
+            den = np.sqrt(x64 + ex) + np.sqrt(low)
+            e = np.where(ex == 0, 0.0, (ex + np.minimum(ex, x64)) / np.where(den > 0, den, 1.0))
+        elif op == "rsqrt":
+            r = 1.0 / np.sqrt(x64)
+            d = x64 - ex
+            e = np.where(
+                d > 0, ex / (np.sqrt(x64 * np.maximum(d, 0)) * (np.sqrt(x64) + np.sqrt(np.maximum(d, 0)))), np.inf
+            )
+        elif op == "tanh":
+            r, e = np.tanh(x64), np.minimum(ex, 2.0)
+        elif op == "sin":
+            r, e = np.sin(x64), np.minimum(ex, 2.0)
+        elif op == "cos":
+            r, e = np.cos(x64), np.minimum(ex, 2.0)
+        elif op == "erf":
+            r, e = _erf(x64), np.minimum(1.13 * ex, 2.0)
+        elif op == "sigmoid":
+            r, e = 1.0 / (1.0 + np.exp(-x64)), np.minimum(0.25 * ex, 1.0)
+        else:
+            raise ValueError(op)
+        v = r.astype(node.dtype)
+        scale = np.abs(v.astype(F64))
+        if op in ("tanh", "sin", "cos", "erf", "sigmoid", "log"):
+            scale = np.maximum(scale, 1.0)  # accuracy is absolute near the function's zeros
+        return Approx(v, e + FUNCTION_ULPS * rules.unit_roundoff(node.dtype) * scale)
+
+    def binary(self, node: Binary) -> Approx:
+        op = node.op
+        t = node.dtype if op == "div" else node.operand
+        a, b = self.typed(node.a, t), self.typed(node.b, t)
+        if op in rules.COMPARE:
+            fn = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
+            fn |= {"eq": np.equal, "ne": np.not_equal}
+            v = fn[op](a.v, b.v)
+            spread = a.e + b.e
+            diff = np.abs(np.asarray(a.v, F64) - np.asarray(b.v, F64))
+            return Approx(v, np.where((spread > 0) & (diff <= spread), np.inf, 0.0))
+        if not rules.is_float(t):
+            return self.integer_binary(node, a, b)
+        a64, b64 = np.asarray(a.v, F64), np.asarray(b.v, F64)
+        u = rules.unit_roundoff(node.dtype)
+        if op in ("floordiv", "mod"):
+            return self.float_floor(node, a, b, a64, b64, u)
+        if op == "add":
+            r, e = a64 + b64, a.e + b.e
+        elif op == "sub":
+            r, e = a64 - b64, a.e + b.e
+        elif op == "mul":
+            r, e = a64 * b64, np.abs(a64) * b.e + np.abs(b64) * a.e + a.e * b.e
+        elif op == "div":
+            r = a64 / b64
+            d = np.abs(b64) - b.e
+            e = np.where(d > 0, (a.e + np.abs(r) * b.e) / np.where(d > 0, d, 1.0), np.inf)
+        elif op == "maximum":
+            return Approx(np.maximum(a.v, b.v).astype(node.dtype), np.maximum(a.e, b.e))
+        elif op == "minimum":
+            return Approx(np.minimum(a.v, b.v).astype(node.dtype), np.maximum(a.e, b.e))
+        else:
+            raise ValueError(op)
+        v = r.astype(node.dtype)
+        return Approx(v, e + u * np.abs(v.astype(F64)))
+
+    def float_floor(self, node: Binary, a: Approx, b: Approx, a64, b64, u: float) -> Approx:
+        """``//`` and ``%`` on floats (NumPy semantics); ambiguous where the quotient may round across an integer."""
+        q = a64 / b64
+        d = np.abs(b64) - b.e
+        width = np.where(d > 0, (a.e + np.abs(q) * b.e) / np.where(d > 0, d, 1.0), np.inf)
+        width = width + 4 * (u + rules.unit_roundoff("float64")) * np.abs(q)
+        exact = (a.e == 0) & (b.e == 0) & (np.fmod(a64, b64) == 0)
+        ambiguous = (np.abs(q - np.round(q)) <= width) & ~exact
+        if node.op == "floordiv":
+            v = np.floor_divide(a.v, b.v).astype(node.dtype)
+            return Approx(v, np.where(ambiguous, np.inf, 0.0))
+        v = np.remainder(a.v, b.v).astype(node.dtype)
+        k = np.floor(q)
+        e = a.e + np.abs(k) * b.e + 2 * u * (np.abs(k * b64) + np.abs(b64) + np.abs(v.astype(F64)))
+        return Approx(v, np.where(ambiguous, np.inf, e))
+
+    def integer_binary(self, node: Binary, a: Approx, b: Approx) -> Approx:
+        op = node.op
+        e = np.where(np.isfinite(a.e) & np.isfinite(b.e), 0.0, np.inf)
+        if node.operand == "bool":
+            v = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[op](a.v, b.v)
+            return Approx(v, e)
+        x, y = np.asarray(a.v, np.int64), np.asarray(b.v, np.int64)
+        safe = np.where(y == 0, 1, y)
+        r = {
+            "add": lambda: x + y,
+            "sub": lambda: x - y,
+            "mul": lambda: x * y,
+            "floordiv": lambda: np.where(y == 0, 0, x // safe),
+            "mod": lambda: np.where(y == 0, 0, x % safe),
+            "maximum": lambda: np.maximum(x, y),
+            "minimum": lambda: np.minimum(x, y),
+            "and": lambda: x & y,
+            "or": lambda: x | y,
+            "xor": lambda: x ^ y,
+        }[op]()
+        return Approx(r.astype(node.dtype), e)
+
+    def power(self, node: Power) -> Approx:
+        k = node.k
+        if k == 0:  # x ** 0 is 1, whatever x is
+            v = np.ones((1, 1), node.dtype)
+            return Approx(v, _exact_like(v))
+        x = self.typed(node.x, node.dtype)
+        if not rules.is_float(node.dtype):
+            r = np.asarray(x.v, np.int64) ** k
+            return Approx(r.astype(node.dtype), np.where(np.isfinite(x.e), 0.0, np.inf))
+        x64, ex = np.asarray(x.v, F64), x.e
+        n = abs(k)
+        r = x64**k
+        if k > 0:
+            e = n * (np.abs(x64) + ex) ** (n - 1) * ex
+        else:
+            d = np.abs(x64) - ex
+            e = np.where(d > 0, n * np.where(d > 0, d, 1.0) ** (-n - 1) * ex, np.inf)
+        v = r.astype(node.dtype)
+        return Approx(v, e + (2 * n + 1) * rules.unit_roundoff(node.dtype) * np.abs(v.astype(F64)))
+
+    def convert(self, node: Convert) -> Approx:
+        x = self(node.x)
+        src, t = node.x.dtype, node.dtype
+        if t == "bool":
+            v = np.asarray(x.v) != 0
+            unsure = (x.e > 0) & (x.e >= np.abs(np.asarray(x.v, F64)))
+            return Approx(v, np.where(unsure, np.inf, 0.0))
+        if rules.is_int(t) and rules.is_float(src):
+            x64 = np.asarray(x.v, F64)
+            v = np.trunc(x64)
+            flips = np.trunc(x64 - x.e) != np.trunc(x64 + x.e)
+            return Approx(v.astype(t), np.where(flips | np.isinf(x.e), np.inf, 0.0))
+        return self.converted(x, t)
+
+    def reduce(self, node: Reduce) -> Approx:
+        x = self(node.x)
+        shape = (self.m, self.n)
+        axes = tuple(0 if a == "i" else 1 for a in node.over)
+        xv = np.broadcast_to(np.asarray(x.v), shape)
+        xe = np.broadcast_to(x.e, shape)
+        kept = tuple(1 if k in axes else s for k, s in enumerate(shape))
+        t, op = node.dtype, node.op
+        if node.count == 0:
+            return Approx(np.full(kept, _identity(op, t), dtype=t), np.zeros(kept))
+        unknown = np.isinf(np.max(xe, axis=axes, keepdims=True))
+        if not rules.is_float(t):
+            x64 = xv.astype(np.int64)
+            r = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[op](x64, axis=axes, keepdims=True)
+            return Approx(r.astype(t), np.where(unknown, np.inf, 0.0))
+        u = rules.unit_roundoff(t)
+        if op == "mean" and not rules.is_float(node.x.dtype):  # the integer sum meets the count as float32
+            s = np.sum(xv.astype(np.int64), axis=axes, keepdims=True).astype(node.x.dtype).astype(t)
+            v = (s.astype(F64) / node.count).astype(t)
+            return Approx(v, np.where(unknown, np.inf, u * np.abs(v.astype(F64))))
+        x64 = xv.astype(F64)
+        if op in ("max", "min"):
+            r = (np.max if op == "max" else np.min)(xv, axis=axes, keepdims=True)
+            return Approx(r.astype(t), np.max(xe, axis=axes, keepdims=True))
+        if op == "prod":
+            r = np.prod(x64, axis=axes, keepdims=True)
+            den = np.abs(x64) - xe
+            rel = np.sum(np.where(den > 0, xe / np.where(den > 0, den, 1.0), np.inf), axis=axes, keepdims=True)
+            v = r.astype(t)
+            return Approx(v, np.abs(r) * (rel + node.count * u) + u * np.abs(v.astype(F64)))
+        s = np.sum(x64, axis=axes, keepdims=True)
+        e = np.sum(xe, axis=axes, keepdims=True) + node.count * u * np.sum(np.abs(x64), axis=axes, keepdims=True)
+        if op == "mean":
+            s, e = s / node.count, e / node.count
+        v = s.astype(t)
+        return Approx(v, e + 2 * u * np.abs(v.astype(F64)))
+
+
+def _identity(op: str, t: str):
+    if op == "sum":
+        return 0
+    if op == "prod":
+        return 1
+    if op == "mean":
+        return np.nan
+    if rules.is_float(t):
+        return -np.inf if op == "max" else np.inf
+    info = np.iinfo(t)
+    return info.min if op == "max" else info.max
+
+
+def evaluate(program: Program, arrays: dict[str, np.ndarray]) -> Approx:
+    """The program's output (shaped like the ``out`` parameter) and its error bound."""
+    result = Evaluator(program, arrays)(program.root)
+    full = (program.m, program.n)
+    if program.store == "full":
+        v, e = np.broadcast_to(result.v, full), np.broadcast_to(result.e, full)
+    else:
+        keep = {"row": (program.m, 1), "col": (1, program.n), "all": (1, 1)}[program.store]
+        shape = program.out_shape()
+        v = np.broadcast_to(result.v, keep).reshape(shape)
+        e = np.broadcast_to(result.e, keep).reshape(shape)
+    return Approx(np.ascontiguousarray(v).astype(program.out_dtype), np.ascontiguousarray(e))

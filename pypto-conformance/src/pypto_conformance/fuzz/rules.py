@@ -1,0 +1,87 @@
+"""The kernel language's typing rules, restated from its documentation (not imported from pypto).
+
+``float`` is float32; mixing kinds gives the higher kind (bool < int < float), mixing widths the
+wider; Python scalars and axis values are weak and take the other operand's type (a Python float
+meeting an integer gives float32); ``/`` on integers gives float32; the functions compute in the
+operand's float type (float32 for integers); arithmetic on booleans gives int32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+KIND = {"bool": 0, "int32": 1, "int64": 1, "float32": 2, "float64": 2}
+BITS = {"bool": 8, "int32": 32, "int64": 64, "float32": 32, "float64": 64}
+FLOAT_TYPES = ("float32", "float64")
+INT_TYPES = ("int32", "int64")
+
+FUNCTIONS = ("exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf", "sigmoid")
+ARITH = ("add", "sub", "mul", "div", "floordiv", "mod", "maximum", "minimum")
+COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
+LOGIC = ("and", "or", "xor")
+
+# the spelling of each operator in kernel source
+SYMBOL = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "div": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "eq": "==",
+    "ne": "!=",
+    "and": "&",
+    "or": "|",
+    "xor": "^",
+}
+
+
+def is_float(dt: str) -> bool:
+    return KIND[dt] == 2
+
+
+def is_int(dt: str) -> bool:
+    return KIND[dt] == 1
+
+
+def promote(a: str, b: str) -> str:
+    """Two strong (array-derived) types: the higher kind wins, then the wider type."""
+    if a == b:
+        return a
+    if KIND[a] != KIND[b]:
+        return a if KIND[a] > KIND[b] else b
+    return a if BITS[a] >= BITS[b] else b
+
+
+def with_weak(strong: str, weak_kind: str, value: float = 0) -> str:
+    """A strong type meeting a weak Python scalar (or an axis value, an integer) of ``weak_kind``."""
+    if weak_kind == "int":
+        if strong == "bool":
+            return "int32" if -(2**31) <= value < 2**31 else "int64"
+        if strong == "int32" and not -(2**31) <= value < 2**31:
+            return "int64"
+        return strong
+    return strong if is_float(strong) else "float32"
+
+
+def arith_result(op: str, operands: str) -> str:
+    """The result type of an arithmetic operator whose operands were converted to ``operands``."""
+    if operands == "bool" and op not in ("maximum", "minimum"):
+        operands = "int32"
+    if op == "div" and not is_float(operands):
+        return "float32"
+    return operands
+
+
+def function_type(dt: str) -> str:
+    """The float type a function computes in for an operand of type ``dt``."""
+    return dt if is_float(dt) else "float32"
+
+
+def unit_roundoff(dt: str) -> float:
+    """Half a unit in the last place relative to 1: the error bound of one correctly rounded operation."""
+    return float(np.finfo(dt).eps) / 2 if is_float(dt) else 0.0
