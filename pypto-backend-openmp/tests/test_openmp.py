@@ -66,7 +66,7 @@ def test_softmax_code_is_fused_parallel_and_vectorised():
     assert "reduction(max:" in code and "reduction(+:" in code
     assert "const float *restrict x" in code and "float *restrict y" in code
     assert "#pragma omp declare simd notinbranch\nfloat expf(float);" in code
-    assert "if(M * N >= 32768)" in code  # no fork/join for tiny problems
+    assert "if(16 * M * N >= 524288)" in code  # no fork/join for tiny problems (cost-weighted points)
     assert "malloc" not in code.split("fast-call")[0]  # no temporaries
 
 

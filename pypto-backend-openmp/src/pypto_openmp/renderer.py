@@ -9,9 +9,9 @@ from pypto.dtypes import int64
 from pypto.ir.loops import Alloc, Loop, LoopKernel, Read, Var, Write, stmt_exprs, walk
 from pypto.ir.nodes import postorder
 
-# A parallel loop forks threads only when its nest computes at least this many points: below it,
-# the ~1 us fork/join costs more than it saves.
-PARALLEL_MIN_WORK = 32768
+# A parallel loop forks threads only when its nest's estimated cost (points times a per-point cost,
+# see pypto.passes.lower.point_cost) reaches this: below it, fork/join costs more than it saves.
+PARALLEL_MIN_WORK = 1 << 19
 # Outputs of at least this many bytes are written with non-temporal (streaming) stores, which skip
 # reading the destination into the cache; smaller outputs are better left in the cache.
 STREAM_MIN_BYTES = 16 << 20
@@ -70,7 +70,8 @@ class OpenMPRenderer(SimdCRenderer):
     def streamed_loop(self, s: Loop, ind: int, written: list[str]) -> None:
         """The loop twice: streaming stores for large outputs, plain stores otherwise."""
         self.use_stream_helper()
-        bytes_expr = " + ".join(f"{self.expr(s.work, 13)} * (int64_t)sizeof(*{b})" for b in written)
+        points = f"({self.expr(s.stop, 12)} - {self.expr(s.start, 13)})"
+        bytes_expr = " + ".join(f"{points} * (int64_t)sizeof(*{b})" for b in written)
         aligned = " && ".join(f"((uintptr_t){b} & 63) == 0" for b in written)
         B = STREAM_BLOCK
         self.emit(ind, f"if (({bytes_expr}) >= {STREAM_MIN_BYTES}LL && {aligned}) {{")

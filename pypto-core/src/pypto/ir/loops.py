@@ -60,7 +60,9 @@ class Loop(Stmt):
     body: Stmt
     kind: str = "serial"
     reductions: tuple[tuple[str, str], ...] = ()  # (accumulator, reducer op)
-    work: Expr | None = None  # points computed by the whole nest: lets a backend skip threading tiny loops
+    work: Expr | None = (
+        None  # estimated cost of the whole nest (points x cost per point): lets a backend skip threading tiny loops
+    )
 
 
 LOOP_KINDS = ("serial", "parallel", "vector", "parallel_vector")

@@ -352,7 +352,7 @@ class _Lowerer:
             )
         E0 = self.extent(outer)
         rv = Var(rows, dtype=I64)
-        work = mul(E0, per_row)
+        work = mul(mul(E0, per_row), _i64(point_cost(r.body)))
         block_body: list[Stmt] = [
             Declare(acc, r.dtype, identity(r.op, r.dtype)),
             Let(lo, mul(Var(b, dtype=I64), rv)),
@@ -400,7 +400,8 @@ class _Lowerer:
                         red[r] = var
             stmts.extend(self.innermost(sinks, {}, red))
             return stmts
-        work: Expr = _i64(1)
+        # estimated cost of the nest, for the backend's "is it worth starting threads" decision
+        work: Expr = _i64(sum(point_cost(s.value) for s in g.stores))
         for a in g.loops:
             work = mul(work, self.extent(a))
         pairs = _softmax_pairs(g.stores[0].value) if len(g.stores) == 1 else {}
@@ -470,6 +471,20 @@ class _Lowerer:
         for t in reversed(k.temps):
             stmt = Alloc(t.name, t.dtype, tuple(self.affine(s, {}) for s in t.shape), stmt)
         return LoopKernel(k.name, tuple(args), stmt, self.noalias, tuple((t.name, t.dtype) for t in k.temps))
+
+
+def point_cost(e: Expr) -> int:
+    """A rough cost of evaluating ``e`` once per point: transcendental functions weigh 8,
+    divisions 4, every other operation and load 1. ``Loop.work`` is points times this."""
+    cost = 0
+    for n in postorder(e):
+        if isinstance(n, Unary) and n.op in TRANSCENDENTAL:
+            cost += 8
+        elif isinstance(n, Binary) and n.op in ("div", "floordiv", "mod"):
+            cost += 4
+        elif not isinstance(n, (Const, Index)):
+            cost += 1
+    return max(cost, 1)
 
 
 def _softmax_pairs(e: Expr) -> dict[Reduce, Reduce]:
