@@ -1,0 +1,88 @@
+"""The ``tbb`` backend's hook implementations (entry point ``pypto: tbb``).
+
+Kept light: nothing here imports cffi, looks for TBB or runs a compiler until a hook needs it.
+"""
+
+from __future__ import annotations
+
+from pypto.backend_api import PLUGIN_API_VERSION, Capabilities
+from pypto.hookspecs import hookimpl
+
+from . import __version__
+from .backend import TBBBackend, compile_flags, link_flags
+
+PYPTO_PLUGIN_API = PLUGIN_API_VERSION
+NAME = "tbb"
+
+# compiled and linked against the located headers and libtbb: proves both are usable
+_PROBE = """
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+extern "C" int pt_probe(int *out, int n) {
+    tbb::task_arena arena(2);
+    arena.execute([&] {
+        tbb::parallel_for(tbb::blocked_range<int>(0, n), [&](const tbb::blocked_range<int> &r) {
+            for (int i = r.begin(); i < r.end(); i++) out[i] = i;
+        }, tbb::static_partitioner());
+    });
+    return arena.max_concurrency();
+}
+"""
+
+
+def _renderer(toolchain, program):
+    from .renderer import TBBRenderer
+
+    return TBBRenderer(vector_math=toolchain.vector_math)
+
+
+BACKEND = TBBBackend(
+    NAME,
+    __version__,
+    language="c++",
+    base_flags=("-O3", "-std=gnu++17", "-fopenmp-simd", "-fwrapv"),
+    optional_flags=(
+        "-march=native",
+        "-mprefer-vector-width=512",
+        "-fno-math-errno",
+        "-fno-trapping-math",
+        "-fno-semantic-interposition",
+    ),  # fmt: skip
+    probe_source=_PROBE,
+    make_renderer=_renderer,
+    priority=90,  # below OpenMP: "auto" keeps choosing OpenMP when both are installed
+    package="pypto-backend-tbb",
+    description="C++17 + oneTBB (tbb-devel wheel), compiled with $CXX (g++ or clang++)",
+    capabilities=Capabilities(notes="tbb::parallel_for over outer loops (static partitioner), SIMD inner loops"),
+    # libtbb must stay mapped until the process exits (the loader also opens kernels RTLD_NODELETE)
+    link_flags=("-Wl,-z,nodelete",),
+    extra_flags=compile_flags,
+    extra_link=link_flags,
+    codegen_modules=("pypto_tbb.renderer", "pypto_tbb.runtime", "pypto_tbb.streaming"),
+)
+
+
+@hookimpl
+def pypto_declare_backends():
+    return [BACKEND.spec()]
+
+
+@hookimpl
+def pypto_codegen(backend, program):
+    return BACKEND.codegen(program) if backend == NAME else None
+
+
+@hookimpl
+def pypto_compile_key(backend, program):
+    return BACKEND.compile_key(program) if backend == NAME else None
+
+
+@hookimpl
+def pypto_compile(backend, program, source):
+    return BACKEND.compile(program, source) if backend == NAME else None
+
+
+@hookimpl
+def pypto_launch(backend, program, artifact):
+    return BACKEND.launch(program, artifact) if backend == NAME else None

@@ -1,0 +1,173 @@
+"""C++17 + oneTBB rendering: the core's SIMD C renderer with parallel loops as ``tbb::parallel_for``.
+
+A parallel loop becomes a lambda over a chunk ``[begin, end)`` of its iterations (capturing
+everything by reference) that runs either directly, for problems too small to be worth tasks, or
+under ``pt_parallel_for`` (see :mod:`pypto_tbb.runtime`). Inner loops are vectorised exactly as in
+the OpenMP backend: ``#pragma omp simd`` (``-fopenmp-simd``), libmvec vector math, NaN-safe
+max/min reductions. Large one-dimensional outputs are written with streaming stores, block by
+block inside each task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from pypto.codegen.cpu import SimdCRenderer
+from pypto.dtypes import int64
+from pypto.ir.loops import Loop, LoopKernel, Var, Write
+
+from .captures import free_values
+from .runtime import INCLUDES, TASK_MIN_POINTS, support_source
+from .streaming import STREAM_BLOCK, STREAM_MIN_BYTES, streamed_outputs
+
+# A parallel loop creates tasks only when its nest computes at least this many points: below it,
+# entering the arena and waking a worker costs more than it saves (the OpenMP backend's threshold).
+PARALLEL_MIN_WORK = 32768
+
+
+class TBBRenderer(SimdCRenderer):
+    """C++17 with oneTBB: ``tbb::parallel_for`` outside, ``omp simd`` inside."""
+
+    includes = INCLUDES
+    function_prefix = 'extern "C" '  # called from C (the fast entry) and through cffi
+    restrict = "__restrict__"
+    vector_math_linkage = 'extern "C" '
+
+    def __init__(
+        self,
+        vector_math: Iterable[str] = (),
+        parallel_min_work: int = PARALLEL_MIN_WORK,
+        task_min_points: int = TASK_MIN_POINTS,
+    ):
+        super().__init__(vector_math)
+        self.parallel_min_work = parallel_min_work
+        self.task_min_points = task_min_points
+        self.streaming: set[str] = set()  # buffers whose writes go to an L1 block buffer
+        self.counter = 0
+        self.noalias = True
+        self.roles: dict[str, str] = {}  # buffer arguments' roles ("in" buffers are const)
+
+    def render(self, k: LoopKernel) -> str:
+        self.counter = 0
+        self.noalias = k.noalias
+        self.roles = {a.name: a.role for a in k.args if a.kind == "buffer"}
+        return super().render(k)
+
+    def extra_declarations(self, k: LoopKernel) -> list[str]:
+        return [*support_source(self.task_min_points), "", *self.vector_math_declarations()]
+
+    def body(self, k: LoopKernel) -> list[str]:
+        # an exception must not cross the C boundary (it would abort the interpreter): the only one
+        # TBB can raise here is an allocation failure, reported like a failed temporary allocation
+        self.emit(1, f"{self.status_type} pt_status = 0;")
+        self.emit(1, "try {")
+        self.stmt(k.body, 2)
+        self.emit(1, "} catch (...) {")
+        self.emit(2, "pt_status = 1;")
+        self.emit(1, "}")
+        self.emit(1, "return pt_status;")
+        return self.lines
+
+    # -- loops --------------------------------------------------------------------------------------
+    def loop(self, s: Loop, ind: int) -> None:
+        if s.kind not in ("parallel", "parallel_vector") or s.reductions:
+            super().loop(s, ind)  # serial and vector loops; a reducing loop stays in one task
+            return
+        ranks = {b: len(shape) for b, (_, shape) in self.buffers.items()}
+        written = streamed_outputs(s, ranks)
+        if written:
+            self.streamed_loop(s, ind, written)
+        else:
+            self.parallel_loop(s, ind)
+
+    def fresh(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    def chunk_lambda(self, s: Loop, ind: int, n: int, render_chunk: Callable[[int, str, str], None]) -> str:
+        """``auto pt_chunk<n> = [&](begin, end, values...) {...};``; returns the values to call it with.
+
+        The buffers and sizes the body reads are parameters, not captures (see :mod:`.captures`).
+        """
+        shapes = {b: shape for b, (_, shape) in self.buffers.items()}
+        buffers, scalars = free_values(s, shapes)
+        begin, end = f"pt_begin{n}", f"pt_end{n}"
+        params = [f"int64_t {begin}", f"int64_t {end}"]
+        for b in buffers:
+            const = "const " if self.roles.get(b, "out") == "in" else ""
+            ptr = f"*{self.restrict} " if self.noalias else "*"
+            params.append(f"{const}{self.buffer_ctype(self.buffers[b][0])} {ptr}{b}")
+        params += [f"const {self.ctype(dt)} {name}" for name, dt in scalars]
+        self.emit(ind, f"auto pt_chunk{n} = [&]({', '.join(params)}) {{")
+        render_chunk(ind + 1, begin, end)
+        self.emit(ind, "};")
+        return ", ".join([*buffers, *(name for name, _ in scalars)])
+
+    def parallel_loop(self, s: Loop, ind: int) -> None:
+        """``s`` as a chunk lambda, run by ``pt_parallel_for`` when the nest is large enough."""
+        n = self.fresh()
+        lo, hi = f"pt_lo{n}", f"pt_hi{n}"
+        self.emit(ind, "{")
+        i = ind + 1
+        self.emit(i, f"const int64_t {lo} = {self.expr(s.start)}, {hi} = {self.expr(s.stop)};")
+
+        def chunk(at: int, begin: str, end: str) -> None:
+            super(TBBRenderer, self).loop(replace(s, start=Var(begin, dtype=int64), stop=Var(end, dtype=int64)), at)
+
+        values = self.chunk_lambda(s, i, n, chunk)
+        work = self.expr(s.work, 13) if s.work is not None else f"({hi} - {lo})"
+        cond = f"{hi} - {lo} > 1"
+        if s.work is not None:
+            cond = f"{self.expr(s.work, 10)} >= {self.parallel_min_work} && {cond}"
+        self.emit(i, f"if ({cond})")
+        self.emit(i + 1, f"pt_parallel_for({lo}, {hi}, pt_grain({work}, {hi} - {lo}), "
+                         f"[&](int64_t pt_b, int64_t pt_e) {{ pt_chunk{n}(pt_b, pt_e, {values}); }});")  # fmt: skip
+        self.emit(i, "else")
+        self.emit(i + 1, f"pt_chunk{n}({lo}, {hi}, {values});")
+        self.emit(ind, "}")
+
+    def streamed_loop(self, s: Loop, ind: int, written: list[str]) -> None:
+        """Large outputs: blocks computed into L1 buffers and streamed out; otherwise a plain parallel loop."""
+        self.use_stream_helper()
+        B = STREAM_BLOCK
+        total = " + ".join(f"{self.expr(s.work, 13)} * (int64_t)sizeof(*{b})" for b in written)
+        aligned = " && ".join(f"((uintptr_t){b} & 63) == 0" for b in written)
+        n = self.fresh()
+        lo, hi = f"pt_lo{n}", f"pt_hi{n}"
+        self.emit(ind, f"if (({total}) >= {STREAM_MIN_BYTES}LL && {aligned}) {{")
+        i = ind + 1
+        self.emit(i, f"const int64_t {lo} = {self.expr(s.start)}, {hi} = {self.expr(s.stop)};")
+
+        def chunk(j: int, b0: str, b1: str) -> None:  # [b0, b1) are block numbers
+            for b in written:
+                t = self.buffer_ctype(self.buffers[b][0])
+                self.emit(j, f"{t} pt_buf_{b}[{B}] __attribute__((aligned(64)));")
+            self.emit(j, f"for (int64_t pt_blk = {lo} + {b0} * {B}; pt_blk < {lo} + {b1} * {B} && pt_blk < {hi}; pt_blk += {B}) {{")  # fmt: skip
+            k = j + 1
+            self.emit(k, f"const int64_t pt_m = {hi} - pt_blk < {B} ? {hi} - pt_blk : {B};")
+            self.emit(k, "#pragma omp simd")
+            self.emit(k, "for (int64_t pt_j = 0; pt_j < pt_m; pt_j++) {")
+            self.emit(k + 1, f"const int64_t {s.var} = pt_blk + pt_j;")
+            self.streaming = set(written)
+            self.stmt(s.body, k + 1)
+            self.streaming = set()
+            self.emit(k, "}")
+            for b in written:
+                self.emit(k, f"pt_stream_bytes({b} + pt_blk, pt_buf_{b}, (size_t)pt_m * sizeof(*{b}));")
+            self.emit(j, "}")
+            self.emit(j, "pt_stream_fence();  /* this task's streaming stores are complete before it ends */")
+
+        values = self.chunk_lambda(s, i, n, chunk)
+        # tasks own whole blocks, so every streamed block starts on a 64-byte boundary
+        self.emit(i, f"pt_parallel_for(0, ({hi} - {lo} + {B - 1}) / {B}, 1, "
+                     f"[&](int64_t pt_b, int64_t pt_e) {{ pt_chunk{n}(pt_b, pt_e, {values}); }});")  # fmt: skip
+        self.emit(ind, "} else {")
+        self.parallel_loop(s, ind + 1)
+        self.emit(ind, "}")
+
+    def stmt(self, s, ind: int) -> None:
+        if isinstance(s, Write) and s.buffer in self.streaming:
+            self.emit(ind, f"pt_buf_{s.buffer}[pt_j] = {self.expr(s.value)};")
+            return
+        super().stmt(s, ind)

@@ -1,0 +1,90 @@
+"""The C++ support code compiled into every TBB kernel: its task arena, the thread count, parallel loops.
+
+Each kernel's shared object owns one ``tbb::task_arena`` whose concurrency is the thread count
+(``PYPTO_NUM_THREADS``, else TBB's default: the CPUs this process may run on). The core's loader
+sets it through ``pt_set_num_threads`` when the object is loaded; ``pt_get_num_threads`` reports
+what the arena really allows. Arenas and limits are created with ``new`` and never destroyed: a
+kernel may still be running in a replaced arena, and destroying TBB objects from this object's
+static destructors at interpreter exit would race libtbb's own shutdown.
+
+``pt_parallel_for`` runs a parallel loop as ``tbb::parallel_for`` over a ``blocked_range`` with the
+static partitioner: one contiguous chunk per thread, like OpenMP's ``schedule(static)``, and no
+task-scheduling-dependent arithmetic (loops that reduce are never split across tasks except as
+fixed blocks with an ordered combine, which the loop IR already provides).
+"""
+
+from __future__ import annotations
+
+INCLUDES = (
+    "<stdint.h>",
+    "<stdlib.h>",
+    "<math.h>",
+    "<atomic>",
+    "<oneapi/tbb/blocked_range.h>",
+    "<oneapi/tbb/global_control.h>",
+    "<oneapi/tbb/info.h>",
+    "<oneapi/tbb/parallel_for.h>",
+    "<oneapi/tbb/partitioner.h>",
+    "<oneapi/tbb/task_arena.h>",
+)
+
+# Every task of a parallel loop computes at least this many points (when the loop has that many).
+TASK_MIN_POINTS = 4096
+
+SUPPORT = """\
+/* parallel loops run in this kernel's task arena; its concurrency is the thread count */
+static std::atomic<tbb::task_arena *> pt_arena_ptr{nullptr};
+static tbb::global_control *pt_thread_limit = nullptr;
+
+static tbb::task_arena *pt_make_arena(int n) {
+    const int available = tbb::info::default_concurrency();
+    if (n <= 0) n = available;
+    if (n > available) {
+        /* more threads than TBB starts by default: raise the process's worker limit */
+        tbb::global_control *previous = pt_thread_limit;
+        pt_thread_limit = new tbb::global_control(tbb::global_control::max_allowed_parallelism, (size_t)n);
+        delete previous;
+    }
+    tbb::task_arena *arena = new tbb::task_arena(n);
+    arena->initialize();
+    return arena;
+}
+
+/* called by the loader (with the GIL held) before the first call; 0 means TBB's default */
+extern "C" void pt_set_num_threads(int n) {
+    pt_arena_ptr.store(pt_make_arena(n), std::memory_order_release);  /* the old arena stays alive */
+}
+
+static tbb::task_arena &pt_arena() {
+    tbb::task_arena *arena = pt_arena_ptr.load(std::memory_order_acquire);
+    if (arena == nullptr) {
+        tbb::task_arena *fresh = pt_make_arena(0);
+        if (pt_arena_ptr.compare_exchange_strong(arena, fresh, std::memory_order_acq_rel)) arena = fresh;
+        else delete fresh;
+    }
+    return *arena;
+}
+
+extern "C" int pt_get_num_threads(void) { return pt_arena().max_concurrency(); }
+
+/* iterations per task so that every task computes at least PT_TASK_MIN_POINTS points */
+static inline int64_t pt_grain(int64_t work, int64_t iterations) {
+    const int64_t per = iterations > 0 && work / iterations > 0 ? work / iterations : 1;
+    return PT_TASK_MIN_POINTS / per > 1 ? PT_TASK_MIN_POINTS / per : 1;
+}
+
+/* body(begin, end) over contiguous chunks of [lo, hi), one per thread of the arena */
+template <typename Body>
+static void pt_parallel_for(int64_t lo, int64_t hi, int64_t grain, const Body &body) {
+    pt_arena().execute([&] {
+        tbb::parallel_for(
+            tbb::blocked_range<int64_t>(lo, hi, (size_t)grain),
+            [&](const tbb::blocked_range<int64_t> &r) { body(r.begin(), r.end()); },
+            tbb::static_partitioner());
+    });
+}"""
+
+
+def support_source(task_min_points: int = TASK_MIN_POINTS) -> list[str]:
+    """The support code's lines, with the minimum points per task filled in."""
+    return [f"#define PT_TASK_MIN_POINTS {int(task_min_points)}LL", *SUPPORT.splitlines()]
