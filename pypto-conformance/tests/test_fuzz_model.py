@@ -1,0 +1,95 @@
+"""The fuzzer's own model of the language: typing rules, the NumPy evaluation and its error bounds."""
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, settings
+
+import pypto as pt
+from pypto_conformance.fuzz import programs, rules, run_campaign
+from pypto_conformance.fuzz.check import build_kernel, program_inputs
+from pypto_conformance.fuzz.evaluate import evaluate
+from pypto_conformance.fuzz.tree import Program, Tensor, binary, const, load, reduce, unary
+from pypto_conformance.tolerances import default_table
+
+
+def test_typing_rules():
+    assert rules.promote("int32", "float32") == "float32"
+    assert rules.promote("int64", "float32") == "float32"  # floats beat integers, never float64
+    assert rules.promote("int32", "int64") == "int64"
+    assert rules.with_weak("float32", "float") == "float32"  # x * 2.0 stays float32
+    assert rules.with_weak("int64", "float") == "float32"
+    assert rules.with_weak("int32", "int", 2**40) == "int64"
+    assert rules.arith_result("div", "int32") == "float32"
+    assert rules.arith_result("add", "bool") == "int32"
+    assert rules.function_type("int64") == "float32"
+
+
+def _program(root, m=3, n=4, store="full"):
+    from pypto_conformance.fuzz.tree import tensors_of
+
+    return Program(m, n, root, store, seed=7, tensors=tuple(tensors_of(root)))
+
+
+def test_evaluation_matches_numpy_and_bounds_errors():
+    x = load(Tensor("x0", "float32", "full", "signed"))
+    r = load(Tensor("r1", "float32", "row", "positive"))
+    p = _program(binary("add", binary("mul", x, const(2.0)), unary("log", r)))
+    arrays = program_inputs(p)
+    got = evaluate(p, arrays)
+    # every node rounds to float32: x * 2 (exact), log(r) rounded, then their sum rounded
+    log_r = np.log(arrays["r1"].astype(np.float64)).astype(np.float32)[None, :]
+    want = (arrays["x0"].astype(np.float64) * 2 + log_r.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(got.v, want)
+    assert got.v.dtype == np.float32 and np.all(np.isfinite(got.e)) and np.all(got.e > 0) and np.all(got.e < 1e-5)
+
+
+def test_ambiguous_comparisons_are_not_compared():
+    x = load(Tensor("x0", "float32", "full", "grid"))
+    exact = binary("lt", x, const(0.5))  # exact inputs: always decidable
+    noisy = binary("lt", binary("mul", x, const(0.1)), const(0.05))  # 0.5 * 0.1 may round either way
+    e_exact = evaluate(_program(exact), program_inputs(_program(exact))).e
+    assert np.all(e_exact == 0)
+    p = _program(noisy, m=33, n=33)
+    arrays = program_inputs(p)
+    e = evaluate(p, arrays).e
+    ties = arrays["x0"] == 0.5
+    assert ties.any() and np.all(np.isinf(e[ties])) and np.all(e[~ties] == 0)
+
+
+def test_empty_reductions_give_identities():
+    x = load(Tensor("x0", "int32", "full", "int_signed"))
+    for op, want in (("sum", 0), ("max", np.iinfo(np.int32).min), ("min", np.iinfo(np.int32).max), ("prod", 1)):
+        p = _program(reduce(op, x, ("j",), 3, 0), m=3, n=0, store="row")
+        got = evaluate(p, program_inputs(p))
+        assert got.v.tolist() == [want] * 3, op
+
+
+def test_generated_kernels_are_valid_and_deterministic():
+    sources = []
+
+    @settings(
+        max_examples=40,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(programs("int64"))
+    def collect(program):
+        sources.append(program.source())
+        kernel = pt.kernel(executor="reference")(build_kernel(program))
+        assert "kernel fuzz_kernel" in kernel.ir("infer_types")
+
+    collect()
+    first, sources[:] = list(sources), []
+    collect()
+    assert sources == first and len(set(first)) > 20
+
+
+def test_campaign_on_the_reference_backend():
+    tol = default_table()
+    outcome = run_campaign(
+        "reference", "float64", frozenset(rules.KIND), 30, lambda dt, fns: tol.resolve(dt, functions=fns)
+    )
+    assert outcome.ok, outcome.message
+    assert outcome.details["examples"] == 30 and outcome.details["elements_compared"] > 0
