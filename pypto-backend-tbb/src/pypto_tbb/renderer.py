@@ -18,12 +18,13 @@ from pypto.dtypes import int64
 from pypto.ir.loops import Loop, LoopKernel, Var, Write
 
 from .captures import free_values
-from .runtime import INCLUDES, TASK_MIN_POINTS, support_source
+from .runtime import INCLUDES, TASK_MIN_WORK, support_source
 from .streaming import STREAM_BLOCK, STREAM_MIN_BYTES, streamed_outputs
 
-# A parallel loop creates tasks only when its nest computes at least this many points: below it,
-# entering the arena and waking a worker costs more than it saves (the OpenMP backend's threshold).
-PARALLEL_MIN_WORK = 32768
+# A parallel loop creates tasks only when its nest's estimated cost (``Loop.work``: points times a
+# per-point cost) reaches this: below it, entering the arena and waking workers costs more than it
+# saves. The OpenMP backend's threshold, so both backends thread the same loops.
+PARALLEL_MIN_WORK = 1 << 19
 
 
 class TBBRenderer(SimdCRenderer):
@@ -38,11 +39,11 @@ class TBBRenderer(SimdCRenderer):
         self,
         vector_math: Iterable[str] = (),
         parallel_min_work: int = PARALLEL_MIN_WORK,
-        task_min_points: int = TASK_MIN_POINTS,
+        task_min_work: int = TASK_MIN_WORK,
     ):
         super().__init__(vector_math)
         self.parallel_min_work = parallel_min_work
-        self.task_min_points = task_min_points
+        self.task_min_work = task_min_work
         self.streaming: set[str] = set()  # buffers whose writes go to an L1 block buffer
         self.counter = 0
         self.noalias = True
@@ -55,7 +56,7 @@ class TBBRenderer(SimdCRenderer):
         return super().render(k)
 
     def extra_declarations(self, k: LoopKernel) -> list[str]:
-        return [*support_source(self.task_min_points), "", *self.vector_math_declarations()]
+        return [*support_source(self.task_min_work), "", *self.vector_math_declarations()]
 
     def body(self, k: LoopKernel) -> list[str]:
         # an exception must not cross the C boundary (it would abort the interpreter): the only one
@@ -131,7 +132,8 @@ class TBBRenderer(SimdCRenderer):
         """Large outputs: blocks computed into L1 buffers and streamed out; otherwise a plain parallel loop."""
         self.use_stream_helper()
         B = STREAM_BLOCK
-        total = " + ".join(f"{self.expr(s.work, 13)} * (int64_t)sizeof(*{b})" for b in written)
+        points = f"({self.expr(s.stop, 12)} - {self.expr(s.start, 13)})"
+        total = " + ".join(f"{points} * (int64_t)sizeof(*{b})" for b in written)
         aligned = " && ".join(f"((uintptr_t){b} & 63) == 0" for b in written)
         n = self.fresh()
         lo, hi = f"pt_lo{n}", f"pt_hi{n}"

@@ -28,8 +28,9 @@ INCLUDES = (
     "<oneapi/tbb/task_arena.h>",
 )
 
-# Every task of a parallel loop computes at least this many points (when the loop has that many).
-TASK_MIN_POINTS = 4096
+# Every task of a parallel loop gets at least this much work (``Loop.work`` units: points times a
+# per-point cost), when the loop has that much: a few microseconds, well above a task's overhead.
+TASK_MIN_WORK = 1 << 15
 
 SUPPORT = """\
 /* parallel loops run in this kernel's task arena; its concurrency is the thread count */
@@ -67,10 +68,10 @@ static tbb::task_arena &pt_arena() {
 
 extern "C" int pt_get_num_threads(void) { return pt_arena().max_concurrency(); }
 
-/* iterations per task so that every task computes at least PT_TASK_MIN_POINTS points */
+/* iterations per task so that every task gets at least PT_TASK_MIN_WORK of the loop's work */
 static inline int64_t pt_grain(int64_t work, int64_t iterations) {
     const int64_t per = iterations > 0 && work / iterations > 0 ? work / iterations : 1;
-    return PT_TASK_MIN_POINTS / per > 1 ? PT_TASK_MIN_POINTS / per : 1;
+    return PT_TASK_MIN_WORK / per > 1 ? PT_TASK_MIN_WORK / per : 1;
 }
 
 /* body(begin, end) over contiguous chunks of [lo, hi), one per thread of the arena */
@@ -85,6 +86,6 @@ static void pt_parallel_for(int64_t lo, int64_t hi, int64_t grain, const Body &b
 }"""
 
 
-def support_source(task_min_points: int = TASK_MIN_POINTS) -> list[str]:
-    """The support code's lines, with the minimum points per task filled in."""
-    return [f"#define PT_TASK_MIN_POINTS {int(task_min_points)}LL", *SUPPORT.splitlines()]
+def support_source(task_min_work: int = TASK_MIN_WORK) -> list[str]:
+    """The support code's lines, with the minimum work per task filled in."""
+    return [f"#define PT_TASK_MIN_WORK {int(task_min_work)}LL", *SUPPORT.splitlines()]

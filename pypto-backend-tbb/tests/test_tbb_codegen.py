@@ -1,0 +1,106 @@
+"""The C++ the TBB backend generates: parallel_for over blocked ranges, SIMD inner loops, C linkage."""
+
+from __future__ import annotations
+
+import re
+
+import pypto as pt
+from pypto.plugins import get_registry
+
+M, N = pt.dims("M N")
+
+
+@pt.kernel
+def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
+    row, col = pt.axis(0), pt.axis(1)
+    max_val = pt.reduce_max(x[row, col], axis=col)
+    exp_val = pt.exp(x[row, col] - max_val)
+    y[row, col] = exp_val / pt.reduce_sum(exp_val, axis=col)
+
+
+@pt.kernel
+def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
+    i = pt.axis(0)
+    out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
+
+
+@pt.kernel
+def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    c[i] = a[i] + b[i]
+
+
+def kernel_text(code: str) -> str:
+    """The kernel function alone (no support code, no fast entry)."""
+    start = code.index('extern "C" int ', code.index("pt_parallel_for(int64_t lo"))
+    return code[start : code.index("/* fast-call")]
+
+
+def test_parallel_loops_are_tbb_parallel_for_with_a_static_partitioner():
+    code = softmax.get_code()
+    assert "tbb::parallel_for(" in code and "tbb::blocked_range<int64_t>(lo, hi, (size_t)grain)" in code
+    assert "tbb::static_partitioner()" in code
+    assert "parallel_reduce" not in code and "#pragma omp parallel" not in code
+    body = kernel_text(code)
+    # the row loop is a lambda over a chunk of rows, capturing by reference, buffers passed by value
+    assert re.search(r"auto pt_chunk\d+ = \[&\]\(int64_t pt_begin\d+, int64_t pt_end\d+, "
+                     r"const float \*__restrict__ x, float \*__restrict__ y, const int64_t M, const int64_t N", body)  # fmt: skip
+    assert "pt_parallel_for(pt_lo" in body
+
+
+def test_no_tasks_for_tiny_problems():
+    body = kernel_text(softmax.get_code())
+    assert re.search(r"if \(16 \* M \* N >= 524288 && pt_hi\d+ - pt_lo\d+ > 1\)", body)
+    assert re.search(r"else\n\s+pt_chunk\d+\(pt_lo\d+, pt_hi\d+, x, y, M, N\);", body)
+
+
+def test_softmax_inner_loops_are_simd_without_temporaries():
+    code = softmax.get_code()
+    body = kernel_text(code)
+    # rows that fit in cache: max, sum (writing exp once), scale: three SIMD passes over a cached row
+    short_rows = body.split("} else {", 1)[1]
+    assert short_rows.count("#pragma omp simd") == 3
+    assert "reduction(max:" in body and "reduction(+:" in body
+    assert "malloc" not in body  # no temporaries
+    assert '#pragma omp declare simd notinbranch\nextern "C" float expf(float);' in code
+
+
+def test_cxx_spellings_and_c_linkage():
+    code = softmax.get_code()
+    assert 'extern "C" int softmax(const float *__restrict__ x, float *__restrict__ y, int64_t M, int64_t N) {' in code
+    assert 'extern "C" void pt_set_num_threads(int n)' in code
+    assert "<stdbool.h>" not in code and "restrict " not in code.replace("__restrict__ ", "")
+    assert "PyInit__pypto_tbb_softmax_" in code  # the fast entry is compiled into the same C++ object
+
+
+def test_sum_exp_is_split_in_fixed_blocks_with_an_ordered_combine():
+    body = kernel_text(sum_exp.get_code())
+    assert "_partial" in body and "16384" in body
+    assert body.count("pt_parallel_for(") == 1
+    # the partials are combined serially, in block order, after the parallel loop
+    combine = body.split("pt_parallel_for(", 1)[1]
+    assert re.search(
+        r"for \(int64_t _b\d+ = 0; _b\d+ < _nblocks\d+; _b\d+\+\+\) \{\n\s+sum_\d+ = sum_\d+ \+ _partial", combine
+    )
+
+
+def test_large_1d_outputs_are_streamed_per_block_inside_tasks():
+    body = kernel_text(vector_add.get_code())
+    assert "((N - 0) * (int64_t)sizeof(*c)) >= 16777216LL && ((uintptr_t)c & 63) == 0" in body
+    streamed, plain = body.split("} else {", 1)
+    assert "pt_stream_bytes(c + pt_blk, pt_buf_c" in streamed and "pt_stream_fence();" in streamed
+    assert "pt_parallel_for(0, (pt_hi" in streamed
+    assert "pt_stream" not in plain and "pt_parallel_for(pt_lo" in plain
+
+
+def test_aliasing_variant_has_no_restrict():
+    program = vector_add.program(noalias=False)
+    code = get_registry().pm.hook.pypto_codegen(backend="tbb", program=program)
+    assert 'extern "C" int vector_add(const float *a, const float *b, float *c, int64_t N)' in code
+    assert "__restrict__ a" not in code and "float *c, const int64_t N" in code
+    assert "PyInit_" not in code  # only the no-alias variant gets the fast entry
+
+
+def test_get_code_names_the_tbb_backend_explicitly(monkeypatch):
+    monkeypatch.setenv("PYPTO_EXECUTOR", "openmp")
+    assert "tbb::parallel_for" in softmax.get_code(backend="tbb")

@@ -1,0 +1,196 @@
+"""Running TBB kernels: fast dispatch, thread count, clean interpreter exit, the shared compile cache."""
+
+from __future__ import annotations
+
+import stat
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pypto as pt
+from pypto.native.toolchain import find_compiler
+
+N = pt.dim("N")
+
+
+@pt.kernel
+def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    c[i] = a[i] + b[i]
+
+
+def test_fast_entry_is_set_after_the_first_call_and_falls_back_correctly():
+    @pt.kernel
+    def scale(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
+        i = pt.axis(0)
+        y[i] = x[i] * 3.0
+
+    a = np.arange(6, dtype=np.float32)
+    c = np.empty_like(a)
+    assert scale._fast is None
+    assert scale(a, c) is c
+    np.testing.assert_array_equal(c, 3 * a)
+    assert scale._fast is not None
+    entry = scale._fast[1]
+    c2 = np.zeros_like(a)
+    assert entry(a, c2) is c2 and (c2 == 3 * a).all()
+    # anything unusual goes back to the full binder, which converts or raises typed errors
+    assert entry(a[::2], np.empty(3, np.float32)) is NotImplemented
+    strided = np.zeros(12, np.float32)[::2]
+    scale(a, strided)
+    np.testing.assert_array_equal(strided, 3 * a)
+    with pytest.raises(pt.DTypeError, match="'x' has dtype float64"):
+        scale(a.astype(np.float64), c)
+    with pytest.raises(pt.ShapeError):
+        scale(a, c[:5])
+
+
+def test_aliasing_call_goes_through_cffi_without_restrict():
+    a = np.arange(10, dtype=np.float32)
+    vector_add(a, a, a)  # allowed: pointwise
+    np.testing.assert_array_equal(a, 2 * np.arange(10))
+    launcher = vector_add._launchers[("tbb", False)]
+    assert getattr(launcher, "fast_entry", None) is None
+
+
+def test_dispatch_overhead_is_small():
+    import timeit
+
+    a = np.ones(4, np.float32)
+    c = np.empty_like(a)
+    vector_add(a, a, c)
+    best = min(timeit.repeat(lambda: vector_add(a, a, c), number=20000, repeat=5)) / 20000
+    assert best < 5e-6, f"{best * 1e6:.2f} us per call"  # generous: CI machines are shared
+
+
+def test_runtime_info_and_priority(monkeypatch):
+    monkeypatch.setenv("PYPTO_NUM_THREADS", "1")
+    info = pt.get_runtime_info()
+    tbb = info["backends"]["tbb"]
+    assert tbb["available"] and tbb["threads"] == 1 and tbb["priority"] == 90
+    assert tbb["tbb"] == metadata.version("tbb-devel")
+    assert "-std=gnu++17" in tbb["flags"] and "-fopenmp-simd" in tbb["flags"] and "-fopenmp " not in tbb["flags"]
+    assert Path(tbb["tbb_library"]).name.startswith("libtbb.so.")
+    monkeypatch.delenv("PYPTO_EXECUTOR")
+    openmp = info["backends"].get("openmp", {})
+    assert pt.get_runtime_info()["default_executor"] == ("openmp" if openmp.get("available") else "tbb")
+
+
+_THREADS = """
+import os, sys
+if len(sys.argv) > 1:
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # before TBB starts
+import cffi, numpy as np, pypto as pt
+N = pt.dim("N")
+@pt.kernel
+def twice(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    y[i] = x[i] * 2.0
+x = np.ones(1 << 20, np.float32)
+y = np.empty_like(x)
+twice(x, y)
+assert (y == 2).all()
+ffi = cffi.FFI()
+ffi.cdef("int pt_get_num_threads(void);")
+lib = ffi.dlopen(twice._launchers[("tbb", True)].path)  # the object already loaded: same arena
+print(pt.get_runtime_info()["backends"]["tbb"]["threads"], lib.pt_get_num_threads())
+"""
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({"PYPTO_NUM_THREADS": "1"}, 1),
+        ({"PYPTO_NUM_THREADS": "2"}, 2),
+        ({"PYPTO_NUM_THREADS": "5"}, 5),  # more than the CPUs: TBB's worker limit is raised
+        ({"OMP_NUM_THREADS": "1"}, None),  # means nothing to TBB: every CPU of the process
+    ],
+)
+def test_reported_thread_count_is_the_arenas(run_py, env, expected):
+    r = run_py(_THREADS, env, drop=("OMP_NUM_THREADS",))
+    assert r.returncode == 0, r.stderr
+    reported, actual = map(int, r.stdout.split())
+    assert reported == actual
+    if expected is not None:
+        assert actual == expected
+    else:
+        import os
+
+        assert actual == len(os.sched_getaffinity(0))
+
+
+def test_thread_count_follows_the_process_affinity(run_py, tmp_path):
+    code = _THREADS.replace("if len(sys.argv) > 1:", "if True:")
+    r = run_py(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "1"]
+
+
+_EXIT = """
+import threading
+import numpy as np, pypto as pt
+N = pt.dim("N")
+@pt.kernel
+def add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    c[i] = a[i] + b[i]
+a = np.ones(1 << 21, np.float32)
+c = pt.empty_like(a)
+add(a, a, c)          # fast entry, tasks on every thread
+add(a, a, a)          # aliasing call: the cffi-loaded variant
+t = threading.Thread(target=add, args=(a, a, c))
+t.start(); t.join()   # from another Python thread
+assert (c == 4).all() and (a == 2).all()
+print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_interpreter_exits_cleanly_after_tbb_kernels(run_py, threads):
+    r = run_py(_EXIT, {"PYPTO_NUM_THREADS": threads})
+    assert r.returncode == 0, f"exit status {r.returncode}\n{r.stderr}"
+    assert r.stdout.strip() == "done"
+    assert "Segmentation" not in r.stderr and "Fatal" not in r.stderr and "terminate" not in r.stderr
+
+
+# -- the compile cache (the core's, shared with the OpenMP backend) ----------------------------------
+
+
+def _counting_compiler(tmp_path: Path) -> tuple[str, Path]:
+    log = tmp_path / "cxx.log"
+    script = tmp_path / "cxx"
+    real = find_compiler("c++").split()[0]
+    script.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {real} "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script), log
+
+
+_KERNEL = """
+import numpy as np, pypto as pt
+N = pt.dim("N")
+@pt.kernel
+def cube(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    y[i] = x[i] * x[i] * x[i] + 1.0
+x = np.arange(1000, dtype=np.float32)
+y = np.empty_like(x)
+cube(x, y)
+assert np.allclose(y, x ** 3 + 1, rtol=1e-6)
+print("ok")
+"""
+
+
+def test_compiled_kernels_are_cached_across_processes(run_py, tmp_path):
+    cxx, log = _counting_compiler(tmp_path)
+    env = {"CXX": cxx, "PYPTO_CACHE_DIR": str(tmp_path / "cache")}
+
+    def builds() -> int:
+        return sum(1 for line in log.read_text().splitlines() if "cube.cpp" in line) if log.exists() else 0
+
+    for expected in (1, 1):
+        r = run_py(_KERNEL, env)
+        assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+        assert builds() == expected  # the second process loads the cached object: no compiler run
+    assert len(list((tmp_path / "cache").glob("tbb/*/*.so"))) == 1
