@@ -16,6 +16,21 @@ from .tolerances import Tolerance
 _SHOWN = 3  # offending elements quoted in a message
 
 
+@dataclass
+class LargestErrors:
+    """The largest absolute and relative errors seen so far (None until something was compared)."""
+
+    max_abs: float | None = None
+    max_rel: float | None = None
+
+    def absorb(self, max_abs: float | None, max_rel: float | None) -> None:
+        """Keep the larger of what was seen and ``max_abs`` / ``max_rel``."""
+        if max_abs is not None:
+            self.max_abs = max_abs if self.max_abs is None else max(self.max_abs, max_abs)
+        if max_rel is not None:
+            self.max_rel = max_rel if self.max_rel is None else max(self.max_rel, max_rel)
+
+
 @dataclass(frozen=True)
 class Comparison:
     """The outcome of comparing one output array."""

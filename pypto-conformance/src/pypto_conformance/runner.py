@@ -14,7 +14,7 @@ import numpy as np
 import pypto as pt
 
 from .cases.spec import Case, generate_inputs, kernel_params
-from .compare import compare_arrays
+from .compare import LargestErrors, compare_arrays
 from .tolerances import Tolerance
 
 # Outputs start out holding values no correct kernel produces, so an element the backend never
@@ -25,22 +25,13 @@ ToleranceFor = Callable[[str], Tolerance]
 
 
 @dataclass
-class Outcome:
+class Outcome(LargestErrors):
     """What running a case (or a fuzz campaign) found."""
 
-    ok: bool
+    ok: bool = True
     message: str = ""
-    max_abs: float | None = None
-    max_rel: float | None = None
     tolerances: dict[str, Tolerance] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
-
-    def absorb(self, max_abs: float | None, max_rel: float | None) -> None:
-        """Keep the largest errors seen."""
-        if max_abs is not None:
-            self.max_abs = max_abs if self.max_abs is None else max(self.max_abs, max_abs)
-        if max_rel is not None:
-            self.max_rel = max_rel if self.max_rel is None else max(self.max_rel, max_rel)
 
 
 def describe_dims(dims: Mapping[str, int]) -> str:
@@ -113,11 +104,6 @@ def fresh_output(want: np.ndarray) -> np.ndarray:
     return out
 
 
-def _reraise_interrupts(e: BaseException) -> None:
-    if isinstance(e, (KeyboardInterrupt, SystemExit)):
-        raise e
-
-
 def call_kernel(kernel: Callable[..., Any], args: Mapping[str, Any]) -> str | None:
     """Call the kernel; a description of what it raised, or None.
 
@@ -126,8 +112,9 @@ def call_kernel(kernel: Callable[..., Any], args: Mapping[str, Any]) -> str | No
     """
     try:
         kernel(**args)
+    except (KeyboardInterrupt, SystemExit):
+        raise
     except BaseException as e:
-        _reraise_interrupts(e)
         return "the kernel raised " + describe_exception(e)
     return None
 

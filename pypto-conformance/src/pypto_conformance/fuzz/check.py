@@ -11,7 +11,7 @@ import numpy as np
 
 import pypto as pt
 
-from ..compare import compare_arrays
+from ..compare import LargestErrors, compare_arrays
 from ..runner import call_kernel, fresh_output
 from ..tolerances import Tolerance
 from .evaluate import evaluate
@@ -28,20 +28,12 @@ class FuzzMismatch(AssertionError):
 
 
 @dataclass
-class FuzzStats:
-    """What a campaign saw: examples run, elements compared, the largest errors."""
+class FuzzStats(LargestErrors):
+    """What a campaign saw: examples run, elements compared and left out, the largest errors."""
 
     examples: int = 0
     compared: int = 0
     skipped_elements: int = 0
-    max_abs: float | None = None
-    max_rel: float | None = None
-
-    def absorb(self, max_abs: float | None, max_rel: float | None) -> None:
-        if max_abs is not None:
-            self.max_abs = max_abs if self.max_abs is None else max(self.max_abs, max_abs)
-        if max_rel is not None:
-            self.max_rel = max_rel if self.max_rel is None else max(self.max_rel, max_rel)
 
 
 def build_kernel(program: Program) -> Callable[..., None]:
