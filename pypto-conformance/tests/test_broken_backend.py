@@ -6,7 +6,7 @@ from fake_backends import BROKEN_CODEGEN, plugin_source
 def test_broken_backend_fails_with_readable_errors(plugin_site, run_cli):
     site = plugin_site("broken", plugin_source("broken", codegen=BROKEN_CODEGEN))
     run = run_cli(
-        "--backend", "broken", "-k", "add- or subtract- or row_bias or fuzz-float32", "--max-examples", "40", site=site
+        "--backend", "broken", "-k", "add- or subtract- or row_bias or fuzz-float32", "--max-examples", "100", site=site
     )
     assert run.returncode != 0, run
 

@@ -47,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", default=None, metavar="FILE", help="write the results as JSON to FILE")
     p.add_argument("--xfails", default=None, metavar="FILE", help="TOML/JSON file of expected failures")
     p.add_argument("--tolerances", default=None, metavar="FILE", help="TOML/JSON file of tolerance overrides")
-    p.add_argument("--max-examples", type=int, default=None, metavar="N", help="random kernels per fuzz test")
+    p.add_argument(
+        "--max-examples", type=int, default=None, metavar="N", help="random kernels per backend (default 300)"
+    )
     p.add_argument("--quiet-table", action="store_true", help="print only failing rows of the table")
     return p
 

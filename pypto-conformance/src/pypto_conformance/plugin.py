@@ -46,7 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help=f"random kernels per fuzz test (one test per backend and dtype; default {DEFAULT_MAX_EXAMPLES})",
+        help=f"random kernels per backend, split evenly over the dtype families it supports "
+        f"(default {DEFAULT_MAX_EXAMPLES})",
     )
     group.addoption("--pypto-report", default=None, metavar="FILE", help="write the results as JSON to FILE")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,13 @@ class ConformanceSettings:
                 return [*marks, pytest.mark.skip(reason=f"not run (xfail file, run = false): {entry.reason}")]
             marks.append(pytest.mark.xfail(reason=entry.reason, strict=entry.strict, run=True))
         return marks
+
+    def examples_per_family(self, target: BackendTarget) -> int:
+        """Fuzz examples for each dtype family ``target`` supports: ``max_examples`` per backend in all."""
+        from .fuzz import FAMILIES
+
+        families = [f for f in FAMILIES if capability_skip(target, {f}) is None]
+        return math.ceil(self.max_examples / max(1, len(families)))
 
     def tolerance_for(
         self, target: BackendTarget, case: str, case_declared: Mapping[str, Any] | None = None

@@ -30,7 +30,7 @@ def test_fuzz(conformance_fuzz, conformance_settings, conformance_record):
         p.target.name,
         p.family,
         frozenset(p.target.dtypes),
-        conformance_settings.max_examples,
+        conformance_settings.examples_per_family(p.target),
         conformance_settings.tolerance_for(p.target, "fuzz"),
     )
     conformance_record(outcome)
