@@ -1,0 +1,160 @@
+"""The Numba backend: registration, the generated Python, and semantics shared with every backend.
+
+Each test compares with NumPy on the same inputs. The conformance suite (``pypto-conformance
+--backend numba``) covers the whole language; these tests cover what is particular to this backend:
+its declaration, its source, both compiled variants (serial and ``prange``) and the helpers.
+"""
+
+import ast
+
+import numpy as np
+import pytest
+from pypto_numba.launcher import NumbaLauncher
+from pypto_numba.renderer import NumbaRenderer, render_numba
+
+import pypto as pt
+
+M, N = pt.dims("M N")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path / "cache"))
+    for var in ("PYPTO_EXECUTOR", "PYPTO_NUM_THREADS", "PYPTO_NUMBA_PARALLEL_MIN_WORK", "PYPTO_DUMP_IR"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(params=["serial", "parallel"])
+def variant(request, monkeypatch):
+    """Run a test with the single-threaded compilation, then with prange on every call."""
+    if request.param == "parallel":
+        monkeypatch.setenv("PYPTO_NUMBA_PARALLEL_MIN_WORK", "0")
+    else:
+        monkeypatch.setenv("PYPTO_NUMBA_PARALLEL_MIN_WORK", str(2**62))
+    return request.param
+
+
+def softmax_fn(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
+    row, col = pt.axis(0), pt.axis(1)
+    max_val = pt.reduce_max(x[row, col], axis=col)
+    exp_val = pt.exp(x[row, col] - max_val)
+    y[row, col] = exp_val / pt.reduce_sum(exp_val, axis=col)
+
+
+def numpy_softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_declared_through_the_entry_point():
+    assert "numba" in pt.list_backends()
+    info = pt.get_runtime_info()["backends"]["numba"]
+    assert info["available"] and info["distribution"] == "pypto-backend-numba"
+    assert 0 < info["priority"] < 100  # above the reference, below the C backends
+
+
+def test_generated_source_is_python_with_prange():
+    kernel = pt.kernel(executor="numba")(softmax_fn)
+    source = kernel.get_code()
+    ast.parse(source)
+    assert "def softmax_fn(x, y, M, N):" in source
+    assert "_prange(0, M)" in source and "_pt_maximum_f32" in source
+    assert "float64" not in source  # float32 constants are spelled _f32(...)
+
+
+def test_softmax_both_variants(variant):
+    kernel = pt.kernel(executor="numba")(softmax_fn)
+    x = np.random.default_rng(0).standard_normal((37, 129)).astype(np.float32)
+    x[3, 5] = np.nan
+    y = pt.empty_like(x)
+    kernel(x, y)
+    with np.errstate(invalid="ignore"):
+        want = numpy_softmax(x)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-7)
+    assert np.isnan(y[3]).all()  # the row max propagates NaN
+
+
+def test_full_reduction_split_into_blocks(variant):
+    @pt.kernel(executor="numba")
+    def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
+        i = pt.axis(0)
+        out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
+
+    x = np.random.default_rng(1).standard_normal(100_003).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    sum_exp(x, out)
+    np.testing.assert_allclose(out[0], np.exp(x.astype(np.float64)).sum(), rtol=1e-5)
+
+
+def test_integer_semantics_match_numpy(variant):
+    @pt.kernel(executor="numba")
+    def iops(a: pt.Tensor[int, (N,)], b: pt.Tensor[int, (N,)], o: pt.Tensor[int, (5, N)]):
+        i = pt.axis(0)
+        o[0, i] = a[i] // b[i]
+        o[1, i] = a[i] % b[i]
+        o[2, i] = a[i] * b[i] + 2147483647  # wraps around like NumPy
+        o[3, i] = pt.maximum(a[i], b[i])
+        o[4, i] = abs(a[i])
+
+    a = np.array([7, -7, 7, -7, 5, -(2**31), -(2**31), 0], np.int32)
+    b = np.array([2, 2, -2, -2, 0, -1, 3, 0], np.int32)
+    o = np.empty((5, a.size), np.int32)
+    iops(a, b, o)
+    with np.errstate(all="ignore"):
+        want = [a // b, a % b, a * b + np.int32(2147483647), np.maximum(a, b), np.abs(a)]
+    for row, w in enumerate(want):
+        np.testing.assert_array_equal(o[row], w)
+
+
+def test_float_semantics_match_numpy(variant):
+    @pt.kernel(executor="numba")
+    def fops(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], o: pt.Tensor[float, (5, N)]):
+        i = pt.axis(0)
+        o[0, i] = a[i] // b[i]
+        o[1, i] = a[i] % b[i]
+        o[2, i] = pt.maximum(a[i], b[i])
+        o[3, i] = pt.minimum(a[i], b[i])
+        o[4, i] = a[i] * 0.1 + 1  # weak scalars: float32 arithmetic, never float64
+
+    a = np.array([7.5, -7.5, 7.5, -0.0, 1.0, np.nan, 3.0, -2.0], np.float32)
+    b = np.array([2.0, 2.0, -2.0, 3.0, 0.0, 1.0, np.nan, np.inf], np.float32)
+    o = np.empty((5, a.size), np.float32)
+    fops(a, b, o)
+    with np.errstate(all="ignore"):
+        want = [a // b, a % b, np.maximum(a, b), np.minimum(a, b), a * np.float32(0.1) + np.float32(1)]
+    for row, w in enumerate(want):
+        np.testing.assert_array_equal(o[row], w)
+
+
+def test_threads_and_threshold(monkeypatch):
+    monkeypatch.setenv("PYPTO_NUM_THREADS", "1")
+    program = pt.kernel(softmax_fn).program()
+    launcher = NumbaLauncher(program.name, render_numba(program.loops), parallel=True)
+    small, large = np.ones((2, 3), np.float32), np.ones((1024, 1024), np.float32)
+    assert launcher.choose((small, small, 2, 3)) is launcher.serial
+    assert launcher.choose((large, large, 1024, 1024)) is launcher.parallel
+    assert launcher.threads == 1
+    out = np.empty_like(large)
+    launcher(large, out, 1024, 1024)
+    np.testing.assert_allclose(out, numpy_softmax(large), rtol=1e-6)
+
+
+def test_compile_errors_are_pypto_errors():
+    launcher = NumbaLauncher("broken", "def broken(x):\n    x[0] = undefined_name\n", parallel=False)
+    with pytest.raises(pt.CompileError, match="Numba could not compile kernel 'broken'"):
+        launcher(np.zeros(1, np.float32))
+
+
+@pytest.mark.parametrize(
+    "value,dtype,text",
+    [
+        (0.1, pt.float32, "_f32(0.1)"),
+        (float("-inf"), pt.float32, "_f32(-_math.inf)"),
+        (float("nan"), pt.float64, "_math.nan"),
+        (-(2**31), pt.int32, "_i32(-2147483648)"),
+        (-(2**63), pt.int64, "-9223372036854775807 - 1"),
+        (True, pt.bool_, "True"),
+    ],
+)
+def test_literals_keep_their_dtype(value, dtype, text):
+    assert NumbaRenderer().literal(value, dtype) == text
