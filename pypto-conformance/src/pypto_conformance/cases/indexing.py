@@ -144,3 +144,28 @@ def stencil(dt):
         y[i, j] = x[i, j] + x[i + 1, j] + x[i, j + 1] - 4 * x[i + 1, j + 1]
 
     return stencil
+
+
+def _affine_stores_ref(x):
+    v = _wide(x)
+    z = np.empty(2 * v.size, v.dtype)
+    z[0::2], z[1::2] = v, -v
+    return {"y": x[::-1], "z": z, "w": np.concatenate([[7], 2 * v])}
+
+
+@case(dtypes=NUMERIC, sizes=SIZES_1D, reference=_affine_stores_ref)
+def affine_stores(dt):
+    """Stores at affine indices: reversed ``y[N - 1 - i]``, strided ``z[2 * i + 1]``, shifted ``w[i + 1]``, and a
+    constant index ``w[0]``."""
+
+    def affine_stores(
+        x: pt.Tensor[dt, (N,)], y: pt.Tensor[dt, (N,)], z: pt.Tensor[dt, (2 * N,)], w: pt.Tensor[dt, (N + 1,)]
+    ):
+        i = pt.axis(0)
+        y[N - 1 - i] = x[i]
+        z[2 * i] = x[i]
+        z[2 * i + 1] = -x[i]
+        w[i + 1] = x[i] * 2
+        w[0] = 7
+
+    return affine_stores

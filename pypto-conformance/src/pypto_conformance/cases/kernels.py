@@ -9,7 +9,7 @@ import numpy as np
 import pypto as pt
 
 from .reductions import LONG_REDUCTION, reduce_ref
-from .spec import FLOATS, NUMERIC, SIZES_1D, N, case
+from .spec import FLOATS, NUMERIC, SIZES_1D, SIZES_2D, M, N, case
 from .values import bools, normal, span
 
 
@@ -46,6 +46,37 @@ def multi_output(dt):
         peak[0] = pt.reduce_max(x[i], axis=i)
 
     return multi_output
+
+
+def _counts_ref(x):
+    v = _wide(x)
+    n = v.shape[1]
+    return {
+        "pos": (v > 0).sum(axis=1),
+        "mean": v.sum(axis=1) / n if n else np.full(v.shape[0], np.nan),
+        "frac": (v > 0).mean() if v.size else np.nan,
+    }
+
+
+@case(
+    dtypes=NUMERIC, sizes=SIZES_2D, values={"x": normal(int_range=3)}, tolerances=LONG_REDUCTION, reference=_counts_ref
+)
+def counts_and_shape(dt):
+    """Sums of booleans count (as int32); a tensor's ``shape`` is a value in expressions; the mean of a cast."""
+    out = dt if dt.is_float else pt.float32
+
+    def counts_and_shape(
+        x: pt.Tensor[dt, (M, N)],
+        pos: pt.Tensor[pt.int32, (M,)],
+        mean: pt.Tensor[out, (M,)],
+        frac: pt.Tensor[pt.float32, (1,)],
+    ):
+        r, c = pt.axis(0), pt.axis(1)
+        pos[r] = pt.reduce_sum(x[r, c] > 0, axis=c)
+        mean[r] = pt.reduce_sum(x[r, c], axis=c) / x.shape[1]
+        frac[0] = pt.reduce_mean(pt.cast(x[r, c] > 0, pt.float32), axis=(r, c))
+
+    return counts_and_shape
 
 
 def _static_ref(x, b):
