@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .backends import BackendTarget, capability_skip, select_backends
+from .backends import BackendTarget, SelectionError, capability_skip, select_backends
 from .datafile import DataFileError
 from .tolerances import Tolerance, ToleranceTable, load_tolerances
 from .xfails import XfailEntry, find_xfail, load_xfails
@@ -50,8 +50,6 @@ class ConformanceSettings:
     def targets(self) -> list[BackendTarget]:
         """The selected backends (resolved on first use, so unrelated pytest runs load no plugins)."""
         if self._targets is None:
-            from .backends import SelectionError
-
             try:
                 self._targets = select_backends(self.backend_option)
             except SelectionError as e:
