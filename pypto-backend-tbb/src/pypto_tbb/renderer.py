@@ -1,8 +1,9 @@
 """C++17 + oneTBB rendering: the core's SIMD C renderer with parallel loops as ``tbb::parallel_for``.
 
-A parallel loop becomes a lambda over a chunk ``[begin, end)`` of its iterations (capturing
-everything by reference) that runs either directly, for problems too small to be worth tasks, or
-under ``pt_parallel_for`` (see :mod:`pypto_tbb.runtime`). Inner loops are vectorised exactly as in
+A parallel loop becomes a lambda over a chunk ``[begin, end)`` of its iterations, capturing by
+reference but taking the buffers and sizes it reads as parameters (see :mod:`pypto_tbb.captures`),
+that runs either directly, for problems too small to be worth tasks, or under ``pt_parallel_for``
+(see :mod:`pypto_tbb.runtime`). Inner loops are vectorised exactly as in
 the OpenMP backend: ``#pragma omp simd`` (``-fopenmp-simd``), libmvec vector math, NaN-safe
 max/min reductions. Large one-dimensional outputs are written with streaming stores, block by
 block inside each task.
