@@ -12,6 +12,7 @@ nox.options.error_on_missing_interpreters = True
 
 CORE = "./pypto-core[test]"
 OPENMP = "./pypto-backend-openmp"
+CONFORMANCE = "./pypto-conformance"
 
 
 @nox.session
@@ -25,10 +26,12 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Every package's tests in one environment with every package installed."""
-    session.install(CORE, OPENMP)
-    session.run("pytest", "pypto-core/tests", "pypto-backend-openmp/tests", *session.posargs)
+    session.install(CORE, OPENMP, CONFORMANCE)
+    session.run("pytest", "pypto-core/tests", "pypto-backend-openmp/tests", "pypto-conformance/tests", *session.posargs)
     # the language tests once more, compiled by the OpenMP backend
     session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "openmp"})
+    # the shared conformance suite (catalogue + differential fuzzing) on every installed backend
+    session.run("pypto-conformance", "--backend", "all")
 
 
 @nox.session
@@ -36,6 +39,14 @@ def core(session: nox.Session) -> None:
     """pypto-core alone (no backend plugins installed)."""
     session.install(CORE)
     session.run("pytest", "pypto-core/tests", *session.posargs)
+
+
+@nox.session
+def conformance(session: nox.Session) -> None:
+    """The conformance suite's own tests, then the suite on every installed backend."""
+    session.install(CORE, OPENMP, CONFORMANCE)
+    session.run("pytest", "pypto-conformance/tests", *session.posargs)
+    session.run("pypto-conformance", "--backend", "all")
 
 
 @nox.session

@@ -125,6 +125,19 @@ def test_long_rows_with_infinite_prefix_match_numpy():
     np.testing.assert_allclose(y, want, rtol=2e-6, atol=1e-12, equal_nan=True)
 
 
+def test_nan_survives_multi_axis_full_max():
+    @pt.kernel
+    def full_max(x: pt.Tensor[float, (M, N)], o: pt.Tensor[float, (1,)]):
+        i, j = pt.axis(0), pt.axis(1)
+        o[0] = pt.reduce_max(x[i, j], axis=(i, j))
+
+    x = np.random.default_rng(5).standard_normal((9, 3)).astype(np.float32)
+    x[4, 1] = np.nan  # an early row: later rows' vector loops must not drop it
+    o = np.zeros(1, np.float32)
+    full_max(x, o)
+    assert np.isnan(o[0])
+
+
 def test_nan_propagates_through_vectorised_max():
     x = np.random.default_rng(1).standard_normal((4, 100)).astype(np.float32)
     x[2, 57] = np.nan

@@ -546,3 +546,16 @@ def test_tensor_shape_attribute_in_expressions(rng):
     y = np.empty(3, np.float32)
     mean_by_shape(x, y)
     close(y, x.mean(1), rtol=1e-6)
+
+
+def test_kernels_named_like_c_library_functions():
+    @pt.kernel
+    def remainder(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
+        i = pt.axis(0)
+        c[i] = a[i] % b[i]
+
+    a, b = np.array([5, -5, 7.5], np.float32), np.array([3, 3, -2], np.float32)
+    c = np.empty_like(a)
+    remainder(a, b, c)
+    close(c, np.remainder(a, b))
+    assert remainder.name == "remainder_kernel"

@@ -97,7 +97,9 @@ class SimdCRenderer(CRenderer):
             dt = _acc_dtype(s, acc)
             if op in ("max", "min") and dt is not None and dt.is_float:
                 flag = f"{acc}_nan"
-                self.emit(ind, f"int {flag} = 0;")
+                # an accumulator that is NaN already (from an enclosing loop) must stay NaN: the
+                # OpenMP combiner would drop it when merging the lanes with the original value
+                self.emit(ind, f"int {flag} = ({acc} != {acc});")
                 self.nan_flags[acc] = (flag, op)
                 tracked.append((acc, flag, dt))
         super().loop(s, ind)

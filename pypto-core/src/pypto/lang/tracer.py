@@ -76,11 +76,23 @@ def _axis_names_from_source(fn: Callable) -> dict[int, str]:
     return names
 
 
+# C library names a generated function must not take (math.h, stdlib.h, string.h, CUDA/OpenCL builtins)
+_LIBC = frozenset(
+    """
+    abs acos acosh asin asinh atan atan2 atanh cbrt ceil copysign cos cosh erf erfc exp exp2 expm1 fabs fdim floor
+    fma fmax fmin fmod frexp hypot ldexp lgamma log log10 log1p log2 logb lrint lround modf nan nearbyint nextafter
+    pow remainder remquo rint round scalbn sin sinh sqrt tan tanh tgamma trunc rsqrt sigmoid isnan isinf signbit
+    malloc calloc realloc free memcpy memmove memset strlen printf abort exit main div labs qsort rand
+    max min clamp mix select barrier
+""".split()
+)
+
+
 def _c_identifier(name: str) -> str:
     s = re.sub(r"\W", "_", name)
     if not s or s[0].isdigit():
         s = "k_" + s
-    if s in _RESERVED:
+    if s in _RESERVED or s in _LIBC or s.rstrip("f") in _LIBC or s.startswith("pt_"):
         s += "_kernel"
     return s
 

@@ -163,7 +163,7 @@ class NativeBackend:
             import importlib.util
 
             h = hashlib.sha256()
-            for mod in ("pypto.codegen.cstyle", "pypto.native.pyentry", *self.codegen_modules):
+            for mod in ("pypto.codegen.cstyle", "pypto.codegen.cpu", "pypto.native.pyentry", *self.codegen_modules):
                 spec = importlib.util.find_spec(mod)
                 if spec is not None and spec.origin:
                     with open(spec.origin, "rb") as f:
