@@ -9,8 +9,8 @@ import ast
 
 import numpy as np
 import pytest
-from pypto_numba.launcher import NumbaLauncher
-from pypto_numba.renderer import NumbaRenderer, render_numba
+from pypto_numba.launcher import NumbaLauncher, namespace
+from pypto_numba.renderer import NAMESPACE_NAMES, NumbaRenderer, render_numba
 
 import pypto as pt
 
@@ -137,6 +137,19 @@ def test_threads_and_threshold(monkeypatch):
     out = np.empty_like(large)
     launcher(large, out, 1024, 1024)
     np.testing.assert_allclose(out, numpy_softmax(large), rtol=1e-6)
+
+
+def test_kernel_names_never_shadow_the_generated_modules_globals():
+    assert set(namespace()) == NAMESPACE_NAMES
+
+    def _range(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
+        i = pt.axis(0)
+        y[i] = x[i] + 1.0
+
+    kernel = pt.kernel(executor="numba")(_range)
+    assert "def _pt_kernel__range(x, y, N):" in kernel.get_code()
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(kernel(x, pt.empty(3)), x + 1)
 
 
 def test_compile_errors_are_pypto_errors():

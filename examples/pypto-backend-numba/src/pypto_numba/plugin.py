@@ -29,7 +29,8 @@ def probe() -> Availability:
 
 def info() -> dict[str, Any]:
     """Details for ``pt.get_runtime_info()`` and ``pypto info``."""
-    threads = os.environ.get("PYPTO_NUM_THREADS") or os.environ.get("NUMBA_NUM_THREADS") or os.cpu_count()
+    value = os.environ.get("PYPTO_NUM_THREADS") or os.environ.get("NUMBA_NUM_THREADS") or ""
+    threads = int(value) if value.isdigit() else os.cpu_count()
     try:
         compiler = f"numba {importlib.metadata.version('numba')}, llvmlite {importlib.metadata.version('llvmlite')}"
     except importlib.metadata.PackageNotFoundError:
@@ -69,7 +70,9 @@ def pypto_compile(backend: str, program: Program, source: str) -> Artifact | Non
     if backend != NAME:
         return None
     # Numba compiles when the launcher first runs each variant; the artifact is the source.
-    return Artifact(NAME, source.encode(), ".py", {"kernel": program.loops.name})
+    from .renderer import function_name
+
+    return Artifact(NAME, source.encode(), ".py", {"function": function_name(program.loops)})
 
 
 @hookimpl
@@ -82,6 +85,5 @@ def pypto_launch(backend: str, program: Program, artifact: Artifact):
     from .renderer import is_prange
 
     parallel = any(isinstance(s, Loop) and is_prange(s) for s in walk(program.loops.body))
-    return NumbaLauncher(
-        program.loops.name, artifact.data.decode(), parallel=parallel, fastmath=program.options.fastmath
-    )
+    source = artifact.data.decode()
+    return NumbaLauncher(artifact.metadata["function"], source, parallel=parallel, fastmath=program.options.fastmath)

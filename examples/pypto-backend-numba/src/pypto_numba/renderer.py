@@ -55,6 +55,13 @@ INFIX = {
 MATH = ("exp", "log", "sqrt", "tanh", "sin", "cos", "erf")
 PARALLEL_KINDS = ("parallel", "parallel_vector")
 WORK_FUNCTION = "_pt_parallel_work"
+# the globals of the generated module (see launcher.namespace); a kernel must not be named like one
+NAMESPACE_NAMES = frozenset({"_np", "_math", "_prange", "_range", "_max", "_f32", "_f64", "_i32", "_i64", "_helper"})
+
+
+def function_name(k: LoopKernel) -> str:
+    """The name of the kernel's function in the generated module: the kernel's own, unless it is taken."""
+    return f"_pt_kernel_{k.name}" if k.name in NAMESPACE_NAMES or k.name.startswith("_pt_") else k.name
 
 
 def is_prange(s: Loop) -> bool:
@@ -247,7 +254,7 @@ class NumbaRenderer:
         self.lines, self.helpers = [], {}
         self.flat = {a.name: f"_pt_{a.name}" for a in k.args if a.kind == "buffer" and not a.shape}
         names = ", ".join(a.name for a in k.args)
-        self.emit(0, f"def {k.name}({names}):")
+        self.emit(0, f"def {function_name(k)}({names}):")
         self.emit(1, f'"""pypto kernel {k.name}, generated for Numba by pypto-backend-numba (do not edit)."""')
         for buffer, view in self.flat.items():
             self.emit(1, f"{view} = {buffer}.reshape(1)")
