@@ -36,10 +36,11 @@ def kernel_text(code: str) -> str:
     return code[start : code.index("/* fast-call")]
 
 
-def test_parallel_loops_are_tbb_parallel_for_with_a_static_partitioner():
+def test_parallel_loops_are_tbb_parallel_for_over_blocked_ranges():
     code = softmax.get_code()
-    assert "tbb::parallel_for(" in code and "tbb::blocked_range<int64_t>(lo, hi, (size_t)grain)" in code
-    assert "tbb::static_partitioner()" in code
+    assert "tbb::parallel_for(" in code and "tbb::blocked_range<int64_t>(lo, hi, size)" in code
+    assert "tbb::simple_partitioner()" in code
+    assert "arena.max_concurrency() * PT_CHUNKS_PER_THREAD" in code  # a few chunks per thread
     assert "parallel_reduce" not in code and "#pragma omp parallel" not in code
     body = kernel_text(code)
     # the row loop is a lambda over a chunk of rows, capturing by reference, buffers passed by value

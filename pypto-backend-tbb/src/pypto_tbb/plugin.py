@@ -24,7 +24,7 @@ extern "C" int pt_probe(int *out, int n) {
     arena.execute([&] {
         tbb::parallel_for(tbb::blocked_range<int>(0, n), [&](const tbb::blocked_range<int> &r) {
             for (int i = r.begin(); i < r.end(); i++) out[i] = i;
-        }, tbb::static_partitioner());
+        }, tbb::simple_partitioner());
     });
     return arena.max_concurrency();
 }
@@ -54,7 +54,7 @@ BACKEND = TBBBackend(
     priority=90,  # below OpenMP: "auto" keeps choosing OpenMP when both are installed
     package="pypto-backend-tbb",
     description="C++17 + oneTBB (tbb-devel wheel), compiled with $CXX (g++ or clang++)",
-    capabilities=Capabilities(notes="tbb::parallel_for over outer loops (static partitioner), SIMD inner loops"),
+    capabilities=Capabilities(notes="tbb::parallel_for over outer loops (a few chunks per thread), SIMD inner loops"),
     # libtbb must stay mapped until the process exits (the loader also opens kernels RTLD_NODELETE)
     link_flags=("-Wl,-z,nodelete",),
     extra_flags=compile_flags,

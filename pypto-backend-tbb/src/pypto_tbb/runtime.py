@@ -8,9 +8,11 @@ kernel may still be running in a replaced arena, and destroying TBB objects from
 static destructors at interpreter exit would race libtbb's own shutdown.
 
 ``pt_parallel_for`` runs a parallel loop as ``tbb::parallel_for`` over a ``blocked_range`` with the
-static partitioner: one contiguous chunk per thread, like OpenMP's ``schedule(static)``, and no
-task-scheduling-dependent arithmetic (loops that reduce are never split across tasks except as
-fixed blocks with an ordered combine, which the loop IR already provides).
+simple partitioner and a grain size that makes a few contiguous chunks per thread (never smaller
+than ``TASK_MIN_WORK``): a thread that is slowed down (another process, another runtime's spinning
+threads) has its remaining chunks taken by the others, where a static split would wait for it.
+Which thread computes a chunk never changes a result: loops that reduce are never split across
+tasks except as fixed blocks with an ordered combine, which the loop IR already provides.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ INCLUDES = (
 # Every task of a parallel loop gets at least this much work (``Loop.work`` units: points times a
 # per-point cost), when the loop has that much: a few microseconds, well above a task's overhead.
 TASK_MIN_WORK = 1 << 15
+# Chunks per thread of a parallel loop: enough for idle threads to take over a slowed thread's share.
+CHUNKS_PER_THREAD = 4
 
 SUPPORT = """\
 /* parallel loops run in this kernel's task arena; its concurrency is the thread count */
@@ -74,18 +78,27 @@ static inline int64_t pt_grain(int64_t work, int64_t iterations) {
     return PT_TASK_MIN_WORK / per > 1 ? PT_TASK_MIN_WORK / per : 1;
 }
 
-/* body(begin, end) over contiguous chunks of [lo, hi), one per thread of the arena */
+/* body(begin, end) over chunks of [lo, hi): a few per thread, each of at least `grain` iterations;
+   idle threads take the next chunk, so a thread that is descheduled or slowed does not hold up the rest */
 template <typename Body>
 static void pt_parallel_for(int64_t lo, int64_t hi, int64_t grain, const Body &body) {
-    pt_arena().execute([&] {
+    tbb::task_arena &arena = pt_arena();
+    const int64_t chunks = (int64_t)arena.max_concurrency() * PT_CHUNKS_PER_THREAD;
+    const int64_t even = (hi - lo + chunks - 1) / chunks;
+    const size_t size = (size_t)(even > grain ? even : grain);
+    arena.execute([&] {
         tbb::parallel_for(
-            tbb::blocked_range<int64_t>(lo, hi, (size_t)grain),
+            tbb::blocked_range<int64_t>(lo, hi, size),
             [&](const tbb::blocked_range<int64_t> &r) { body(r.begin(), r.end()); },
-            tbb::static_partitioner());
+            tbb::simple_partitioner());
     });
 }"""
 
 
-def support_source(task_min_work: int = TASK_MIN_WORK) -> list[str]:
-    """The support code's lines, with the minimum work per task filled in."""
-    return [f"#define PT_TASK_MIN_WORK {int(task_min_work)}LL", *SUPPORT.splitlines()]
+def support_source(task_min_work: int = TASK_MIN_WORK, chunks_per_thread: int = CHUNKS_PER_THREAD) -> list[str]:
+    """The support code's lines, with the minimum work per task and the chunks per thread filled in."""
+    return [
+        f"#define PT_TASK_MIN_WORK {int(task_min_work)}LL",
+        f"#define PT_CHUNKS_PER_THREAD {int(chunks_per_thread)}LL",
+        *SUPPORT.splitlines(),
+    ]
