@@ -126,6 +126,20 @@ def test_float_semantics_match_numpy(variant):
         np.testing.assert_array_equal(o[row], w)
 
 
+def test_zero_dimensional_buffers_and_fastmath(variant):
+    @pt.kernel(executor="numba", fastmath=True)
+    def scale(x: pt.Tensor[float, (N,)], s: pt.Tensor[float, ()], y: pt.Tensor[float, (N,)], t: pt.Tensor[float, ()]):
+        i = pt.axis(0)
+        y[i] = x[i] * s[()]
+        t[()] = pt.reduce_sum(x[i], axis=i)
+
+    x, s = np.arange(5, dtype=np.float32), np.array(3.0, np.float32)
+    y, t = pt.empty(5), np.zeros((), np.float32)
+    scale(x, s, y, t)
+    np.testing.assert_array_equal(y, 3 * x)
+    assert t == x.sum()
+
+
 def test_threads_and_threshold(monkeypatch):
     monkeypatch.setenv("PYPTO_NUM_THREADS", "1")
     program = pt.kernel(softmax_fn).program()

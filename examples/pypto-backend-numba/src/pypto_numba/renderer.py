@@ -99,6 +99,8 @@ class NumbaRenderer:
             text = "_math.inf" if f > 0 else "-_math.inf"
         elif dt == float32:
             text = np.format_float_positional(np.float32(f), unique=True, trim="0")
+            if len(text) > 16:  # 1e+30 rather than thirty-one digits
+                text = np.format_float_scientific(np.float32(f), unique=True, trim="0")
             if float(np.float32(float(text))) != float(np.float32(f)):  # the short form must round-trip
                 text = repr(float(np.float32(f)))
         else:
@@ -188,7 +190,7 @@ class NumbaRenderer:
             return f"{self.helper(op, dt)}({self.top(e.a)}, {self.top(e.b)})", True
         sym = INFIX[op]
         b = e.b
-        if op == "add" and isinstance(b, Const) and dt.is_int and b.value < 0:
+        if op == "add" and isinstance(b, Const) and dt.is_int and -(2 ** (dt.bits - 1)) < b.value < 0:
             sym, b = "-", Const(-b.value, dtype=dt)  # i + -1 reads better as i - 1
         text = f"{self.expr(e.a)} {sym} {self.expr(b)}"
         if dt == int32 and op not in ("lt", "le", "gt", "ge", "eq", "ne"):
@@ -252,7 +254,7 @@ class NumbaRenderer:
     def render(self, k: LoopKernel) -> str:
         """The Python module for ``k``: the kernel function, its helpers, the work estimate."""
         self.lines, self.helpers = [], {}
-        self.flat = {a.name: f"_pt_{a.name}" for a in k.args if a.kind == "buffer" and not a.shape}
+        self.flat = {a.name: f"_pt_view_{a.name}" for a in k.args if a.kind == "buffer" and not a.shape}
         names = ", ".join(a.name for a in k.args)
         self.emit(0, f"def {function_name(k)}({names}):")
         self.emit(1, f'"""pypto kernel {k.name}, generated for Numba by pypto-backend-numba (do not edit)."""')
@@ -264,7 +266,7 @@ class NumbaRenderer:
         work = self.work_function(k)
         if work:
             out.append(work)
-        return "\n\n".join(out) + "\n"
+        return "\n\n\n".join(part.rstrip("\n") for part in out) + "\n"  # two blank lines between functions
 
     def work_function(self, k: LoopKernel) -> str | None:
         """``_pt_parallel_work(args)``: the estimated cost of the largest parallel loop nest.
