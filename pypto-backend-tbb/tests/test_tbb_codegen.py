@@ -45,14 +45,14 @@ def test_parallel_loops_are_tbb_parallel_for_over_blocked_ranges():
     body = kernel_text(code)
     # the row loop is a lambda over a chunk of rows, capturing by reference, buffers passed by value
     assert re.search(r"auto pt_chunk\d+ = \[&\]\(int64_t pt_begin\d+, int64_t pt_end\d+, "
-                     r"const float \*__restrict__ x, float \*__restrict__ y, const int64_t M, const int64_t N", body)  # fmt: skip
+                     r"const float \*__restrict__ x, float \*__restrict__ y, const int64_t N", body)  # fmt: skip
     assert "pt_parallel_for(pt_lo" in body
 
 
 def test_no_tasks_for_tiny_problems():
     body = kernel_text(softmax.get_code())
     assert re.search(r"if \(16 \* M \* N >= 524288 && pt_hi\d+ - pt_lo\d+ > 1\)", body)
-    assert re.search(r"else\n\s+pt_chunk\d+\(pt_lo\d+, pt_hi\d+, x, y, M, N\);", body)
+    assert re.search(r"else\n\s+pt_chunk\d+\(pt_lo\d+, pt_hi\d+, x, y, N\);", body)
 
 
 def test_softmax_inner_loops_are_simd_without_temporaries():
@@ -98,7 +98,8 @@ def test_aliasing_variant_has_no_restrict():
     program = vector_add.program(noalias=False)
     code = get_registry().pm.hook.pypto_codegen(backend="tbb", program=program)
     assert 'extern "C" int vector_add(const float *a, const float *b, float *c, int64_t N)' in code
-    assert "__restrict__ a" not in code and "float *c, const int64_t N" in code
+    assert "__restrict__" not in code.split('extern "C" int vector_add(')[1]
+    assert "(int64_t pt_begin2, int64_t pt_end2, const float *a, const float *b, float *c)" in code
     assert "PyInit_" not in code  # only the no-alias variant gets the fast entry
 
 

@@ -16,7 +16,7 @@ from pypto.ir.nodes import Expr, postorder
 def free_values(s: Loop, shapes: dict[str, tuple[Expr, ...]]) -> tuple[list[str], list[tuple[str, DType]]]:
     """Buffers and scalars that ``s``'s body uses but does not define, each sorted by name.
 
-    ``shapes`` gives every buffer's shape: row-major offsets read the buffer's sizes too.
+    ``shapes`` gives every buffer's shape: row-major offsets read its sizes but the first.
     """
     defined: set[str] = set()
     buffers: set[str] = set()
@@ -36,7 +36,7 @@ def free_values(s: Loop, shapes: dict[str, tuple[Expr, ...]]) -> tuple[list[str]
             if isinstance(n, Read):
                 buffers.add(n.buffer)
     for b in buffers:
-        exprs.extend(shapes.get(b, ()))
+        exprs.extend(shapes.get(b, ())[1:])
     for e in exprs:
         for n in postorder(e):
             if isinstance(n, Var) and n.name not in defined and n.dtype is not None:
