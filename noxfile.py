@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "docs"]
 nox.options.error_on_missing_interpreters = True
 
 CORE = "./pypto-core[test]"
 OPENMP = "./pypto-backend-openmp"
 CONFORMANCE = "./pypto-conformance"
+NUMBA = "./examples/pypto-backend-numba"  # the example third-party backend (pulls in numba)
 
 
 @nox.session
@@ -26,8 +27,16 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Every package's tests in one environment with every package installed."""
-    session.install(CORE, OPENMP, CONFORMANCE)
-    session.run("pytest", "pypto-core/tests", "pypto-backend-openmp/tests", "pypto-conformance/tests", *session.posargs)
+    session.install(CORE, OPENMP, CONFORMANCE, NUMBA)
+    session.run(
+        "pytest",
+        "pypto-core/tests",
+        "pypto-backend-openmp/tests",
+        "pypto-conformance/tests",
+        "examples/pypto-backend-numba/tests",
+        "docs/test_docs.py",
+        *session.posargs,
+    )
     # the language tests once more, compiled by the OpenMP backend
     session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "openmp"})
     # the shared conformance suite (catalogue + differential fuzzing) on every installed backend
@@ -55,3 +64,18 @@ def openmp(session: nox.Session) -> None:
     session.install(CORE, OPENMP)
     session.run("pytest", "pypto-backend-openmp/tests", *session.posargs)
     session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "openmp"})
+
+
+@nox.session
+def numba(session: nox.Session) -> None:
+    """The example Numba backend: its tests, then the conformance suite on it."""
+    session.install(CORE, CONFORMANCE, NUMBA)
+    session.run("pytest", "examples/pypto-backend-numba/tests", *session.posargs)
+    session.run("pypto-conformance", "--backend", "numba")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site; any warning (broken link, page missing from the nav) fails it."""
+    session.install("mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10")
+    session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})

@@ -197,3 +197,21 @@ def test_hookspecs_are_documented():
         doc = getattr(hookspecs, name).__doc__
         assert doc and len(doc.split()) > 20, name
     assert get_registry().pm.hook.pypto_codegen.spec.opts["firstresult"]
+
+
+def test_register_plugin_in_process():
+    import types
+
+    mod = types.ModuleType("inproc_backend")
+    exec(GOOD.replace('"fakeref"', '"inproc"').replace('"fakeoff"', '"inproc_off"'), mod.__dict__)
+    try:
+        assert pt.register_plugin(mod, "inproc") == ["inproc", "inproc_off"]
+        assert "inproc" in pt.list_backends()
+        k = pt.kernel(executor="inproc")(twice.fn)
+        x = np.arange(3, dtype=np.float32)
+        y = np.empty_like(x)
+        k(x, y)
+        np.testing.assert_array_equal(y, 2 * x)
+    finally:
+        pt.reload_plugins()
+    assert "inproc" not in pt.list_backends()

@@ -9,10 +9,10 @@ import ast
 
 import numpy as np
 import pytest
-from pypto_numba.launcher import NumbaLauncher, namespace
-from pypto_numba.renderer import NAMESPACE_NAMES, NumbaRenderer, render_numba
 
 import pypto as pt
+from pypto_numba.launcher import NumbaLauncher, namespace
+from pypto_numba.renderer import NAMESPACE_NAMES, NumbaRenderer, render_numba
 
 M, N = pt.dims("M N")
 

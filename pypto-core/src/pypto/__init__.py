@@ -56,7 +56,7 @@ from .lang.functions import (
 )
 from .lang.tensor import Tensor
 from .lang.values import Axis, Dim
-from .plugins import list_backends, reload_plugins
+from .plugins import list_backends, register_plugin, reload_plugins
 from .runtime.benchmark import BenchmarkResult, benchmark
 from .runtime.info import get_runtime_info
 from .runtime.kernel import Kernel, kernel
@@ -72,7 +72,7 @@ __all__ = [
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean",
     # runtime
     "empty", "zeros", "empty_like", "zeros_like", "benchmark", "BenchmarkResult", "get_runtime_info",
-    "list_backends", "reload_plugins", "hookimpl",
+    "list_backends", "register_plugin", "reload_plugins", "hookimpl",
     # errors
     "PyptoError", "TracingError", "DTypeError", "ShapeError", "AliasingError", "ArgumentError", "BackendNotFound",
     "BackendUnavailable", "CompileError", "PluginError", "PluginWarning", "IRVerificationError",

@@ -132,9 +132,19 @@ class Registry:
             self.register(plugin, ep.name, dist)
         self._declare()
 
-    def _declare(self) -> None:
+    def add(self, plugin: object, name: str) -> list[str]:
+        """Register a plugin object now (not through an entry point) and declare its backends."""
+        if not self.register(plugin, name):
+            return []
+        before = set(self.backends)
+        self._declare(only=name)
+        return sorted(set(self.backends) - before)
+
+    def _declare(self, only: str | None = None) -> None:
         for impl in self.pm.hook.pypto_declare_backends.get_hookimpls():
             name = impl.plugin_name
+            if only is not None and name != only:
+                continue
             dist = self.plugin_dists.get(name)
             try:
                 specs = list(impl.function() or ())
@@ -229,6 +239,17 @@ def reload_plugins() -> Registry:
 
     _kernel.invalidate_compiled()
     return get_registry()
+
+
+def register_plugin(plugin: object, name: str | None = None) -> list[str]:
+    """Register a plugin module or object in this process (no entry point needed); returns the names
+    of the backends it declared. Useful in notebooks and tests; installed plugins use entry points."""
+    from .runtime import kernel as _kernel
+
+    label = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+    added = get_registry().add(plugin, label)
+    _kernel.invalidate_compiled()
+    return added
 
 
 def list_backends() -> list[str]:

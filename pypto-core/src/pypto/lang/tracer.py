@@ -90,8 +90,8 @@ _LIBC = frozenset(
 
 def _c_identifier(name: str) -> str:
     s = re.sub(r"\W", "_", name)
-    if not s or s[0].isdigit():
-        s = "k_" + s
+    if not s or s[0].isdigit() or s[0] == "_":
+        s = "k" + s if s.startswith("_") else "k_" + s
     if s in _RESERVED or s in _LIBC or s.rstrip("f") in _LIBC or s.startswith("pt_"):
         s += "_kernel"
     return s
