@@ -12,6 +12,7 @@ nox.options.error_on_missing_interpreters = True
 
 CORE = "./pypto-core[test]"
 OPENMP = "./pypto-backend-openmp"
+TBB = "./pypto-backend-tbb"
 CONFORMANCE = "./pypto-conformance"
 NUMBA = "./examples/pypto-backend-numba"  # the example third-party backend (pulls in numba)
 
@@ -27,11 +28,12 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Every package's tests in one environment with every package installed."""
-    session.install(CORE, OPENMP, CONFORMANCE, NUMBA)
+    session.install(CORE, OPENMP, TBB, CONFORMANCE, NUMBA)
     session.run(
         "pytest",
         "pypto-core/tests",
         "pypto-backend-openmp/tests",
+        "pypto-backend-tbb/tests",
         "pypto-conformance/tests",
         "examples/pypto-backend-numba/tests",
         "docs/test_docs.py",
@@ -39,6 +41,7 @@ def tests(session: nox.Session) -> None:
     )
     # the language tests once more, compiled by the OpenMP backend
     session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "openmp"})
+    session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "tbb"})
     # the shared conformance suite (catalogue + differential fuzzing) on every installed backend
     session.run("pypto-conformance", "--backend", "all")
 
@@ -79,3 +82,11 @@ def docs(session: nox.Session) -> None:
     """Build the documentation site; any warning (broken link, page missing from the nav) fails it."""
     session.install("mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10")
     session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+@nox.session
+def tbb(session: nox.Session) -> None:
+    """The TBB backend with the core (oneTBB from the tbb-devel wheel)."""
+    session.install(CORE, TBB)
+    session.run("pytest", "pypto-backend-tbb/tests", *session.posargs)
+    session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "tbb"})

@@ -302,7 +302,7 @@ def build_cases(comp: Competitors, names: list[str] | None = None) -> list[Case]
             case.impls["C"] = lambda px=px, py=py, m=m: comp.c.softmax(px, py, m, m)
         cases.append(case)
 
-    if want("sum_exp_16M"):
+    def _sum_exp_case() -> None:  # a function of its own: its lambdas must not see the other cases' arrays
         n = 16 << 20
         x = (rng.standard_normal(n) * 0.5).astype(np.float32)
         out = np.zeros(1, np.float32)
@@ -333,7 +333,10 @@ def build_cases(comp: Competitors, names: list[str] | None = None) -> list[Case]
             case.impls["C"] = lambda: keep(comp.c.sum_exp(px, n))
         cases.append(case)
 
-    if want("layernorm_4096"):
+    if want("sum_exp_16M"):
+        _sum_exp_case()
+
+    def _layernorm_case() -> None:  # a function of its own: its lambdas must not see the other cases' arrays
         m = 4096
         x = rng.standard_normal((m, m)).astype(np.float32)
         g, bb = rng.random(m, dtype=np.float32), rng.random(m, dtype=np.float32)
@@ -372,7 +375,10 @@ def build_cases(comp: Competitors, names: list[str] | None = None) -> list[Case]
             case.impls["C"] = lambda: comp.c.layernorm(px, pg, pb, py, m, m, 1e-5)
         cases.append(case)
 
-    if want("gelu_16M"):
+    if want("layernorm_4096"):
+        _layernorm_case()
+
+    def _gelu_case() -> None:  # a function of its own: its lambdas must not see the other cases' arrays
         n = 16 << 20
         x = rng.standard_normal(n).astype(np.float32)
         y = pt.empty(n)
@@ -414,6 +420,9 @@ def build_cases(comp: Competitors, names: list[str] | None = None) -> list[Case]
             px, py = comp.ptr(x), comp.ptr(y)
             case.impls["C"] = lambda: comp.c.gelu(px, py, n)
         cases.append(case)
+
+    if want("gelu_16M"):
+        _gelu_case()
 
     if comp.missing:
         for c in cases:
