@@ -334,13 +334,17 @@ def test_dim_and_annotation_validation():
 # -- BackendNotFound / BackendUnavailable ---------------------------------------------------------
 
 
-def test_backend_not_found_lists_installed_and_pip_hint():
-    k = pt.kernel(executor="opencl")(vector_add.fn)
+def test_backend_not_found_lists_installed_and_pip_hint(monkeypatch):
+    from pypto import plugins
+
+    # a backend pypto knows the package of, but which is not installed here
+    monkeypatch.setitem(plugins.KNOWN_PACKAGES, "fpga", "pypto-backend-fpga")
+    k = pt.kernel(executor="fpga")(vector_add.fn)
     with pytest.raises(pt.BackendNotFound) as ei:
         k(f32(2), f32(2), f32(2))
     msg = str(ei.value)
-    assert "executor 'opencl' is not an installed pypto backend" in msg
-    assert "reference (available)" in msg and "pip install pypto-backend-opencl" in msg
+    assert "executor 'fpga' is not an installed pypto backend" in msg
+    assert "reference (available)" in msg and "pip install pypto-backend-fpga" in msg
 
 
 def test_backend_not_found_suggests_close_name():

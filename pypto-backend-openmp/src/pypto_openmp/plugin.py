@@ -1,17 +1,15 @@
-"""The ``openmp`` backend's hook implementations (entry point ``pypto: openmp``).
+"""The ``openmp`` backend: ``BACKEND`` is the plugin (entry point ``openmp = "pypto_openmp.plugin:BACKEND"``).
 
 Kept light: nothing here imports cffi or runs a compiler until a hook needs it.
 """
 
 from __future__ import annotations
 
-from pypto.backend_api import PLUGIN_API_VERSION, Capabilities
-from pypto.hookspecs import hookimpl
+from pypto.backend_api import Capabilities
 from pypto.native.backend import NativeBackend
 
 from . import __version__
 
-PYPTO_PLUGIN_API = PLUGIN_API_VERSION
 NAME = "openmp"
 
 _PROBE = """
@@ -51,28 +49,3 @@ BACKEND = NativeBackend(
     capabilities=Capabilities(notes="OpenMP threads over outer loops, SIMD inner loops"),
     codegen_modules=("pypto_openmp.renderer",),
 )
-
-
-@hookimpl
-def pypto_declare_backends():
-    return [BACKEND.spec()]
-
-
-@hookimpl
-def pypto_codegen(backend, program):
-    return BACKEND.codegen(program) if backend == NAME else None
-
-
-@hookimpl
-def pypto_compile_key(backend, program):
-    return BACKEND.compile_key(program) if backend == NAME else None
-
-
-@hookimpl
-def pypto_compile(backend, program, source):
-    return BACKEND.compile(program, source) if backend == NAME else None
-
-
-@hookimpl
-def pypto_launch(backend, program, artifact):
-    return BACKEND.launch(program, artifact) if backend == NAME else None

@@ -4,18 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pypto.codegen.cpu import SimdCRenderer
-from pypto.dtypes import int64
-from pypto.ir.loops import Alloc, Loop, LoopKernel, Read, Var, Write, stmt_exprs, walk
-from pypto.ir.nodes import postorder
+from pypto.codegen.cpu import STREAM_BLOCK, STREAM_MIN_BYTES, SimdCRenderer, streamed_outputs
+from pypto.ir.loops import Loop, LoopKernel, Write
 
 # A parallel loop forks threads only when its nest's estimated cost (points times a per-point cost,
 # see pypto.passes.lower.point_cost) reaches this: below it, fork/join costs more than it saves.
 PARALLEL_MIN_WORK = 1 << 19
-# Outputs of at least this many bytes are written with non-temporal (streaming) stores, which skip
-# reading the destination into the cache; smaller outputs are better left in the cache.
-STREAM_MIN_BYTES = 16 << 20
-STREAM_BLOCK = 256  # elements computed into an L1 buffer, then streamed out
 
 
 class OpenMPRenderer(SimdCRenderer):
@@ -49,23 +43,7 @@ class OpenMPRenderer(SimdCRenderer):
 
     def streamable(self, s: Loop) -> list[str] | None:
         """Buffers a one-dimensional elementwise loop writes contiguously, if it may stream them."""
-        if s.kind != "parallel_vector" or s.reductions or s.work is None:
-            return None
-        written: list[str] = []
-        for st in walk(s.body):
-            if isinstance(st, (Loop, Alloc)):
-                return None
-            if isinstance(st, Write):
-                if st.index != (Var(s.var, dtype=int64),) or len(self.buffers[st.buffer][1]) != 1:
-                    return None
-                written.append(st.buffer)
-        if not written or len(set(written)) != len(written):
-            return None
-        for st in walk(s.body):
-            for e in stmt_exprs(st):
-                if any(isinstance(n, Read) and n.buffer in written for n in postorder(e)):
-                    return None
-        return written
+        return streamed_outputs(s, {b: len(shape) for b, (_, shape) in self.buffers.items()})
 
     def streamed_loop(self, s: Loop, ind: int, written: list[str]) -> None:
         """The loop twice: streaming stores for large outputs, plain stores otherwise."""

@@ -1,17 +1,15 @@
-"""The ``tbb`` backend's hook implementations (entry point ``pypto: tbb``).
+"""The ``tbb`` backend: ``BACKEND`` is the plugin (entry point ``tbb = "pypto_tbb.plugin:BACKEND"``).
 
 Kept light: nothing here imports cffi, looks for TBB or runs a compiler until a hook needs it.
 """
 
 from __future__ import annotations
 
-from pypto.backend_api import PLUGIN_API_VERSION, Capabilities
-from pypto.hookspecs import hookimpl
+from pypto.backend_api import Capabilities
 
 from . import __version__
 from .backend import TBBBackend, compile_flags, link_flags
 
-PYPTO_PLUGIN_API = PLUGIN_API_VERSION
 NAME = "tbb"
 
 # compiled and linked against the located headers and libtbb: proves both are usable
@@ -59,30 +57,5 @@ BACKEND = TBBBackend(
     link_flags=("-Wl,-z,nodelete",),
     extra_flags=compile_flags,
     extra_link=link_flags,
-    codegen_modules=("pypto_tbb.renderer", "pypto_tbb.runtime", "pypto_tbb.streaming"),
+    codegen_modules=("pypto_tbb.renderer", "pypto_tbb.runtime"),
 )
-
-
-@hookimpl
-def pypto_declare_backends():
-    return [BACKEND.spec()]
-
-
-@hookimpl
-def pypto_codegen(backend, program):
-    return BACKEND.codegen(program) if backend == NAME else None
-
-
-@hookimpl
-def pypto_compile_key(backend, program):
-    return BACKEND.compile_key(program) if backend == NAME else None
-
-
-@hookimpl
-def pypto_compile(backend, program, source):
-    return BACKEND.compile(program, source) if backend == NAME else None
-
-
-@hookimpl
-def pypto_launch(backend, program, artifact):
-    return BACKEND.launch(program, artifact) if backend == NAME else None

@@ -14,13 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from pypto.codegen.cpu import SimdCRenderer
+from pypto.codegen.cpu import STREAM_BLOCK, STREAM_MIN_BYTES, SimdCRenderer, streamed_outputs
 from pypto.dtypes import int64
 from pypto.ir.loops import Loop, LoopKernel, Var, Write
 
 from .captures import free_values
 from .runtime import INCLUDES, TASK_MIN_WORK, support_source
-from .streaming import STREAM_BLOCK, STREAM_MIN_BYTES, streamed_outputs
 
 # A parallel loop creates tasks only when its nest's estimated cost (``Loop.work``: points times a
 # per-point cost) reaches this: below it, entering the arena and waking workers costs more than it

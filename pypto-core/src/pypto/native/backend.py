@@ -1,7 +1,8 @@
 """What the native CPU backends (OpenMP, TBB) share: probing, source assembly, compile, load.
 
-A backend plugin creates one :class:`NativeBackend` with its language, flags and renderer, and
-forwards its hook implementations to it. Everything else — the toolchain probe, the cache key,
+A backend plugin creates one :class:`NativeBackend` with its language, flags and renderer; the
+object itself implements the hooks, so the plugin's entry point names it
+(``openmp = "pypto_openmp.plugin:BACKEND"``). Everything else — the toolchain probe, the cache key,
 the C fast-call entry point, the cffi launcher — is the same code for every such backend.
 """
 
@@ -15,7 +16,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..backend_api import Artifact, Availability, BackendSpec, Capabilities, Program
+from ..backend_api import PLUGIN_API_VERSION, Artifact, Availability, BackendSpec, Capabilities, Program
+from ..hookspecs import hookimpl
 from .toolchain import Toolchain, ToolchainError, build_shared, probe
 
 if TYPE_CHECKING:  # imported where used: a warm process never renders code
@@ -33,7 +35,12 @@ def num_threads() -> int:
 
 
 class NativeBackend:
-    """A backend that renders C/C++, builds a shared object and loads it with cffi."""
+    """A backend that renders C/C++, builds a shared object and loads it with cffi.
+
+    An instance is a pypto plugin: its ``pypto_*`` methods answer the hooks for ``self.name``.
+    """
+
+    PYPTO_PLUGIN_API = PLUGIN_API_VERSION
 
     def __init__(
         self,
@@ -114,8 +121,6 @@ class NativeBackend:
         return out
 
     def spec(self) -> BackendSpec:
-        from ..backend_api import PLUGIN_API_VERSION
-
         return BackendSpec(
             name=self.name,
             version=self.version,
@@ -193,3 +198,24 @@ class NativeBackend:
             lib.pt_set_num_threads(threads)
 
         return NativeLauncher(program.loops, artifact, entry_module=artifact.metadata.get("entry"), on_load=on_load)
+
+    # -- the hooks (pluggy calls these on the registered instance) -------------------------------------
+    @hookimpl
+    def pypto_declare_backends(self) -> list[BackendSpec]:
+        return [self.spec()]
+
+    @hookimpl
+    def pypto_codegen(self, backend: str, program: Program) -> str | None:
+        return self.codegen(program) if backend == self.name else None
+
+    @hookimpl
+    def pypto_compile_key(self, backend: str, program: Program) -> str | None:
+        return self.compile_key(program) if backend == self.name else None
+
+    @hookimpl
+    def pypto_compile(self, backend: str, program: Program, source: str) -> Artifact | None:
+        return self.compile(program, source) if backend == self.name else None
+
+    @hookimpl
+    def pypto_launch(self, backend: str, program: Program, artifact: Artifact) -> NativeLauncher | None:
+        return self.launch(program, artifact) if backend == self.name else None

@@ -32,6 +32,7 @@ from ..ir.loops import (
     Var,
     Write,
 )
+from ..ir.names import NameGen
 from ..ir.nodes import (
     TRANSCENDENTAL,
     Binary,
@@ -102,9 +103,8 @@ class _Lowerer:
         self.k = k
         self.noalias = noalias
         self.extents = {a.index: a.extent for a in k.axes}
-        self.taken: set[str] = {p.name for p in k.params} | set(k.dims) | {t.name for t in k.temps}
-        self.taken |= {a.name for a in k.axes}
-        self.counter = 0
+        taken: set[str] = {p.name for p in k.params} | set(k.dims) | {t.name for t in k.temps}
+        self.names = NameGen(taken | {a.name for a in k.axes})
         # reductions whose body is also written to the output: (buffer, index) to write it to
         self.write_through: dict[Reduce, tuple[str, tuple[Affine, ...]]] = {}
         # max reduction -> the sum(exp(body - max)) it pairs with, when lowering the online variant
@@ -112,12 +112,7 @@ class _Lowerer:
 
     # -- names and integer expressions ------------------------------------------------------
     def fresh(self, base: str) -> str:
-        while True:
-            self.counter += 1
-            name = f"{base}{self.counter}"
-            if name not in self.taken:
-                self.taken.add(name)
-                return name
+        return self.names.fresh(base)
 
     def affine(self, a: Affine, env: dict[int, str]) -> Expr:
         e: Expr = _i64(a.const)

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from ..ir.loops import Alloc, Assign, Block, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write, walk
+from ..ir.names import NameGen
 from ..ir.nodes import Binary, Cast, Const, Expr, Unary, Where, children, map_children, postorder
 
 _COMPOUND = (Unary, Binary, Where, Cast)
@@ -32,16 +33,10 @@ def optimize_loops(k: LoopKernel) -> LoopKernel:
 
 class _Optimizer:
     def __init__(self, taken: set[str]):
-        self.taken = taken
-        self.counter = 0
+        self.names = NameGen(taken)
 
     def fresh(self, base: str) -> str:
-        while True:
-            self.counter += 1
-            name = f"{base}{self.counter}"
-            if name not in self.taken:
-                self.taken.add(name)
-                return name
+        return self.names.fresh(base)
 
     def stmt(self, s: Stmt) -> Stmt:
         if isinstance(s, Block):
