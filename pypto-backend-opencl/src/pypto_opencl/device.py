@@ -1,0 +1,215 @@
+"""The OpenCL device pypto runs on: choosing it, what it can do, and why it may be missing.
+
+The device is chosen once per process: ``$PYOPENCL_CTX`` when set (pyopencl's own convention,
+e.g. ``0`` or ``0:1``), else the first GPU, else the first device of any kind (PoCL's CPU device
+with the ``[pocl]`` extra). pyopencl is imported here, lazily, on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from pypto.backend_api import Availability
+
+POCL_HINT = "pip install pypto-backend-opencl[pocl]"
+
+
+class DeviceUnavailable(RuntimeError):
+    """No usable OpenCL device; the message says why and how to get one."""
+
+
+@dataclass(frozen=True)
+class Device:
+    """The chosen device with its context and queue, and the limits code generation and launches use."""
+
+    context: Any
+    queue: Any
+    device: Any
+    platform: str
+    name: str
+    version: str
+    driver: str
+    is_cpu: bool
+    unified_memory: bool
+    fp64: bool
+    max_work_group_size: int
+    local_mem_size: int
+    compute_units: int
+    max_alloc: int
+
+    def identity(self) -> str:
+        """What makes a program binary specific to this device (part of the cache key)."""
+        return f"{self.platform} | {self.name} | {self.version} | driver {self.driver}"
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "platform": self.platform,
+            "device": self.name,
+            "device_type": "cpu" if self.is_cpu else "gpu/accelerator",
+            "opencl": self.version,
+            "driver": self.driver,
+            "compute_units": self.compute_units,
+            "max_work_group_size": self.max_work_group_size,
+            "local_mem_bytes": self.local_mem_size,
+            "max_alloc_bytes": self.max_alloc,
+            "fp64": self.fp64,
+            "unified_memory": self.unified_memory,
+        }
+
+
+_lock = threading.Lock()
+_device: Device | None = None
+_error: str | None = None
+
+
+def set_pocl_cache() -> None:
+    """Keep PoCL's kernel cache next to pypto's (PoCL reads the variable when it starts)."""
+    if "POCL_CACHE_DIR" not in os.environ:
+        from pypto.cache import cache_dir
+
+        os.environ["POCL_CACHE_DIR"] = str(cache_dir() / "pocl")
+
+
+def get_device() -> Device:
+    """The process's device (chosen on first call); raises :class:`DeviceUnavailable` with the reason."""
+    global _device, _error
+    if _device is not None:
+        return _device
+    with _lock:
+        if _device is None:
+            if _error is not None:
+                raise DeviceUnavailable(_error)
+            try:
+                _device = _open()
+            except DeviceUnavailable as e:
+                _error = str(e)
+                raise
+    return _device
+
+
+def _open() -> Device:
+    set_pocl_cache()
+    try:
+        import pyopencl as cl
+    except ImportError as e:
+        raise DeviceUnavailable(f"pyopencl cannot be imported ({e}); {POCL_HINT}") from None
+    if os.environ.get("PYOPENCL_CTX"):
+        try:
+            ctx = cl.create_some_context(interactive=False)
+        except Exception as e:
+            raise DeviceUnavailable(
+                f"PYOPENCL_CTX={os.environ['PYOPENCL_CTX']!r} names no usable device ({e})"
+            ) from None
+        dev = ctx.devices[0]
+    else:
+        dev = _choose(cl)
+        ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx, dev)
+    exts = dev.extensions.split()
+    return Device(
+        context=ctx,
+        queue=queue,
+        device=dev,
+        platform=dev.platform.name.strip(),
+        name=dev.name.strip(),
+        version=dev.version.strip(),
+        driver=dev.driver_version.strip(),
+        is_cpu=bool(dev.type & cl.device_type.CPU),
+        unified_memory=bool(dev.host_unified_memory),
+        fp64="cl_khr_fp64" in exts or bool(getattr(dev, "double_fp_config", 0)),
+        max_work_group_size=int(dev.max_work_group_size),
+        local_mem_size=int(dev.local_mem_size),
+        compute_units=int(dev.max_compute_units),
+        max_alloc=int(dev.max_mem_alloc_size),
+    )
+
+
+def _choose(cl: Any) -> Any:
+    """The first GPU of any platform, else the first device at all."""
+    try:
+        platforms = cl.get_platforms()
+    except Exception as e:  # pyopencl raises when the ICD loader finds no platform at all
+        raise DeviceUnavailable(
+            f"no OpenCL platform found ({e}); install your GPU's OpenCL driver, or PoCL's CPU device: {POCL_HINT}"
+        ) from None
+    devices = []
+    for p in platforms:
+        try:
+            devices += p.get_devices()
+        except Exception:  # a platform without devices
+            continue
+    if not devices:
+        names = ", ".join(p.name for p in platforms) or "none"
+        raise DeviceUnavailable(f"the OpenCL platforms ({names}) have no devices; {POCL_HINT}")
+    gpus = [d for d in devices if d.type & cl.device_type.GPU]
+    return (gpus or devices)[0]
+
+
+def availability() -> Availability:
+    """The backend's availability probe."""
+    try:
+        get_device()
+    except DeviceUnavailable as e:
+        return Availability(False, str(e))
+    return Availability(True)
+
+
+def device_info() -> dict[str, Any]:
+    """``pt.get_runtime_info()`` details: platform, device and its limits."""
+    try:
+        dev = get_device()
+    except DeviceUnavailable as e:
+        return {"device": f"unavailable: {e}"}
+    import pyopencl as cl
+
+    return {**dev.info(), "pyopencl": cl.VERSION_TEXT, "pocl_cache": os.environ.get("POCL_CACHE_DIR")}
+
+
+class DeviceCapabilities:
+    """The backend's :class:`~pypto.backend_api.Capabilities`, read from the device on first use.
+
+    Declaring backends must not touch drivers, so the values are looked up only when someone
+    (the conformance suite, ``pt.get_runtime_info()``) reads them.
+    """
+
+    atomics = False
+
+    @property
+    def _dev(self) -> Device | None:
+        try:
+            return get_device()
+        except DeviceUnavailable:
+            return None
+
+    @property
+    def fp64(self) -> bool:
+        dev = self._dev
+        return bool(dev and dev.fp64)
+
+    @property
+    def dtypes(self) -> frozenset[str]:
+        base = {"bool", "int32", "int64", "float32"}
+        return frozenset(base | ({"float64"} if self.fp64 else set()))
+
+    @property
+    def max_threads(self) -> int | None:
+        dev = self._dev
+        return dev.max_work_group_size if dev else None
+
+    @property
+    def tolerances(self) -> dict[str, tuple[float, float]]:
+        return {}
+
+    @property
+    def notes(self) -> str:
+        dev = self._dev
+        if dev is None:
+            return "no OpenCL device"
+        return (f"{dev.name}: work-groups of up to {dev.max_work_group_size} work-items, "
+                f"{dev.local_mem_size} bytes of local memory, fp64 {'yes' if dev.fp64 else 'no'}")  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"DeviceCapabilities(dtypes={sorted(self.dtypes)}, fp64={self.fp64})"

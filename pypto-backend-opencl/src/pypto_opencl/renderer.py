@@ -1,0 +1,26 @@
+"""OpenCL C 1.2 rendering: the core's SIMT renderer, whose default spellings are OpenCL's."""
+
+from __future__ import annotations
+
+from pypto.codegen.simt import SimtRenderer
+from pypto.dtypes import float64
+
+CPU_LANES = 16  # a float16 fills an AVX-512 register; wider vectors are split by the driver
+
+
+class OpenCLRenderer(SimtRenderer):
+    """OpenCL C 1.2 kernels; ``cl_khr_fp64`` is enabled when the kernel uses float64.
+
+    For CPU devices (``cpu=True``) loops over contiguous points are written with vector types:
+    CPU drivers vectorise across work-items only for straight-line code without calls.
+    """
+
+    def __init__(self, cpu: bool = False):
+        super().__init__()
+        if cpu:
+            self.lanes = CPU_LANES
+
+    def prelude(self) -> list[str]:
+        if float64 in self.dtypes_used:
+            return ["#pragma OPENCL EXTENSION cl_khr_fp64 : enable"]
+        return []

@@ -1,0 +1,319 @@
+"""The OpenCL backend: results against NumPy, generated code, device choice, cache and failures.
+
+Runs on whatever OpenCL device the backend picks (PoCL's CPU device in CI); every test is
+skipped, with the reason, when there is none. float32 results: rtol 1e-5 unless noted.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import pypto as pt
+from pypto.plugins import get_registry
+
+M, N, K = pt.dims("M N K")
+
+_available = get_registry().backends.get("opencl")
+pytestmark = pytest.mark.skipif(
+    _available is None or not _available.availability.available,
+    reason=f"OpenCL backend unavailable: {_available.availability.reason if _available else 'not installed'}",
+)
+
+
+@pytest.fixture(autouse=True)
+def _opencl(monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("PYPTO_EXECUTOR", "opencl")
+    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pt.kernel
+def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
+    row, col = pt.axis(0), pt.axis(1)
+    max_val = pt.reduce_max(x[row, col], axis=col)
+    exp_val = pt.exp(x[row, col] - max_val)
+    y[row, col] = exp_val / pt.reduce_sum(exp_val, axis=col)
+
+
+@pt.kernel
+def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
+    i = pt.axis(0)
+    out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
+
+
+@pt.kernel
+def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    c[i] = a[i] + b[i]
+
+
+@pt.kernel
+def layernorm(x: pt.Tensor[float, (M, N)], g: pt.Tensor[float, (N,)], y: pt.Tensor[float, (M, N)]):
+    r, c = pt.axis(0), pt.axis(1)
+    mean = pt.reduce_mean(x[r, c], axis=c)
+    var = pt.reduce_mean((x[r, c] - mean) ** 2, axis=c)
+    y[r, c] = (x[r, c] - mean) * pt.rsqrt(var + 1e-5) * g[c]
+
+
+@pt.kernel
+def matmul(a: pt.Tensor[float, (M, K)], b: pt.Tensor[float, (K, N)], c: pt.Tensor[float, (M, N)]):
+    i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
+    c[i, j] = pt.reduce_sum(a[i, k] * b[k, j], axis=k)
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def device():
+    from pypto_opencl.device import get_device
+
+    return get_device()
+
+
+# -- results ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (64, 1031), (300, 130), (2, 40000)])
+def test_softmax_matches_numpy(shape):
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    y = pt.empty_like(x)
+    softmax(x, y)
+    np.testing.assert_allclose(y, np_softmax(x), rtol=1e-5, atol=1e-7)
+
+
+def test_long_rows_take_the_online_variant():
+    x = np.random.default_rng(1).standard_normal((2, 150_000)).astype(np.float32)
+    y = pt.empty_like(x)
+    softmax(x, y)
+    np.testing.assert_allclose(y, np_softmax(x), rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("n", [0, 1, 17, 16384, 16385, 1_000_003])
+def test_full_reduction_matches_numpy(n):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    out = np.full(1, np.nan, np.float32)
+    sum_exp(x, out)
+    np.testing.assert_allclose(out[0], np.exp(x.astype(np.float64)).sum(), rtol=2e-5)
+
+
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 1000])
+def test_vector_add_every_tail_length(n):
+    rng = np.random.default_rng(n)
+    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    c = np.full(n, np.nan, np.float32)
+    vector_add(a, b, c)
+    np.testing.assert_array_equal(c, a + b)
+
+
+def test_layernorm_and_matmul_match_numpy():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((33, 257)).astype(np.float32)
+    g = rng.random(257, dtype=np.float32)
+    y = pt.empty_like(x)
+    layernorm(x, g, y)
+    mu = x.mean(1, keepdims=True)
+    want = (x - mu) / np.sqrt(((x - mu) ** 2).mean(1, keepdims=True) + 1e-5) * g
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
+    a, b = rng.standard_normal((17, 40)).astype(np.float32), rng.standard_normal((40, 23)).astype(np.float32)
+    c = pt.empty((17, 23))
+    matmul(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-5)
+
+
+def test_float64_when_the_device_has_it():
+    if not device().fp64:
+        pytest.skip("the device has no cl_khr_fp64")
+
+    @pt.kernel
+    def total(x: pt.Tensor[pt.float64, (N,)], out: pt.Tensor[pt.float64, (1,)]):
+        i = pt.axis(0)
+        out[0] = pt.reduce_sum(x[i] * x[i], axis=i)
+
+    x = np.random.default_rng(4).standard_normal(50_000)
+    out = np.zeros(1)
+    total(x, out)
+    np.testing.assert_allclose(out[0], (x * x).sum(), rtol=1e-12)
+
+
+def test_integers_wrap_and_divide_like_numpy():
+    @pt.kernel
+    def ops(a: pt.Tensor[int, (N,)], b: pt.Tensor[int, (N,)], s: pt.Tensor[int, (N,)], q: pt.Tensor[int, (N,)]):
+        i = pt.axis(0)
+        s[i] = a[i] * b[i] + a[i]
+        q[i] = a[i] // b[i] + a[i] % b[i]
+
+    a = np.array([2**31 - 1, -(2**31), 7, -7, 7, 0, 5], np.int32)
+    b = np.array([2, -1, -2, 2, 0, 0, 3], np.int32)
+    s, q = np.empty_like(a), np.empty_like(a)
+    ops(a, b, s, q)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(s, a * b + a)
+        np.testing.assert_array_equal(q, np.where(b == 0, 0, a // np.where(b == 0, 1, b) + a % np.where(b == 0, 1, b)))
+
+
+def test_nan_propagates_through_row_and_full_maxima():
+    @pt.kernel
+    def peak(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
+        i = pt.axis(0)
+        out[0] = pt.reduce_max(x[i], axis=i)
+
+    x = np.random.default_rng(5).standard_normal((4, 100)).astype(np.float32)
+    x[2, 57] = np.nan
+    y = np.empty_like(x)
+    softmax(x, y)
+    assert np.isnan(y[2]).all() and not np.isnan(y[[0, 1, 3]]).any()
+    flat = np.random.default_rng(6).standard_normal(40_000).astype(np.float32)
+    flat[33_333] = np.nan
+    out = np.zeros(1, np.float32)
+    peak(flat, out)
+    assert np.isnan(out[0])
+
+
+def test_full_reductions_are_deterministic():
+    x = np.random.default_rng(7).standard_normal(3_000_001).astype(np.float32)
+    outs = []
+    for _ in range(3):
+        out = np.zeros(1, np.float32)
+        sum_exp(x, out)
+        outs.append(out.view(np.uint32)[0])
+    assert len(set(outs)) == 1
+
+
+def test_scalars_and_strided_arguments():
+    @pt.kernel
+    def axpy(alpha: float, x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)], flag: bool):
+        i = pt.axis(0)
+        y[i] = pt.where(flag, alpha * x[i], x[i])
+
+    x = np.arange(10, dtype=np.float32)[::2]
+    y = np.zeros(10, np.float32)[::2]
+    axpy(2.5, x, y, True)
+    np.testing.assert_array_equal(y, np.float32(2.5) * x)
+    axpy(2.5, x, y, False)
+    np.testing.assert_array_equal(y, x)
+
+
+# -- generated code ---------------------------------------------------------------------------------------
+
+
+def test_generated_code_is_opencl_with_a_launch_plan():
+    code = softmax.get_code()
+    assert "__kernel void softmax_k1(" in code and "pt_group_max_f32" in code
+    assert "/* pypto launch plan: " in code
+    if device().is_cpu:  # CPU drivers get explicit vectors
+        assert "vload16(0, x + row * N + col)" in code and "float16" in code
+    assert "cl_khr_fp64" not in code
+
+
+def test_runtime_info_shows_the_device_and_its_limits():
+    info = pt.get_runtime_info()["backends"]["opencl"]
+    assert info["available"] and info["device"] and info["platform"]
+    assert info["max_work_group_size"] >= 1 and info["local_mem_bytes"] > 0
+    assert ("float64" in info["dtypes"]) == info["fp64"] == device().fp64
+
+
+# -- processes, cache and failures ---------------------------------------------------------------------------
+
+
+def _run_py(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k not in ("POCL_CACHE_DIR",)}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env={**full, **env}, timeout=600)  # fmt: skip
+
+
+_CUBE = """
+import numpy as np, pypto as pt, os
+N = pt.dim("N")
+@pt.kernel(executor="opencl")
+def cube(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    y[i] = x[i] * x[i] * x[i] + 1.0
+if os.environ.get("FORBID_BUILD"):
+    import pypto_opencl.build as b
+    def no(*a, **k):
+        raise AssertionError("built again")
+    b.build_binary = no
+x = np.arange(100, dtype=np.float32)
+y = np.empty_like(x)
+cube(x, y)
+assert np.allclose(y, x ** 3 + 1)
+print("ok", os.environ.get("POCL_CACHE_DIR"))
+"""
+
+
+def test_program_binaries_are_cached_across_processes(tmp_path):
+    env = {"PYPTO_CACHE_DIR": str(tmp_path / "cache")}
+    first = _run_py(_CUBE, env)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split() == ["ok", str(tmp_path / "cache" / "pocl")]  # POCL_CACHE_DIR defaults there
+    assert len(list((tmp_path / "cache").glob("opencl/*/*.clbin"))) == 1
+    second = _run_py(_CUBE, {**env, "FORBID_BUILD": "1"})
+    assert second.returncode == 0, second.stderr  # served from the cache: no build
+
+
+def test_no_platform_names_the_pocl_extra(tmp_path):
+    code = """
+import numpy as np, pypto as pt
+N = pt.dim("N")
+@pt.kernel(executor="opencl")
+def k(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    y[i] = x[i]
+try:
+    k(np.ones(3, np.float32), np.ones(3, np.float32))
+except pt.BackendUnavailable as e:
+    print("UNAVAILABLE", e)
+print("CODE" if "__kernel void" in k.get_code(backend="opencl") else "NOCODE")
+"""
+    r = _run_py(code, {"OCL_ICD_VENDORS": str(tmp_path / "none"), "PYPTO_CACHE_DIR": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert "UNAVAILABLE backend 'opencl' is installed but unavailable: no OpenCL platform found" in r.stdout
+    assert "pip install pypto-backend-opencl[pocl]" in r.stdout and "CODE" in r.stdout
+
+
+def test_build_failure_shows_the_log_and_the_source():
+    from pypto_opencl.build import build_binary, build_options
+
+    source = "__kernel void ok(__global float *x) { x[0] = 1.0f; }\n__kernel void bad(__global float *x) {\n    x[0] = undefined_name;\n}\n"
+    with pytest.raises(pt.CompileError) as ei:
+        build_binary(device(), source, "bad", build_options(False))
+    msg = str(ei.value)
+    assert "building OpenCL kernel 'bad'" in msg and "undefined_name" in msg
+    assert ">>     3 |     x[0] = undefined_name;" in msg
+
+
+def test_out_of_resources_reports_the_limits():
+    from pypto_opencl.launcher import LaunchError
+
+    x = np.ones((4, 8), np.float32)
+    y = np.empty_like(x)
+    softmax(x, y)
+    launcher = softmax._launchers[("opencl", True)]
+    launcher.policy.group_min = launcher.policy.group_max = 1 << 20  # more work-items than any device allows
+    try:
+        with pytest.raises(LaunchError, match="device limits .*work-groups of at most"):
+            launcher.policy.group = lambda hint, limit: 1 << 20
+            softmax(x, y)
+    finally:
+        softmax._launchers.clear()
+
+
+def test_device_buffers_are_reused_between_calls():
+    add = pt.kernel(vector_add.fn)
+    a = np.ones(1000, np.float32)
+    c = np.empty_like(a)
+    add(a, a, c)
+    launcher = add._launchers[("opencl", True)]
+    if device().unified_memory:
+        assert launcher.copies == {}  # host memory used in place
+    else:
+        first = dict(launcher.copies)
+        add(a, a, c)
+        assert launcher.copies == first

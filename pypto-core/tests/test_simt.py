@@ -1,0 +1,240 @@
+"""The SIMT renderer: how loop-IR shapes become device kernels, and the host's launch plan.
+
+These tests read the generated source and evaluate the plan on the host; running the kernels is
+the GPU backends' business (their tests compare results with NumPy on a device).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import pypto as pt
+from pypto.codegen.simt import SimtRenderer, split_plan
+from pypto.codegen.simt_plan import GROUPS, MAP, SINGLE, LaunchPlan, py_expr
+from pypto.ir.loops import Var
+from pypto.ir.nodes import Binary, Const
+
+M, N, K = pt.dims("M N K")
+
+
+@pt.kernel
+def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    c[i] = a[i] + b[i]
+
+
+@pt.kernel
+def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
+    row, col = pt.axis(0), pt.axis(1)
+    mx = pt.reduce_max(x[row, col], axis=col)
+    e = pt.exp(x[row, col] - mx)
+    y[row, col] = e / pt.reduce_sum(e, axis=col)
+
+
+@pt.kernel
+def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
+    i = pt.axis(0)
+    out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
+
+
+@pt.kernel
+def matmul(a: pt.Tensor[float, (M, K)], b: pt.Tensor[float, (K, N)], c: pt.Tensor[float, (M, N)]):
+    i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
+    c[i, j] = pt.reduce_sum(a[i, k] * b[k, j], axis=k)
+
+
+@pt.kernel
+def column_sum(x: pt.Tensor[float, (M, N)], out: pt.Tensor[float, (N,)]):
+    i, j = pt.axis(0), pt.axis(1)
+    out[j] = pt.reduce_sum(x[i, j], axis=i)
+
+
+@pt.kernel
+def reverse(x: pt.Tensor[int, (N,)]):
+    i = pt.axis(0)
+    x[i] = x[N - 1 - i]
+
+
+@pt.kernel
+def two_totals(x: pt.Tensor[float, (N,)], s: pt.Tensor[float, (1,)], m: pt.Tensor[float, (1,)]):
+    i = pt.axis(0)
+    s[0] = pt.reduce_sum(x[i], axis=i)
+    m[0] = pt.reduce_max(x[i], axis=i) + s[0]
+
+
+@pt.kernel
+def int_ops(a: pt.Tensor[int, (N,)], b: pt.Tensor[int, (N,)], c: pt.Tensor[int, (N,)]):
+    i = pt.axis(0)
+    c[i] = a[i] * b[i] + a[i] // b[i] - abs(b[i])
+
+
+@pt.kernel
+def transpose(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (N, M)]):
+    r, c = pt.axis(0), pt.axis(1)
+    y[c, r] = x[r, c] * 2.0
+
+
+def render(kernel, **settings):
+    r = SimtRenderer()
+    for key, value in settings.items():
+        setattr(r, key, value)
+    return r.program(kernel.program().loops)
+
+
+def kinds(plan: LaunchPlan) -> list[str]:
+    return [k.kind for k in plan.kernels]
+
+
+# -- how loop nests map onto kernels ------------------------------------------------------------------
+
+
+def test_elementwise_is_one_map_kernel_over_an_ndrange():
+    source, plan = render(vector_add)
+    assert kinds(plan) == [MAP]
+    (k,) = plan.kernels
+    assert k.params == ("a", "b", "c", "N") and k.extents == ("(v_N - 0)",)
+    assert "__kernel void vector_add_k0(__global const float *restrict a" in source
+    assert "if ((long)get_global_id(0) >= N - 0) return;" in source
+    assert "barrier" not in source
+
+
+def test_grid_stride_loops_when_the_language_prefers_them():
+    source, _ = render(vector_add, grid_stride=True)
+    assert "for (long pt_g0 = (long)get_global_id(0); pt_g0 < N - 0; pt_g0 += (long)get_global_size(0))" in source
+
+
+def test_row_reductions_get_one_group_per_row_and_a_tree_in_local_memory():
+    source, plan = render(softmax)
+    short = [k for k in plan.kernels if k.when and k.when.startswith("(not")]
+    (k,) = short
+    assert k.kind == GROUPS and k.extents == ("(v_M - 0)",) and k.hint == "(v_N - 0)"
+    body = source.split(f"void {k.name}(")[1].split("\n}\n")[0]
+    assert "const long row = 0 + (long)get_group_id(0);" in body
+    assert body.count("col < N; col += pt_L") == 3  # max, exp + sum, scale: the group shares each row
+    assert "pt_group_max_f32(max_" in body and "pt_group_sum_f32(sum_" in body
+    assert "barrier" not in body.replace("pt_group_", "")  # a thread re-reads only what it wrote
+    assert "inline float pt_max_f32(float a, float b) { return (a > b || a != a) ? a : b; }" in source
+    assert "for (long h = n >> 1; h > 0; h >>= 1)" in source
+
+
+def test_rows_that_fit_are_cached_in_local_memory_in_a_variant():
+    source, plan = render(softmax)
+    (k,) = [k for k in plan.kernels if k.cached is not None]
+    rows = k.cached
+    assert {b.name for b in rows.local} == {"pt_scratch", "pt_row_x", "pt_row_y"}
+    body = source.split(f"void {rows.name}(")[1].split("\n}\n")[0]
+    assert body.count("x[row * N + col]") == 1  # x is read from global memory once
+    assert body.count("y[row * N + col] =") == 1  # y is written once, by the last loop
+    assert "pt_row_y[col] = t" in body
+
+
+def test_long_rows_take_the_online_variant_chosen_on_the_host():
+    _, plan = render(softmax)
+    conds = sorted(k.when for k in plan.kernels)
+    assert conds == ["(((v_N * 4) >= 524288))", "(not ((v_N * 4) >= 524288))"]
+    sizes = plan.sizer()([3, 8])
+    assert sizes.active == (False, True)
+    sizes = plan.sizer()([3, 200_000])
+    assert sizes.active == (True, False)
+
+
+def test_full_reduction_is_two_deterministic_stages():
+    source, plan = render(sum_exp)
+    assert kinds(plan) == [GROUPS, SINGLE]
+    (part,) = plan.buffers
+    assert part.name.startswith("_partial") and part.dtype == "float32"
+    sizes = plan.sizer()([100_000])
+    assert sizes.buffers == (7,) and sizes.extents[0] == (7,)  # blocks of 16384
+    assert sizes.hints == (16384, 7)
+    combine = source.split("void sum_exp_k1(")[1]
+    assert "_b9 < _nblocks2; _b9 += pt_L" in combine  # the ordered combine is shared by one group
+    assert "if (pt_lid == 0) out[0] = sum_" in combine
+
+
+def test_output_loops_of_a_matmul_map_to_two_dimensions():
+    source, plan = render(matmul)
+    assert kinds(plan) == [MAP]
+    assert plan.kernels[0].extents == ("(v_N - 0)", "(v_M - 0)")
+    assert "get_global_id(1)" in source and "for (long k = 0; k < K; k++)" in source
+
+
+def test_strided_reductions_run_one_per_thread():
+    _, plan = render(column_sum)
+    assert kinds(plan) == [MAP]
+
+
+def test_temporaries_are_device_buffers_sized_by_the_host():
+    source, plan = render(reverse)
+    assert kinds(plan) == [MAP, MAP]
+    (t,) = plan.buffers
+    assert t.dtype == "int32" and plan.sizer()([5]).buffers == (5,)
+    assert "__global int *restrict _t0" in source
+
+
+def test_values_written_by_one_kernel_are_seen_by_the_next():
+    source, plan = render(two_totals)
+    assert kinds(plan) == [GROUPS, SINGLE, GROUPS, SINGLE]
+    last = source.split("void two_totals_k3(")[1]
+    assert "s[0]" in last  # read back from the output written by an earlier kernel
+
+
+def test_integer_arithmetic_wraps_and_never_traps():
+    source, _ = render(int_ops)
+    assert "as_int((uint)(t1) * (uint)(t2))" in source
+    assert "if (b == 0) return 0;" in source and "as_int((uint)0 - (uint)(a))" in source
+
+
+# -- lane vectors (CPU OpenCL) -----------------------------------------------------------------------------
+
+
+def test_lanes_vectorise_contiguous_loops_and_keep_a_scalar_tail():
+    source, plan = render(softmax, lanes=16)
+    body = source.split("void softmax_k1(")[1].split("\n}\n")[0]
+    assert "vload16(0, x + row * N + col)" in body and "vstore16(t" in body
+    assert "exp((vload16(0, x + row * N + col) - ((float16)(max_" in body
+    assert "pt_lanes_sum_float16(sum_" in body
+    assert body.count("pt_nv * 16 + pt_lid; col < N; col += pt_L") == 3
+    src, plan = render(vector_add, lanes=16)
+    assert plan.kernels[0].width == 16 and "vstore16(((float16)(a[i] + b[i]))" not in src
+    assert "vstore16((vload16(0, a + i) + vload16(0, b + i)), 0, c + i);" in src
+
+
+def test_lanes_fall_back_to_scalar_code_for_strided_access():
+    source, plan = render(transpose, lanes=16)
+    assert plan.kernels[0].width == 1 and "vload" not in source
+
+
+# -- the plan on the host ----------------------------------------------------------------------------------
+
+
+def test_plan_survives_json_and_the_source_comment():
+    r = SimtRenderer()
+    text = r.render(sum_exp.program().loops)
+    code, plan = split_plan(text)
+    assert "pypto launch plan" not in code
+    _, direct = render(sum_exp)
+    assert plan == direct
+    assert LaunchPlan.from_json(json.loads(plan.to_json())) == plan
+
+
+def test_host_expressions_follow_the_generated_code():
+    n = Var("N", dtype=pt.int64)
+    names = {"N": "v_N"}
+    e = Binary("floordiv", n, Const(0, dtype=pt.int64), dtype=pt.int64)
+    assert eval(py_expr(e, names), {"_fdiv": lambda a, b: a // b if b else 0, "v_N": 7}) == 0
+    f = Binary("div", Const(1.0, dtype=pt.float32), Const(0.0, dtype=pt.float32), dtype=pt.float32)
+    plan = LaunchPlan((), inputs=(), lets=(("inv", py_expr(f, {})),))
+    plan.sizer()([])  # the host never raises on values the device computes without trapping
+
+
+@pytest.mark.parametrize("kernel", [vector_add, softmax, sum_exp, matmul, column_sum, reverse, two_totals, int_ops])
+def test_every_kernel_renders_for_both_thread_mappings(kernel):
+    for settings in ({}, {"grid_stride": True}, {"lanes": 16}):
+        source, plan = render(kernel, **settings)
+        assert source.count("__kernel void") == len(plan.kernels) + sum(k.cached is not None for k in plan.kernels)
+        for k in plan.kernels:
+            assert f"void {k.name}(" in source
+        np.testing.assert_equal(len(plan.sizer()([3] * len(plan.inputs)).extents), len(plan.kernels))
