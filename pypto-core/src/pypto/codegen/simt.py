@@ -118,6 +118,7 @@ class _KernelState:
     strided: Loop | None = None  # the shared loop being rendered (its thread owns these elements)
     width: int = 1  # lanes of the shared loop being rendered (which elements a thread owns)
     last_width: int = 1  # lanes of the last shared loop rendered
+    row_count: str = "0"  # elements of a cached row (C expression)
 
     counter: int = 0
 
@@ -143,7 +144,7 @@ class SimtRenderer(CRenderer):
     local_id = "(long)get_local_id(0)"
     local_size = "(long)get_local_size(0)"
     group_id = "(long)get_group_id(0)"
-    global_id = "(long)get_global_id({d})"
+    global_id = "(long)get_global_id({d})"  # {d}: dimension number, {c}: its letter (x, y, z)
     global_size = "(long)get_global_size({d})"
     barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
     barrier_global = "barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);"
@@ -831,7 +832,7 @@ class SimtRenderer(CRenderer):
         it = self.index_type
         for level, lp in enumerate(chain):
             d = depth - 1 - level
-            gid = self.global_id.format(d=d)
+            gid = self.global_id.format(d=d, c="xyz"[d])
             start = self.index_expr(lp.start, 12)
             ext = self.index_expr(extents[d], 10)
             body = lp.body.body if isinstance(lp.body, Block) else (lp.body,)
@@ -839,7 +840,8 @@ class SimtRenderer(CRenderer):
                 body = tuple(b for b in body if not isinstance(b, Loop))
             if self.grid_stride:
                 g = f"pt_g{d}"
-                self.emit(ind, f"for ({it} {g} = {gid}; {g} < {ext}; {g} += {self.global_size.format(d=d)}) {{")
+                step = self.global_size.format(d=d, c="xyz"[d])
+                self.emit(ind, f"for ({it} {g} = {gid}; {g} < {ext}; {g} += {step}) {{")
                 ind += 1
                 self.emit(ind, f"const {it} {lp.var} = {start} + {g};")
             elif width > 1 and level == depth - 1:
@@ -900,6 +902,7 @@ class SimtRenderer(CRenderer):
             cname = f"pt_row_{buf}"
             self.st.caches[buf] = cname
             count = Binary("sub", lp.stop, lp.start, dtype=int64)
+            self.st.row_count = self.index_expr(count)
             local.append(LocalBuffer(cname, self.buffers[buf][0].itemsize, py_expr(count, self.host)))
             writers = [b for b in _shared_loops(loop, self) if buf in _writes(b)]
             if writers:
@@ -945,7 +948,8 @@ class SimtRenderer(CRenderer):
                 head.append(self.indent_unit + f"const {self.index_type} pt_L = {self.local_size};")
         local_all = list(local)
         if st.reductions:
-            local_all.insert(0, LocalBuffer(SCRATCH, 8, "1", per_thread=True))
+            if self.local_scratch_param:
+                local_all.insert(0, LocalBuffer(SCRATCH, 8, "1", per_thread=True))
         text = "\n".join([
             *("/* " + c.replace("*/", "* /") + " */" for c in step.comments),
             self.kernel_signature(name, params, k, tuple(local_all)) + " {",

@@ -1,0 +1,79 @@
+"""CUDA C rendering: the core's SIMT renderer with CUDA's spellings, warp shuffles and dynamic shared memory."""
+
+from __future__ import annotations
+
+from pypto.codegen.simt import SimtRenderer
+from pypto.codegen.simt_plan import LocalBuffer
+from pypto.dtypes import DType, bool_, float32, float64, int32, int64
+from pypto.ir.reducers import identity
+
+WARP = 32
+
+
+class CudaRenderer(SimtRenderer):
+    """CUDA C kernels (``extern "C"`` so they are found by name in the cubin).
+
+    Map kernels use grid-stride loops; a group's reduction combines each warp with
+    ``__shfl_down_sync``, then the warps' results through 32 words of shared memory (blocks are a
+    whole number of warps). Cached rows live in dynamic shared memory sized at launch.
+    """
+
+    includes = ("<math.h>",)
+    kernel_prefix = 'extern "C" __global__ void '
+    restrict = "__restrict__"
+    buffer_qualifier = ""
+    local_qualifier = "__shared__ "
+    static_inline = "static __device__ __forceinline__"
+    math_suffix_f32 = "f"
+    index_type = "long long"
+    types = {float32: "float", float64: "double", int32: "int", int64: "long long", bool_: "bool"}
+    buffer_types: dict[DType, str] = {}
+    scalar_types = {bool_: "unsigned char"}  # passed as one byte by the launcher
+    unsigned_types = {int32: "unsigned int", int64: "unsigned long long"}
+    reinterpret: dict[DType, str] = {}  # a C cast: nvcc converts unsigned to signed modulo 2^n
+    int64_suffix = "LL"
+    local_id = "(long long)threadIdx.x"
+    local_size = "(long long)blockDim.x"
+    group_id = "(long long)blockIdx.x"
+    global_id = "((long long)blockIdx.{c} * blockDim.{c} + threadIdx.{c})"
+    global_size = "((long long)gridDim.{c} * blockDim.{c})"
+    barrier = "__syncthreads();"
+    barrier_global = "__syncthreads();"
+    grid_stride = True
+    local_scratch_param = False
+
+    def group_reduce_source(self, op: str, dt: DType, fn: str) -> str:
+        t = self.ctype(dt)
+        ident = self.literal(identity(op, dt).value, dt)
+        fold = self.combine_text(op, dt, "v", "__shfl_down_sync(0xffffffffu, v, o)")
+        return (
+            f"{self.static_inline} {t} {fn}({t} v) {{\n"
+            f"    __shared__ {t} pt_w[{WARP}];\n"
+            f"    const unsigned int lane = threadIdx.x & {WARP - 1}u, warp = threadIdx.x / {WARP}u;\n"
+            f"    for (int o = {WARP // 2}; o > 0; o >>= 1) v = {fold};\n"
+            f"    __syncthreads();  /* pt_w may still be read by the previous reduction */\n"
+            f"    if (lane == 0) pt_w[warp] = v;\n"
+            f"    __syncthreads();\n"
+            f"    v = threadIdx.x < (blockDim.x + {WARP - 1}u) / {WARP}u ? pt_w[threadIdx.x] : {ident};\n"
+            f"    if (warp == 0)\n"
+            f"        for (int o = {WARP // 2}; o > 0; o >>= 1) v = {fold};\n"
+            f"    if (threadIdx.x == 0) pt_w[0] = v;\n"
+            f"    __syncthreads();\n"
+            f"    return pt_w[0];\n}}"
+        )
+
+    def group_reduce_call(self, op: str, dt: DType, value: str) -> str:
+        return f"{self.helper(f'group_{op}', dt)}({value})"
+
+    def local_declarations(self, local: tuple[LocalBuffer, ...]) -> list[str]:
+        """Cached rows, one after the other in the block's dynamic shared memory (16-byte aligned)."""
+        rows = [b for b in local if not b.per_thread]
+        if not rows:
+            return []
+        ind = self.indent_unit
+        out = [ind + "extern __shared__ __align__(16) unsigned char pt_dyn[];", ind + "long long pt_at = 0;"]
+        for b in rows:
+            t = self.ctype(self.cache_dtype(b.name))
+            out.append(ind + f"{t} *__restrict__ {b.name} = ({t} *)(pt_dyn + pt_at);")
+            out.append(ind + f"pt_at += ((long long)({self.st.row_count}) * {b.itemsize} + 15) / 16 * 16;")
+        return out
