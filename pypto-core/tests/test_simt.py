@@ -112,7 +112,7 @@ def test_row_reductions_get_one_group_per_row_and_a_tree_in_local_memory():
     (k,) = short
     assert k.kind == GROUPS and k.extents == ("(v_M - 0)",) and k.hint == "(v_N - 0)"
     body = source.split(f"void {k.name}(")[1].split("\n}\n")[0]
-    assert "const long row = 0 + (long)get_group_id(0);" in body
+    assert "for (long row = 0 + (long)get_group_id(0); row < M; row += (long)get_num_groups(0))" in body
     assert body.count("col < N; col += pt_L") == 3  # max, exp + sum, scale: the group shares each row
     assert "pt_group_max_f32(max_" in body and "pt_group_sum_f32(sum_" in body
     assert "barrier" not in body.replace("pt_group_", "")  # a thread re-reads only what it wrote

@@ -197,7 +197,7 @@ class CudaLauncher:
                     f, launch, shared = f.cached, f.cached.launch, need
                     self._opt_in(f, shared)
             block = (size, 1, 1)
-            grid = (extents[0] if launch.kind == GROUPS else 1, 1, 1)
+            grid = (min(extents[0], MAX_GRID[0]) if launch.kind == GROUPS else 1, 1, 1)  # groups stride past it
         values = []
         for p in launch.params:
             if p in mem:

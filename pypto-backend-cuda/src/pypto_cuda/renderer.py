@@ -35,6 +35,7 @@ class CudaRenderer(SimtRenderer):
     local_id = "(long long)threadIdx.x"
     local_size = "(long long)blockDim.x"
     group_id = "(long long)blockIdx.x"
+    num_groups = "(long long)gridDim.x"
     global_id = "((long long)blockIdx.{c} * blockDim.{c} + threadIdx.{c})"
     global_size = "((long long)gridDim.{c} * blockDim.{c})"
     barrier = "__syncthreads();"

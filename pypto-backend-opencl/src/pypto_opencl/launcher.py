@@ -35,21 +35,32 @@ def pow2_at_most(n: int) -> int:
 
 
 class GroupPolicy:
-    """How many work-items a group gets.
+    """How many work-items a group gets, and how many groups run.
 
-    GPUs: enough for the row (a power of two between 32 and 256). CPU devices run a group's
-    work-items as a loop, so a few suffice; keeping the size fixed also spares PoCL one kernel
-    compilation per new size.
+    GPUs: enough work-items for the row (a power of two between 32 and 256), one group per
+    iteration. CPU devices run a group's work-items as a loop over vector code: a row is best
+    done by one work-item (then the group's reduction needs no barrier), a long block (the first
+    stage of a full reduction) by a few dozen; fixed sizes also spare PoCL a kernel compilation
+    per new size. Rows are not copied to local memory there: the CPU's caches hold them.
     """
 
     def __init__(self, dev: Device):
         self.cpu = dev.is_cpu
-        self.group_min, self.group_max = (8, 8) if dev.is_cpu else (32, 256)
-        self.map_items = 256
+        self.group_min, self.group_max = (1, 64) if dev.is_cpu else (32, 256)
+        self.long_rows = 16384  # CPU devices: rows at least this long get group_max work-items
+        self.map_items = 1024 if dev.is_cpu else 256
+        self.max_groups = 2**31 - 1
+        self.cache_rows = not dev.is_cpu
 
     def group(self, hint: int | None, limit: int) -> int:
-        want = pow2_at_least(hint) if hint else self.group_max
+        if self.cpu:
+            want = self.group_max if hint is not None and hint >= self.long_rows else self.group_min
+        else:
+            want = pow2_at_least(hint) if hint else self.group_max
         return max(1, min(max(want, self.group_min), self.group_max, pow2_at_most(limit)))
+
+    def groups(self, iterations: int) -> int:
+        return max(1, min(iterations, self.max_groups))
 
     def map(self, extents: Sequence[int], limit: int) -> tuple[int, ...]:
         room = min(self.map_items, pow2_at_most(limit))
@@ -171,10 +182,10 @@ class OpenCLLauncher:
             glob = tuple(-(-e // lsz) * lsz for e, lsz in zip(extents, local))
         else:
             size = 1 if launch.serial else self.policy.group(hint, k.max_group)
-            if k.cached is not None and self._fits(k.cached, size, counts):
+            if k.cached is not None and self.policy.cache_rows and self._fits(k.cached, size, counts):
                 k, launch = k.cached, k.cached.launch
             local = (size,)
-            glob = (size * (extents[0] if launch.kind == GROUPS else 1),)
+            glob = (size * (self.policy.groups(extents[0]) if launch.kind == GROUPS else 1),)
         values = []
         for p in launch.params:
             if p in mem:

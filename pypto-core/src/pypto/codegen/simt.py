@@ -144,6 +144,7 @@ class SimtRenderer(CRenderer):
     local_id = "(long)get_local_id(0)"
     local_size = "(long)get_local_size(0)"
     group_id = "(long)get_group_id(0)"
+    num_groups = "(long)get_num_groups(0)"
     global_id = "(long)get_global_id({d})"  # {d}: dimension number, {c}: its letter (x, y, z)
     global_size = "(long)get_global_size({d})"
     barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
@@ -262,6 +263,7 @@ class SimtRenderer(CRenderer):
         t, q = self.ctype(dt), self.local_qualifier
         return (
             f"{self.static_inline} {t} {fn}({t} v, {q}{t} *s, long lid, long n) {{\n"
+            f"    if (n == 1) return v;  /* one work-item (CPU devices): no barrier once inlined */\n"
             f"    s[lid] = v;\n"
             f"    {self.barrier}\n"
             f"    for (long h = n >> 1; h > 0; h >>= 1) {{\n"
@@ -896,7 +898,13 @@ class SimtRenderer(CRenderer):
         """The groups kernel's text and plan entry, keeping the ``cached`` rows in local memory."""
         body = self.begin()
         loads, _ = self.load_slots(step.stmts, 1, single=False)
-        self.emit(1, f"const {self.index_type} {loop.var} = {self.index_expr(loop.start, 12)} + {self.group_id};")
+        # group-stride: a host may launch fewer groups than iterations (CPU devices: a group per core or so)
+        it, stop = self.index_type, self.index_expr(loop.stop, 10)
+        start = self.index_expr(loop.start, 12)
+        self.emit(
+            1,
+            f"for ({it} {loop.var} = {start} + {self.group_id}; {loop.var} < {stop}; {loop.var} += {self.num_groups}) {{",
+        )
         local: list[LocalBuffer] = []
         for buf, lp in cached:
             cname = f"pt_row_{buf}"
@@ -907,7 +915,8 @@ class SimtRenderer(CRenderer):
             writers = [b for b in _shared_loops(loop, self) if buf in _writes(b)]
             if writers:
                 self.st.last_writer[buf] = writers[-1]
-        self.group_block([loop.body], 1, 1)
+        self.group_block([loop.body], 2, 1)
+        self.emit(1, "}")
         pre = self.preamble(step.stmts, 1, (loop.start, loop.stop))
         ext = (py_expr(Binary("sub", loop.stop, loop.start, dtype=int64), self.host),)
         return self.finish_kernel(k, name, step, [*pre, *loads, *body], GROUPS, ext, hint, False, tuple(local))

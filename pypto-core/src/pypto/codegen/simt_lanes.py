@@ -181,7 +181,7 @@ class LaneWriter:
         cmp = ">" if op == "maximum" else "<"
         self.helper(
             name,
-            f"{self.r.static_inline} {vt} {name}({vt} a, {vt} b) {{ return select(b, a, (a {cmp} b) | (a != a)); }}",
+            f"{self.r.static_inline} {vt} {name}({vt} a, {vt} b) {{ return ((a {cmp} b) | (a != a)) ? a : b; }}",
         )
         return f"{name}({a}, {b})"
 

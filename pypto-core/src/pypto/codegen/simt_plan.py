@@ -41,8 +41,9 @@ class KernelLaunch:
     """One device kernel of a plan.
 
     ``kind`` says how it is launched: ``map`` (one thread per point of ``extents``, dimension 0
-    the innermost), ``groups`` (one work-group per point of ``extents[0]``, the group's threads
-    sharing the work of one iteration) or ``single`` (one work-group). ``hint`` is the number of
+    the innermost), ``groups`` (work-groups over the ``extents[0]`` iterations, the group's threads
+    sharing the work of one iteration; a group takes iterations ``g, g + groups, ...``, so a host
+    may launch fewer groups than iterations) or ``single`` (one work-group). ``hint`` is the number of
     elements a group's threads share (it picks the group size); ``serial`` kernels must run with
     one thread. ``params`` names the kernel's arguments in order (buffers, scalars, dims; local
     buffers come last). ``cached`` names a variant of this kernel that keeps rows in local memory,
