@@ -238,3 +238,95 @@ def test_every_kernel_renders_for_both_thread_mappings(kernel):
         for k in plan.kernels:
             assert f"void {k.name}(" in source
         np.testing.assert_equal(len(plan.sizer()([3] * len(plan.inputs)).extents), len(plan.kernels))
+
+
+# -- device arrays ---------------------------------------------------------------------------------------------
+
+
+class FakeDeviceArray:
+    """An array in 'device memory': the host binder cannot read it (no NumPy interfaces)."""
+
+    def __init__(self, data: np.ndarray):
+        self._data = data
+        self.shape, self.dtype = data.shape, data.dtype
+
+
+def _device_view(value):
+    from pypto.codegen.simt_args import DeviceArray
+
+    if not isinstance(value, FakeDeviceArray):
+        return None
+    d = value._data
+    return DeviceArray(d, value, d.dtype, d.shape, d.flags.c_contiguous, id(d.base if d.base is not None else d),
+                       0, d.nbytes)  # fmt: skip
+
+
+DEVICE_BACKEND = """
+import numpy as np
+import pypto
+from pypto.backend_api import PLUGIN_API_VERSION, Artifact, BackendSpec
+
+PYPTO_PLUGIN_API = "1.0"
+
+@pypto.hookimpl
+def pypto_declare_backends():
+    return [BackendSpec("fakegpu", "1.0", PLUGIN_API_VERSION, priority=-5)]
+
+@pypto.hookimpl
+def pypto_codegen(backend, program):
+    return "source" if backend == "fakegpu" else None
+
+@pypto.hookimpl
+def pypto_compile(backend, program, source):
+    return Artifact(backend, b"binary", ".bin") if backend == "fakegpu" else None
+
+@pypto.hookimpl
+def pypto_launch(backend, program, artifact):
+    if backend != "fakegpu":
+        return None
+    from pypto.codegen.simt_args import DeviceArray, DeviceBinder
+
+    binder = DeviceBinder(program)
+
+    def run(a, b, c, n):  # loop-IR order: buffers, then dims
+        data = lambda x: x.handle if isinstance(x, DeviceArray) else x
+        np.add(data(a), data(b), out=data(c))
+
+    def fast_entry(*args):
+        bound = binder.bind(args, VIEW)
+        if bound is None:
+            return NotImplemented
+        run(*bound[0])
+        return bound[1][0]
+
+    run.fast_entry = fast_entry
+    return run
+"""
+
+
+def test_device_arrays_reach_the_fast_entry_on_the_first_call(monkeypatch, tmp_path):
+    import types
+
+    mod = types.ModuleType("fakegpu_backend")
+    mod.VIEW = _device_view
+    exec(DEVICE_BACKEND, mod.__dict__)
+    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path))
+    try:
+        pt.register_plugin(mod, "fakegpu")
+        k = pt.kernel(executor="fakegpu")(vector_add.fn)
+        a = FakeDeviceArray(np.arange(5, dtype=np.float32))
+        c = FakeDeviceArray(np.zeros(5, np.float32))
+        assert k(a, a, c) is c  # no NumPy view of a device array: the backend's entry takes it
+        np.testing.assert_array_equal(c._data, 2 * np.arange(5))
+        with pytest.raises(pt.ShapeError):
+            k(a, a, FakeDeviceArray(np.zeros(4, np.float32)))
+        with pytest.raises(pt.DTypeError):
+            k(a, FakeDeviceArray(np.zeros(5, np.float64)), c)
+        with pytest.raises(pt.AliasingError):
+            k(a, a, a)
+        x, y = np.ones(3, np.float32), np.empty(3, np.float32)
+        assert k(x, x, y) is y and (y == 2).all()  # host arrays take the usual path
+        with pytest.raises(pt.ArgumentError, match="cannot be used as an input array"):
+            k(object(), a, c)  # what neither path can take keeps the binder's error
+    finally:
+        pt.reload_plugins()

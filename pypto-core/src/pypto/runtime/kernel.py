@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import functools
+import numbers
 import os
 import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from ..backend_api import Artifact, KernelOptions, Program
 from ..errors import ArgumentError, BackendNotFound, CompileError
@@ -180,7 +183,13 @@ class Kernel:
         """The full path: resolve the backend, bind and check every argument, launch."""
         key = self.executor if self.executor is not None else _env_executor()
         entry = self._backend(None, need_available=True)
-        bound = self._get_binder().bind(args, kwargs)
+        try:
+            bound = self._get_binder().bind(args, kwargs)
+        except ArgumentError:
+            result = self._device_call(entry.spec.name, key, args, kwargs)
+            if result is NotImplemented:
+                raise
+            return result
         launcher = self._launcher(entry.spec.name, bound.noalias)
         fast = getattr(launcher, "fast_entry", None) if bound.noalias else None
         if fast is None or not _launch_fast(fast, bound):
@@ -189,6 +198,20 @@ class Kernel:
             outputs = tuple(i for i, p in enumerate(self._get_binder().params) if getattr(p, "role", "in") != "in")
             self._fast = (key, fast, outputs)
         return bound.finish()
+
+    def _device_call(self, backend: str, key: object, args: tuple, kwargs: dict) -> Any:
+        """Arguments the host binder cannot read (arrays in GPU memory) offered to the backend's
+        fast entry, which checks and runs them itself; ``NotImplemented`` if it declines."""
+        if kwargs or len(args) != len(self._get_binder().params) or not any(map(_foreign_array, args)):
+            return NotImplemented
+        fast = getattr(self._launcher(backend, True), "fast_entry", None)
+        if fast is None:
+            return NotImplemented
+        result = fast(*args)
+        if result is not NotImplemented:
+            outputs = tuple(i for i, p in enumerate(self._get_binder().params) if getattr(p, "role", "in") != "in")
+            self._fast = (key, fast, outputs)
+        return result
 
     def compile(self, backend: str | None = None) -> Kernel:
         """Trace and compile now for ``backend`` (default: the kernel's executor); returns the kernel."""
@@ -228,6 +251,13 @@ class Kernel:
         if self.options.fastmath:
             opts.append("fastmath=True")
         return f"<pypto kernel {getattr(self.fn, '__qualname__', self.fn)}{' ' + ', '.join(opts) if opts else ''}>"
+
+
+def _foreign_array(v: Any) -> bool:
+    """An argument that may be an array the host binder cannot read (one in GPU memory)."""
+    if isinstance(v, (np.ndarray, np.generic, numbers.Number, list, tuple, str, bytes)):
+        return False
+    return not (hasattr(v, "__array_interface__") or hasattr(v, "__array_struct__"))
 
 
 def _poison(outputs: list[Any]) -> bool:
