@@ -317,3 +317,32 @@ def test_device_buffers_are_reused_between_calls():
         first = dict(launcher.copies)
         add(a, a, c)
         assert launcher.copies == first
+
+
+def test_pyopencl_arrays_are_used_in_place():
+    import pyopencl.array as cla
+
+    import pypto_opencl
+
+    q = pypto_opencl.queue()
+    add = pt.kernel(vector_add.fn)
+    a = cla.to_device(q, np.arange(100, dtype=np.float32))
+    c = cla.empty_like(a)
+    assert add(a, a, c) is c  # the first call already: no host copy, no binder error
+    np.testing.assert_array_equal(c.get(), 2 * np.arange(100, dtype=np.float32))
+    launcher = add._launchers[("opencl", True)]
+    assert launcher.copies == {}
+    base = cla.to_device(q, np.arange(300, dtype=np.float32))
+    step = device().device.mem_base_addr_align // 32  # the alignment of sub-buffers, in float32 elements
+    out = cla.zeros(q, 16, np.float32)
+    add(base[step : step + 16], base[step : step + 16], out)  # a view at an aligned offset: a sub-buffer
+    np.testing.assert_array_equal(out.get(), 2 * np.arange(step, step + 16, dtype=np.float32))
+    if step > 1:
+        with pytest.raises(pt.ArgumentError, match="pass a copy of the view"):
+            add(base[1:17], base[1:17], out)
+    with pytest.raises(pt.ShapeError):
+        add(a, a, cla.empty(q, 99, np.float32))
+    with pytest.raises(pt.DTypeError):
+        add(a, a, cla.empty(q, 100, np.float64))
+    with pytest.raises(pt.AliasingError):
+        add(a, a, a)

@@ -148,6 +148,16 @@ def _choose(cl: Any) -> Any:
     return (gpus or devices)[0]
 
 
+def context() -> Any:
+    """The OpenCL context pypto's kernels run in (make ``pyopencl.array`` arguments in it)."""
+    return get_device().context
+
+
+def queue() -> Any:
+    """The command queue pypto's kernels are launched on."""
+    return get_device().queue
+
+
 def availability() -> Availability:
     """The backend's availability probe."""
     try:

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from pypto.backend_api import Artifact, Program
+from pypto.codegen.simt_args import DeviceArray, DeviceBinder
 from pypto.codegen.simt_plan import GROUPS, MAP, KernelLaunch, LaunchPlan
-from pypto.errors import PyptoError
+from pypto.errors import ArgumentError, PyptoError
 
 from .build import load_program
 from .device import Device
@@ -113,7 +114,55 @@ class OpenCLLauncher:
         self.itemsize = {
             b.name: np.dtype(b.dtype if b.dtype != "bool" else "uint8").itemsize for b in self.plan.buffers
         }
+        self.binder = DeviceBinder(program)
         self.lock = threading.Lock()
+
+    # -- device arrays -------------------------------------------------------------------------------
+    def fast_entry(self, *args: Any) -> Any:
+        """Calls whose arrays are ``pyopencl.array.Array`` objects (checked like any call, used in
+        place); ``NotImplemented`` for anything else, which then takes the core's path."""
+        import pyopencl.array as cla
+
+        if not any(isinstance(a, cla.Array) for a in args):
+            return NotImplemented
+        bound = self.binder.bind(args, self._cl_array)
+        if bound is None:
+            return NotImplemented
+        launch_args, outputs = bound
+        for a in args:
+            if isinstance(a, cla.Array) and a.queue is not None and a.queue != self.dev.queue:
+                a.queue.finish()  # the array's pending work (a fill, a copy) comes first
+        self(*launch_args)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _cl_array(self, value: Any) -> DeviceArray | None:
+        import pyopencl.array as cla
+
+        if not isinstance(value, cla.Array):
+            return None
+        if value.context != self.dev.context:
+            raise ArgumentError(
+                f"{self.name}(): a pyopencl array belongs to another OpenCL context than the backend's",
+                expected="an array made in pypto_opencl.context()",
+                got=str(value.context),
+                fix="create device arrays with pypto_opencl.queue() (e.g. pyopencl.array.to_device(pypto_opencl.queue(), a))",
+            )
+        base = value.base_data
+        handle = base
+        if value.offset:
+            try:
+                handle = base.get_sub_region(value.offset, max(value.nbytes, 1))
+            except self.cl.Error:
+                raise ArgumentError(
+                    f"{self.name}(): a pyopencl array view starts at byte {value.offset} of its buffer, "
+                    "which the device cannot address on its own",
+                    expected="an array at the start of its buffer (or at an aligned offset)",
+                    got=f"offset {value.offset}",
+                    fix="pass a copy of the view",
+                ) from None
+        contiguous = bool(value.flags.c_contiguous) or value.size == 0
+        return DeviceArray(handle, value, value.dtype, tuple(value.shape), contiguous, base.int_ptr,
+                           value.offset, value.nbytes)  # fmt: skip
 
     # -- device memory -----------------------------------------------------------------------------
     def _alloc(self, nbytes: int) -> Any:
@@ -152,6 +201,9 @@ class OpenCLLauncher:
         copied: list[tuple[np.ndarray, Any]] = []
         for i, name, role in self.buffers:
             arr = args[i]
+            if isinstance(arr, DeviceArray):
+                mem[name] = arr.handle if arr.nbytes else self._reused(self.copies, i, 1)
+                continue
             buf, in_place = self._argument(i, arr)
             mem[name] = buf
             if role != "in" and arr.nbytes:
