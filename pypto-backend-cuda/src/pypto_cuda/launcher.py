@@ -110,8 +110,11 @@ class CudaLauncher:
             a.name: "P" if a.kind == "buffer" else "q" if a.kind == "dim" else _FORMAT[a.dtype.name] for a in args
         }
         formats.update({b.name: "P" for b in self.plan.buffers})
+        data = artifact.data
+        if artifact.metadata.get("format") == "ptx" and not data.endswith(b"\0"):
+            data += b"\0"  # the driver reads PTX as a C string
         with dev.active():
-            self.module = self.cuda.module_from_buffer(artifact.data)
+            self.module = self.cuda.module_from_buffer(data)
             self.functions = [_Function(dev, self.module, k, formats) for k in self.plan.kernels]
         pos = {a.name: i for i, a in enumerate(args)}
         self.buffers = [(i, a.name, a.role) for i, a in enumerate(args) if a.kind == "buffer"]
@@ -140,7 +143,10 @@ class CudaLauncher:
         if bound is None:
             return NotImplemented
         launch_args, outputs = bound
-        self(*launch_args)
+        with self.lock, self.dev.active():
+            # the arrays' producers may still be writing them on their own streams
+            self.cuda.Context.synchronize()
+            self._run(launch_args)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     # -- device memory ----------------------------------------------------------------------------------------

@@ -220,7 +220,8 @@ class OpenCLLauncher:
         for arr, buf in copied:
             cl.enqueue_copy(queue, arr, buf, is_blocking=False)
         for arr, buf in shared:  # make the results visible in host memory (a no-op on CPU devices)
-            mapped, _ = cl.enqueue_map_buffer(queue, buf, cl.map_flags.READ, 0, (arr.nbytes,), np.uint8)
+            mapped, _ = cl.enqueue_map_buffer(queue, buf, cl.map_flags.READ, 0, (arr.nbytes,), np.uint8,
+                                              is_blocking=False)  # fmt: skip
             mapped.base.release(queue)
         queue.finish()
 
