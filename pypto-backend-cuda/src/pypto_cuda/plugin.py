@@ -7,8 +7,6 @@ compile every kernel); launching needs the driver, pycuda and a device.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
 import os
 
@@ -19,24 +17,8 @@ from . import __version__
 
 PYPTO_PLUGIN_API = PLUGIN_API_VERSION
 NAME = "cuda"
+RENDERER = "pypto_cuda.renderer"  # its source is part of the cache key
 PRIORITY = 200  # the GPU wins "auto" whenever it can run
-CODEGEN_MODULES = ("pypto.codegen.cstyle", "pypto.codegen.simt", "pypto.codegen.simt_plan", "pypto_cuda.renderer")
-
-_digest: str | None = None
-
-
-def codegen_digest() -> str:
-    """A digest of the code generators' sources: a changed renderer never reuses stale binaries."""
-    global _digest
-    if _digest is None:
-        h = hashlib.sha256()
-        for mod in CODEGEN_MODULES:
-            spec = importlib.util.find_spec(mod)
-            if spec is not None and spec.origin:
-                with open(spec.origin, "rb") as f:
-                    h.update(f.read())
-        _digest = h.hexdigest()[:16]
-    return _digest
 
 
 def target_arch() -> str:
@@ -86,10 +68,12 @@ def pypto_codegen(backend: str, program: Program) -> str | None:
 def pypto_compile_key(backend: str, program: Program) -> str | None:
     if backend != NAME:
         return None
+    from pypto.codegen.simt import codegen_digest
+
     from .nvcc import flags, probe_nvcc
 
     tc = probe_nvcc()
-    return f"{tc.identity()} arch={target_arch()} flags={flags(program.options.fastmath)} codegen={codegen_digest()}"
+    return f"{tc.identity()} arch={target_arch()} flags={flags(program.options.fastmath)} codegen={codegen_digest(RENDERER)}"
 
 
 @hookimpl

@@ -5,8 +5,6 @@ Kept light: pyopencl is imported, and the device opened, only when a hook needs 
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
 
 from pypto.backend_api import PLUGIN_API_VERSION, Artifact, BackendSpec, Program
@@ -16,24 +14,8 @@ from . import __version__
 
 PYPTO_PLUGIN_API = PLUGIN_API_VERSION
 NAME = "opencl"
+RENDERER = "pypto_opencl.renderer"  # its source is part of the cache key
 PRIORITY = 50  # below the CPU backends: chosen automatically only when nothing else is installed
-CODEGEN_MODULES = ("pypto.codegen.cstyle", "pypto.codegen.simt", "pypto.codegen.simt_plan", "pypto_opencl.renderer")
-
-_digest: str | None = None
-
-
-def codegen_digest() -> str:
-    """A digest of the code generators' sources: a changed renderer never reuses stale binaries."""
-    global _digest
-    if _digest is None:
-        h = hashlib.sha256()
-        for mod in CODEGEN_MODULES:
-            spec = importlib.util.find_spec(mod)
-            if spec is not None and spec.origin:
-                with open(spec.origin, "rb") as f:
-                    h.update(f.read())
-        _digest = h.hexdigest()[:16]
-    return _digest
 
 
 def _spec() -> BackendSpec:
@@ -80,11 +62,13 @@ def pypto_codegen(backend: str, program: Program) -> str | None:
 def pypto_compile_key(backend: str, program: Program) -> str | None:
     if backend != NAME:
         return None
+    from pypto.codegen.simt import codegen_digest
+
     from .build import build_options
     from .device import get_device
 
     dev = get_device()
-    return f"{dev.identity()} options={build_options(program.options.fastmath)} codegen={codegen_digest()}"
+    return f"{dev.identity()} options={build_options(program.options.fastmath)} codegen={codegen_digest(RENDERER)}"
 
 
 @hookimpl

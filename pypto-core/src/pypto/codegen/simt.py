@@ -31,8 +31,11 @@ declared, the prelude.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.util
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..dtypes import DType, bool_, float32, float64, int32, int64
@@ -54,9 +57,12 @@ from ..ir.loops import (
     stmt_exprs,
     walk,
 )
-from ..ir.nodes import Binary, Const, Expr, Unary, children, map_children
-from ..ir.reducers import COMBINE_OP, identity
+from ..ir.nodes import Binary, Const, Expr, Unary
+from ..ir.reducers import COMBINE_OP
+from . import simt_analysis as ana
 from .cstyle import CRenderer
+from .simt_analysis import Unsupported
+from .simt_groups import SCRATCH, GroupSharing, Partial
 from .simt_plan import (
     GROUPS,
     MAP,
@@ -72,14 +78,8 @@ from .simt_plan import (
 
 PLAN_MARKER = "/* pypto launch plan: "
 _PARALLEL = ("parallel", "parallel_vector")
-_SHAREABLE = ("vector", "parallel", "parallel_vector")
-_REDUCER_OF = {v: k for k, v in COMBINE_OP.items()}  # "add" -> "sum", ...
-SCRATCH = "pt_scratch"
+ana.REDUCER_OF = {v: k for k, v in COMBINE_OP.items()}  # "add" -> "sum", ...
 MAX_MAP_DIMS = 3
-
-
-class Unsupported(Exception):
-    """A loop shape a mapping does not handle; the caller falls back to a simpler mapping."""
 
 
 @dataclass
@@ -93,22 +93,13 @@ class _Step:
 
 
 @dataclass
-class _Partial:
-    """An accumulator holding per-thread partial results until the group reduces it."""
-
-    op: str
-    dtype: DType
-    pre: str | None  # saved value to combine with after the reduction (None: started at the identity)
-
-
-@dataclass
 class _KernelState:
     """What rendering one device kernel tracks."""
 
     buffers: set[str] = field(default_factory=set)  # buffers the kernel touches
     names: set[str] = field(default_factory=set)  # scalars, dims and lets it reads
     reductions: bool = False  # uses the work-group reduction scratch
-    partial: dict[str, _Partial] = field(default_factory=dict)
+    partial: dict[str, Partial] = field(default_factory=dict)
     level: dict[str, int] = field(default_factory=dict)  # accumulator -> block depth of its Declare
     pristine: dict[str, Const] = field(default_factory=dict)  # accumulators still at their initial value
     written: dict[str, set[tuple[str, str, str]]] = field(default_factory=dict)  # buffer -> owners
@@ -123,7 +114,7 @@ class _KernelState:
     counter: int = 0
 
 
-class SimtRenderer(CRenderer):
+class SimtRenderer(GroupSharing, CRenderer):
     """Renders a :class:`LoopKernel` as device kernels and a launch plan (OpenCL C spellings)."""
 
     # -- settings a language overrides ----------------------------------------------------------
@@ -254,32 +245,6 @@ class SimtRenderer(CRenderer):
         sym = "+" if op == "sum" else "*"
         return self.wrapping(sym, dt, a, b) if dt.is_int else f"{a} {sym} {b}"
 
-    def group_reduce_source(self, op: str, dt: DType, fn: str) -> str:
-        """A function combining one value per thread of the group; every thread gets the result.
-
-        A tree in local memory over a power-of-two group size: the same order for every call,
-        so results are deterministic for a given group size.
-        """
-        t, q = self.ctype(dt), self.local_qualifier
-        return (
-            f"{self.static_inline} {t} {fn}({t} v, {q}{t} *s, long lid, long n) {{\n"
-            f"    if (n == 1) return v;  /* one work-item (CPU devices): no barrier once inlined */\n"
-            f"    s[lid] = v;\n"
-            f"    {self.barrier}\n"
-            f"    for (long h = n >> 1; h > 0; h >>= 1) {{\n"
-            f"        if (lid < h) s[lid] = {self.combine_text(op, dt, 's[lid]', 's[lid + h]')};\n"
-            f"        {self.barrier}\n"
-            f"    }}\n"
-            f"    v = s[0];\n"
-            f"    {self.barrier}\n"
-            f"    return v;\n}}"
-        )
-
-    def group_reduce_call(self, op: str, dt: DType, value: str) -> str:
-        """The call reducing ``value`` over the group (OpenCL: through the local scratch argument)."""
-        fn = self.helper(f"group_{op}", dt)
-        return f"{fn}({value}, ({self.local_qualifier}{self.ctype(dt)} *){SCRATCH}, pt_lid, pt_L)"
-
     # -- statements in one thread (plain C, as on a CPU) ---------------------------------------------
     def loop(self, s: Loop, ind: int) -> None:
         it = self.index_type
@@ -318,257 +283,7 @@ class SimtRenderer(CRenderer):
             return ("", "", off)
         return (f"{lp.var}:{lp.start}:{lp.stop}:{self.st.width}", lp.var, off)
 
-    # -- statements shared by a work-group --------------------------------------------------------------
-    def shareable(self, s: Loop) -> tuple[tuple[str, str], ...] | None:
-        """The reductions of a loop the group's threads may share, or None if they must not.
-
-        Vector and parallel loops are independent up to their declared reductions. A serial loop
-        whose body only folds values into accumulators (the ordered combine of a split reduction)
-        is a reduction too.
-        """
-        if s.kind in _SHAREABLE or s.reductions:
-            return s.reductions
-        body = s.body.body if isinstance(s.body, Block) else (s.body,)
-        reds: list[tuple[str, str]] = []
-        for b in body:
-            if isinstance(b, Comment) or (isinstance(b, Let) and not _mentions(b.value, {a for a, _ in reds})):
-                continue
-            if not isinstance(b, Assign):
-                return None
-            v = b.value
-            if not (isinstance(v, Binary) and v.op in _REDUCER_OF and isinstance(v.a, Var) and v.a.name == b.name):
-                return None
-            reds.append((b.name, _REDUCER_OF[v.op]))
-        names = {a for a, _ in reds}
-        for b in body:
-            if isinstance(b, Assign) and _mentions(b.value.b, names):  # type: ignore[attr-defined]
-                return None
-        return tuple(reds) if reds else None
-
-    def check_uniform(self, exprs: Iterable[Expr]) -> None:
-        """Statements every thread runs may not read an accumulator holding per-thread partials."""
-        partial = set(self.st.partial)
-        if partial and any(_mentions(e, partial) for e in exprs):
-            raise Unsupported("a partial accumulator is read before its group reduction")
-
-    def group_block(self, stmts: Iterable[Stmt], ind: int, level: int) -> None:
-        """Statements run by every thread of the group; reductions land after their statement."""
-        for s in stmts:
-            if isinstance(s, Block):
-                self.group_block(s.body, ind, level)
-                continue
-            self.group_stmt(s, ind, level)
-            self.reduce_finished(ind, level)
-
-    def reduce_finished(self, ind: int, level: int) -> None:
-        for acc in [a for a, p in self.st.partial.items() if self.st.level.get(a) == level]:
-            p = self.st.partial.pop(acc)
-            self.st.reductions = True
-            self.emit(ind, f"{acc} = {self.group_reduce_call(p.op, p.dtype, acc)};")
-            if p.pre is not None:
-                self.emit(ind, f"{acc} = {self.combine_text(p.op, p.dtype, p.pre, acc)};")
-
-    def group_stmt(self, s: Stmt, ind: int, level: int) -> None:
-        st = self.st
-        if isinstance(s, Comment):
-            self.stmt(s, ind)
-            return
-        if isinstance(s, Alloc):
-            raise Unsupported("a temporary inside a device kernel")
-        if isinstance(s, Loop):
-            self.group_loop(s, ind, level)
-            return
-        self.check_uniform(stmt_exprs(s))
-        self.sync_before(s, ind)
-        if isinstance(s, Declare):
-            st.level[s.name] = level
-            st.pristine.pop(s.name, None)
-            if isinstance(s.init, Const):
-                st.pristine[s.name] = s.init
-            self.stmt(s, ind)
-        elif isinstance(s, Assign):
-            st.pristine.pop(s.name, None)
-            self.stmt(s, ind)
-        elif isinstance(s, Let):
-            self.stmt(s, ind)
-        elif isinstance(s, Write):  # every thread has the value: the first one stores it
-            off = self.offset(s.buffer, s.index)
-            if s.buffer in st.caches:
-                raise Unsupported("a cached row written outside a shared loop")
-            self.emit(ind, f"if (pt_lid == 0) {s.buffer}[{off}] = {self.expr(s.value)};")
-            st.written.setdefault(s.buffer, set()).add(("lid0", "", off))
-        elif isinstance(s, If):
-            self.emit(ind, f"if ({self.expr(s.cond)}) {{")
-            self.group_block([s.then], ind + 1, level + 1)
-            if s.orelse is not None:
-                self.emit(ind, "} else {")
-                self.group_block([s.orelse], ind + 1, level + 1)
-            self.emit(ind, "}")
-        else:
-            raise Unsupported(f"statement {type(s).__name__}")
-
-    def group_loop(self, s: Loop, ind: int, level: int) -> None:
-        st = self.st
-        self.check_uniform((s.start, s.stop))
-        reds = self.shareable(s)
-        if reds is None:  # every thread runs the loop; its body may hold shared loops
-            self.sync_before(s, ind)
-            start, stop = self.index_expr(s.start), self.index_expr(s.stop, 10)
-            it = self.index_type
-            self.emit(ind, f"for ({it} {s.var} = {start}; {s.var} < {stop}; {s.var}++) {{")
-            self.group_block([s.body], ind + 1, level + 1)
-            if _reads_what_it_writes(s):
-                self.emit(ind + 1, self.barrier_global)
-                st.written.clear()
-            self.emit(ind, "}")
-            return
-        accs = _assigned(s.body)
-        for acc in accs:
-            if acc not in st.level:
-                raise Unsupported(f"accumulator '{acc}' is not declared in this kernel")
-        ops = dict(reds)
-        for acc in sorted(accs):
-            if acc in st.partial:
-                continue
-            op = ops.get(acc) or _fold_op(s.body, acc)
-            if op is None:
-                raise Unsupported(f"'{acc}' is assigned in a shared loop without being reduced")
-            dt = self.declared_types[acc]
-            pre = None
-            if st.pristine.get(acc) != identity(op, dt):  # fold the value it had in after the reduction
-                st.counter += 1
-                pre = f"{acc}_pre{st.counter}"
-                self.emit(ind, f"const {self.ctype(dt)} {pre} = {acc};")
-                self.emit(ind, f"{acc} = {self.literal(identity(op, dt).value, dt)};")
-            st.partial[acc] = _Partial(op, dt, pre)
-            st.pristine.pop(acc, None)
-        # inside the loop the accumulators may only be folded into
-        for b in walk(s.body):
-            for e in stmt_exprs(b):
-                if isinstance(b, Assign) and b.name in accs and isinstance(e, Binary):
-                    e = e.b
-                if _mentions(e, set(st.partial)):
-                    raise Unsupported("a partial accumulator is read inside a shared loop")
-        self.synced_shared_loop(s, ind)
-
-    def shared_loop(self, s: Loop, ind: int) -> None:
-        """A loop whose iterations the group's threads share (thread ``t`` takes ``t, t + L, ...``)."""
-        outer, self.st.strided = self.st.strided, s
-        rows = self.unfilled_rows(s)
-        self.st.last_width = 1
-        if self.lanes > 1 and not _holds_loops(s.body):
-            mark, written = len(self.lines), {b: set(o) for b, o in self.st.written.items()}
-            filled = set(self.st.filled)
-            try:
-                self.shared_lanes(s, ind, rows)
-                self.st.strided = outer
-                self.st.last_width = self.lanes
-                return
-            except Unsupported:
-                del self.lines[mark:]
-                self.st.written, self.st.filled = written, filled
-        start, stop = self.index_expr(s.start, 12), self.index_expr(s.stop, 10)
-        self.emit(ind, f"for ({self.index_type} {s.var} = {start} + pt_lid; {s.var} < {stop}; {s.var} += pt_L) {{")
-        self.fill_rows(rows, ind + 1)
-        self.stmt(s.body, ind + 1)
-        self.emit(ind, "}")
-        self.st.strided = outer
-
-    def shared_lanes(self, s: Loop, ind: int, rows: dict[str, tuple[Expr, ...]]) -> None:
-        """A shared loop over vectors of ``lanes`` points (thread ``t`` takes vectors ``t, t + L, ...``),
-        then the points left over, one at a time."""
-        from .simt_lanes import LaneWriter
-
-        w, it = self.lanes, self.index_type
-        accs = {a: p.op for a, p in self.st.partial.items() if a in _assigned(s.body)}
-        lanes = LaneWriter(self, s.var, w, accs)
-        start, stop = self.index_expr(s.start, 12), self.index_expr(s.stop, 10)
-        self.st.width = w
-        self.emit(ind, "{")
-        i = ind + 1
-        self.emit(i, f"const {it} pt_nv = ({self.index_expr(s.stop, 12)} - {self.index_expr(s.start, 13)}) / {w};")
-        lanes.declare_partials(i)
-        self.emit(i, f"for ({it} pt_v = pt_lid; pt_v < pt_nv; pt_v += pt_L) {{")
-        self.emit(i + 1, f"const {it} {s.var} = {start} + pt_v * {w};")
-        lanes.fill_rows(rows, i + 1)
-        lanes.body(s.body, i + 1)
-        self.emit(i, "}")
-        lanes.combine_partials(i)
-        self.emit(i, f"for ({it} {s.var} = {start} + pt_nv * {w} + pt_lid; {s.var} < {stop}; {s.var} += pt_L) {{")
-        self.fill_rows(rows, i + 1)
-        self.stmt(s.body, i + 1)
-        self.emit(i, "}")
-        self.emit(ind, "}")
-        self.st.width = 1
-
-    def sync_before(self, s: Stmt, ind: int) -> None:
-        """A barrier when ``s`` (run by every thread) may read an element another thread wrote."""
-        if self.conflicts(s, self.st.written, None):
-            self.emit(ind, self.barrier_global)
-            self.st.written.clear()
-
-    def synced_shared_loop(self, s: Loop, ind: int) -> None:
-        """A shared loop, after a barrier if it reads elements other threads wrote before it.
-
-        Whether a thread reads only what it wrote itself depends on how the loop splits its points
-        (one at a time, or in vectors), known once it is rendered; the barrier goes in afterwards.
-        """
-        st = self.st
-        before = {b: set(o) for b, o in st.written.items()}
-        mark = len(self.lines)
-        self.shared_loop(s, ind)
-        if self.conflicts(s, before, st.last_width):
-            self.lines.insert(mark, self.indent_unit * ind + self.barrier_global)
-            now = {b: o - before.get(b, set()) for b, o in st.written.items()}
-            st.written = {b: o for b, o in now.items() if o}
-
-    def conflicts(self, s: Stmt, written: dict[str, set[tuple[str, str, str]]], width: int | None) -> bool:
-        """Whether ``s`` reads an element of ``written`` that another thread may have written.
-
-        A shared loop (``width`` = its lane width) over the bounds of the loop that wrote the
-        elements, reading them at the offsets written, only reads its own thread's elements.
-        """
-        reads = _reads(s)
-        if not reads.keys() & written.keys():
-            return False
-        if width is None or not isinstance(s, Loop):
-            return True
-        key = f"{s.var}:{s.start}:{s.stop}:{width}"
-        saved, self.st.strided = self.st.strided, s
-        try:
-            for buf, offs in reads.items():
-                owners = written.get(buf)
-                if owners is None:
-                    continue
-                texts = {(key, s.var, self.offset(buf, ix)) for ix in offs}
-                if any(o[0] != key for o in owners) or not texts <= owners:
-                    return True
-        finally:
-            self.st.strided = saved
-        return False
-
     # -- row caches ---------------------------------------------------------------------------------------
-    def unfilled_rows(self, s: Loop) -> dict[str, tuple[Expr, ...]]:
-        """Cached rows that loop ``s`` reads first (it copies them from global memory as it goes)."""
-        reads = _reads(s)
-        rows = {b: reads[b][0] for b in self.st.caches if b in reads and b not in self.st.filled}
-        self.st.filled |= rows.keys()
-        return rows
-
-    def fill_rows(self, rows: dict[str, tuple[Expr, ...]], ind: int) -> None:
-        for buf, index in rows.items():
-            read = Read(buf, index, dtype=self.buffers[buf][0])
-            self.emit(ind, f"{self.st.caches[buf]}[{self.cache_index(read)}] = {buf}[{self.offset(buf, index)}];")
-
-    def cached_read(self, e: Read) -> str:
-        return f"{self.st.caches[e.buffer]}[{self.cache_index(e)}]"
-
-    def cache_index(self, e: Read | Write) -> str:
-        lp = self.st.strided
-        assert lp is not None
-        if isinstance(lp.start, Const) and lp.start.value == 0:
-            return lp.var
-        return self.index_expr(Binary("sub", Var(lp.var, dtype=int64), lp.start, dtype=int64))
 
     # -- whole program ------------------------------------------------------------------------------------
     def render(self, k: LoopKernel) -> str:
@@ -583,7 +298,7 @@ class SimtRenderer(CRenderer):
         self.args = {a.name: a for a in k.args}
         self.buffers = {a.name: (a.dtype, a.shape) for a in k.args if a.kind == "buffer"}
         self.temps, self.slots, self.pure, self.declared_types = {}, {}, {}, {}
-        self.dtypes_used = _dtypes(k)
+        self.dtypes_used = ana.dtypes(k)
         inputs = [a.name for a in k.args if a.kind == "dim"] + [a.name for a in k.args if a.kind == "scalar"]
         self.host = host_names(inputs)
         flat = self.flatten(k.body)
@@ -636,10 +351,10 @@ class SimtRenderer(CRenderer):
     def find_pure(self, flat: list[Stmt], known: set[str]) -> None:
         """Lets computed from dims and scalars alone (also in branches the host decides)."""
         for s in flat:
-            if isinstance(s, Let) and _only(s.value, known):
+            if isinstance(s, Let) and ana.only(s.value, known):
                 self.pure[s.name] = s
                 known.add(s.name)
-            elif isinstance(s, If) and _only(s.cond, known):
+            elif isinstance(s, If) and ana.only(s.cond, known):
                 self.find_pure(self.flatten(s.then), known)
                 if s.orelse is not None:
                     self.find_pure(self.flatten(s.orelse), known)
@@ -650,7 +365,7 @@ class SimtRenderer(CRenderer):
         A branch on values of the dims (softmax's online variant for long rows) is taken on the
         host: each branch's kernels run under its condition.
         """
-        flat = _sink_declares([s for s in flat if not (isinstance(s, Let) and s.name in self.pure)], known)
+        flat = ana.sink_declares([s for s in flat if not (isinstance(s, Let) and s.name in self.pure)], known)
         steps: list[_Step] = []
         run: list[Stmt] = []
         comments: list[str] = []
@@ -658,7 +373,7 @@ class SimtRenderer(CRenderer):
             if isinstance(s, Comment) and not run:
                 comments.append(s.text)
                 continue
-            if isinstance(s, If) and _only(s.cond, set(self.host)) and not _declares(s, set(self.pure)):
+            if isinstance(s, If) and ana.only(s.cond, set(self.host)) and not ana.declares(s, set(self.pure)):
                 if run:
                     steps.append(_Step(run, None, comments, when))
                     run, comments = [], []
@@ -671,7 +386,7 @@ class SimtRenderer(CRenderer):
                 isinstance(s, Loop)
                 and s.kind in _PARALLEL
                 and not s.reductions
-                and _only_many((s.start, s.stop), known)
+                and ana.only_all((s.start, s.stop), known)
             ):
                 if run:
                     steps.append(_Step(run, None, [], when))
@@ -693,7 +408,7 @@ class SimtRenderer(CRenderer):
                     owner[s.name] = i
                     self.declared_types[s.name] = s.dtype if isinstance(s, Declare) else s.value.dtype  # type: ignore[assignment]
         for i, step in enumerate(steps):
-            used = _names(step.stmts)
+            used = ana.names(step.stmts)
             for n in used:
                 if n in owner and owner[n] != i:
                     self.slots[n] = self.declared_types[n]
@@ -703,7 +418,7 @@ class SimtRenderer(CRenderer):
         loop = step.loop
         if loop is not None:
             chain = self.map_chain(loop)
-            if len(chain) > 1 or not _holds_loops(chain[-1].body) or not self.rows_in_memory(loop):
+            if len(chain) > 1 or not ana.holds_loops(chain[-1].body) or not self.rows_in_memory(loop):
                 self.render_map(k, step, name, chain)
                 return
             try:
@@ -732,7 +447,7 @@ class SimtRenderer(CRenderer):
             if len(inner) != 1 or not isinstance(inner[0], Loop) or body[-1] is not inner[0]:
                 break
             s = inner[0]
-            if s.reductions or _assigned_outside(s) or not _only_many((s.start, s.stop), known):
+            if s.reductions or ana.assigned_outside(s) or not ana.only_all((s.start, s.stop), known):
                 break
             chain.append(s)
         return chain
@@ -746,10 +461,10 @@ class SimtRenderer(CRenderer):
                 var = Var(s.var, dtype=int64)
                 for st in walk(s.body):
                     for e in stmt_exprs(st):
-                        for n in deep(e):
-                            if isinstance(n, Read) and _unit_stride(self.flat_index(n), var):
+                        for n in ana.deep(e):
+                            if isinstance(n, Read) and ana.unit_stride(self.flat_index(n), var):
                                 return True
-                if not any(isinstance(n, Read) for st in walk(s.body) for e in stmt_exprs(st) for n in deep(e)):
+                if not any(isinstance(n, Read) for st in walk(s.body) for e in stmt_exprs(st) for n in ana.deep(e)):
                     return True
         return not found
 
@@ -764,12 +479,12 @@ class SimtRenderer(CRenderer):
 
     def preamble(self, stmts: list[Stmt], ind: int, extra: Iterable[Expr] = ()) -> list[str]:
         """Pure lets and device scalars a kernel's statements need, computed at its start."""
-        used = _names(stmts) | {n.name for e in extra for n in deep(e) if isinstance(n, Var)}
+        used = ana.names(stmts) | {n.name for e in extra for n in ana.deep(e) if isinstance(n, Var)}
         need: list[str] = []
         for name, let in reversed(list(self.pure.items())):
             if name in used or name in need:
                 need.append(name)
-                used |= {n.name for n in deep(let.value) if isinstance(n, Var)}
+                used |= {n.name for n in ana.deep(let.value) if isinstance(n, Var)}
         lines = []
         saved, self.lines = self.lines, lines
         for name in self.pure:
@@ -782,7 +497,7 @@ class SimtRenderer(CRenderer):
         """Loads of device scalars defined by earlier kernels, and stores of those this one defines."""
         defined = {s.name for s in stmts if isinstance(s, (Declare, Let))}
         assigned = {st.name for s in stmts for st in walk(s) if isinstance(st, Assign)}
-        used = _names(stmts)
+        used = ana.names(stmts)
         loads, stores = [], []
         for n, dt in self.slots.items():
             slot = f"_v_{n}"
@@ -912,7 +627,7 @@ class SimtRenderer(CRenderer):
             count = Binary("sub", lp.stop, lp.start, dtype=int64)
             self.st.row_count = self.index_expr(count)
             local.append(LocalBuffer(cname, self.buffers[buf][0].itemsize, py_expr(count, self.host)))
-            writers = [b for b in _shared_loops(loop, self) if buf in _writes(b)]
+            writers = [b for b in _shared_loops(loop, self) if buf in ana.writes(b)]
             if writers:
                 self.st.last_writer[buf] = writers[-1]
         self.group_block([loop.body], 2, 1)
@@ -1026,204 +741,37 @@ class SimtRenderer(CRenderer):
         visit(body)
         if not found:
             return None
-        trip = _substitute(Binary("sub", found[0].stop, found[0].start, dtype=int64), lets)
+        trip = ana.substitute(Binary("sub", found[0].stop, found[0].start, dtype=int64), lets)
         try:
             return py_expr(trip, self.host)
         except HostExpressionError:
             return None
 
-    def cacheable_rows(self, loop: Loop) -> tuple[tuple[str, Loop], ...]:
-        """Buffers a group reads (or writes, then reads back) in several shared loops over one row.
-
-        Such a row is kept in local memory: read from global memory once, and a row written then
-        read back (softmax's exponentials) is written to global memory only by the last loop.
-        Applies to shared loops over the same bounds, directly in the group's body, each touching
-        the buffer only at one row offset plus the loop variable.
-        """
-        body = _body(loop.body)
-        loops = [b for b in body if isinstance(b, Loop) and self.shareable(b) is not None]
-        if len(loops) < 2 or any(_holds_loops(b.body) for b in loops):
-            return ()
-        first = loops[0]
-        if any((b.start, b.stop) != (first.start, first.stop) for b in loops):
-            return ()
-        rest = [b for b in body if not any(b is lp for lp in loops)]
-        out = []
-        for buf in self.buffers:
-            uses = [b for b in loops if buf in _reads(b) or buf in _writes(b)]
-            if len(uses) < 2 or any(buf in _reads(o) or buf in _writes(o) for o in rest):
-                continue
-            offsets = {self.row_offset(b, a) for b in uses for a in _accesses(b, buf)}
-            if len(offsets) != 1 or None in offsets:
-                continue
-            writers = [b for b in uses if buf in _writes(b)]
-            arg = self.args.get(buf)
-            if writers and (arg is None or arg.role != "out" or writers[-1] is not uses[-1]):
-                continue  # a written row must be rewritten completely by the last loop touching it
-            out.append((buf, first))
-        return tuple(out)
-
-    def row_offset(self, lp: Loop, access: Read | Write) -> Expr | None:
-        """The flat offset of an access with the loop variable renamed, if it walks the row by one."""
-        flat = self.flat_index(access)
-        if _coefficient(flat, lp.var) != 1:
-            return None
-        return _substitute(flat, {lp.var: Var("pt_c", dtype=int64)})
-
 
 # -- small analyses ----------------------------------------------------------------------------------------
 
 
-def deep(e: Expr) -> Iterator[Expr]:
-    """Every distinct expression under ``e``, the indices of its buffer reads included."""
-    seen: set[int] = set()
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        yield n
-        stack.extend(children(n))
-        if isinstance(n, Read):
-            stack.extend(n.index)
+SIMT_MODULES = (
+    "pypto.codegen.cstyle",
+    "pypto.codegen.simt",
+    "pypto.codegen.simt_analysis",
+    "pypto.codegen.simt_groups",
+    "pypto.codegen.simt_lanes",
+    "pypto.codegen.simt_plan",
+)
 
 
-def _mentions(e: Expr, names: set[str]) -> bool:
-    return bool(names) and any(isinstance(n, Var) and n.name in names for n in deep(e))
-
-
-def _only(e: Expr, known: set[str]) -> bool:
-    """Whether ``e`` is computed from ``known`` names alone (no memory, no locals)."""
-    return all(not isinstance(n, Read) and (not isinstance(n, Var) or n.name in known) for n in deep(e))
-
-
-def _only_many(es: Iterable[Expr], known: set[str]) -> bool:
-    return all(_only(e, known) for e in es)
-
-
-def _names(stmts: Iterable[Stmt]) -> set[str]:
-    out: set[str] = set()
-    for s in stmts:
-        for st in walk(s):
-            if isinstance(st, Assign):
-                out.add(st.name)
-            for e in stmt_exprs(st):
-                out |= {n.name for n in deep(e) if isinstance(n, Var)}
-    return out
-
-
-def _assigned(s: Stmt) -> set[str]:
-    """Variables assigned in ``s`` that are declared outside it."""
-    declared = {st.name for st in walk(s) if isinstance(st, Declare)}
-    return {st.name for st in walk(s) if isinstance(st, Assign) and st.name not in declared}
-
-
-def _assigned_outside(loop: Loop) -> bool:
-    return bool(_assigned(loop.body))
-
-
-def _fold_op(s: Stmt, acc: str) -> str | None:
-    """The reducer every assignment of ``acc`` in ``s`` folds with, if they all use one."""
-    ops = set()
-    for st in walk(s):
-        if isinstance(st, Assign) and st.name == acc:
-            v = st.value
-            if not (isinstance(v, Binary) and v.op in _REDUCER_OF and isinstance(v.a, Var) and v.a.name == acc):
-                return None
-            if _mentions(v.b, {acc}):
-                return None
-            ops.add(_REDUCER_OF[v.op])
-    return ops.pop() if len(ops) == 1 else None
-
-
-def _holds_loops(s: Stmt) -> bool:
-    return any(isinstance(st, Loop) for st in walk(s))
-
-
-def _reads(s: Stmt) -> dict[str, list[tuple[Expr, ...]]]:
-    out: dict[str, list[tuple[Expr, ...]]] = {}
-    for st in walk(s):
-        for e in stmt_exprs(st):
-            for n in deep(e):
-                if isinstance(n, Read):
-                    out.setdefault(n.buffer, []).append(n.index)
-    return out
-
-
-def _writes(s: Stmt) -> set[str]:
-    return {st.buffer for st in walk(s) if isinstance(st, Write)}
-
-
-def _reads_what_it_writes(s: Stmt) -> bool:
-    return bool(_writes(s) & _reads(s).keys())
-
-
-def _unit_stride(e: Expr, var: Var) -> bool:
-    """Whether the int64 expression ``e`` grows by exactly one when ``var`` does."""
-    return _coefficient(e, var.name) == 1
-
-
-def _coefficient(e: Expr, name: str) -> int | None:
-    """The coefficient of ``name`` in an affine int64 expression (None if not affine in it)."""
-    if isinstance(e, Var):
-        return 1 if e.name == name else 0
-    if isinstance(e, Const):
-        return 0
-    if isinstance(e, Binary) and e.op in ("add", "sub"):
-        a, b = _coefficient(e.a, name), _coefficient(e.b, name)
-        if a is None or b is None:
-            return None
-        return a + b if e.op == "add" else a - b
-    if isinstance(e, Binary) and e.op == "mul":
-        a, b = _coefficient(e.a, name), _coefficient(e.b, name)
-        if a == 0 and b == 0:
-            return 0
-        if a == 0 and isinstance(e.a, Const):
-            return None if b is None else int(e.a.value) * b
-        if b == 0 and isinstance(e.b, Const):
-            return None if a is None else int(e.b.value) * a
-        return None if (a != 0 or b != 0) else 0
-    return None if _mentions(e, {name}) else 0
-
-
-def _substitute(e: Expr, values: dict[str, Expr]) -> Expr:
-    def go(n: Expr) -> Expr:
-        if isinstance(n, Var) and n.name in values:
-            return go(values[n.name])
-        if isinstance(n, Read):
-            return Read(n.buffer, tuple(go(i) for i in n.index), dtype=n.dtype)
-        return map_children(n, go)  # type: ignore[return-value]
-
-    return go(e)
-
-
-def _sink_declares(flat: list[Stmt], known: set[str]) -> list[Stmt]:
-    """Move declarations with pure initial values next to their first use (saves a kernel launch)."""
-    out = list(flat)
-    for s in list(out):
-        if not (isinstance(s, Declare) and _only(s.init, known)):
-            continue
-        i = out.index(s)
-        j = i + 1
-        while j < len(out) and s.name not in _names([out[j]]) and not isinstance(out[j], Comment):
-            j += 1
-        while j < len(out) and isinstance(out[j], Comment):
-            j += 1
-        if j > i + 1:
-            out.pop(i)
-            out.insert(j - 1, s)
-    return out
-
-
-def _dtypes(k: LoopKernel) -> set[DType]:
-    out = {a.dtype for a in k.args}
-    for st in walk(k.body):
-        if isinstance(st, (Declare, Alloc)):
-            out.add(st.dtype)
-        for e in stmt_exprs(st):
-            out |= {n.dtype for n in deep(e) if n.dtype is not None}
-    return out
+@functools.lru_cache(maxsize=8)
+def codegen_digest(*modules: str) -> str:
+    """A digest of the code generators' sources (the SIMT modules and ``modules``) for cache keys:
+    a changed renderer never reuses binaries built from what an older one generated."""
+    h = hashlib.sha256()
+    for mod in (*SIMT_MODULES, *modules):
+        spec = importlib.util.find_spec(mod)
+        if spec is not None and spec.origin:
+            with open(spec.origin, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()[:16]
 
 
 def split_plan(source: str) -> tuple[str, LaunchPlan]:
@@ -1255,32 +803,11 @@ def _both(a: str | None, b: str) -> str:
     return f"({b})" if a is None else f"({a}) and ({b})"
 
 
-def _declares(s: If, pure: set[str]) -> bool:
-    """Whether a branch declares variables (other than pure lets) that code after it could see."""
-    for b in (s.then, s.orelse):
-        for x in b.body if isinstance(b, Block) else (b,) if b is not None else ():
-            if isinstance(x, (Declare, Let)) and x.name not in pure:
-                return True
-    return False
-
-
 def _shared_loops(loop: Loop, r: SimtRenderer) -> list[Loop]:
-    return [b for b in _body(loop.body) if isinstance(b, Loop) and r.shareable(b) is not None]
+    return [b for b in ana.body(loop.body) if isinstance(b, Loop) and r.shareable(b) is not None]
 
 
-def _body(s: Stmt) -> tuple[Stmt, ...]:
-    return s.body if isinstance(s, Block) else (s,)
-
-
-def _accesses(s: Stmt, buf: str) -> list[Read | Write]:
-    """Every read and write of ``buf`` in ``s``."""
-    out: list[Read | Write] = []
-    for st in walk(s):
-        if isinstance(st, Write) and st.buffer == buf:
-            out.append(st)
-        for e in stmt_exprs(st):
-            out += [n for n in deep(e) if isinstance(n, Read) and n.buffer == buf]
-    return out
-
-
-__all__ = ["SimtRenderer", "Unsupported", "LaunchPlan", "KernelLaunch", "excerpt", "PLAN_MARKER", "split_plan"]
+__all__ = [
+    "SimtRenderer", "Unsupported", "LaunchPlan", "KernelLaunch", "excerpt", "PLAN_MARKER", "split_plan",
+    "codegen_digest",
+]  # fmt: skip

@@ -18,6 +18,7 @@ from ..dtypes import DType, int64
 from ..ir.loops import Assign, Block, Comment, Let, Read, Stmt, Var, Write
 from ..ir.nodes import COMPARE_OPS, Binary, Cast, Expr, Unary, Where
 from ..ir.reducers import COMBINE_OP, identity
+from .simt_analysis import Unsupported, coefficient, deep
 
 if TYPE_CHECKING:
     from .simt import SimtRenderer
@@ -28,8 +29,6 @@ _LANE_NAMES = "0123456789abcdef"
 
 
 def _unsupported(why: str) -> Exception:
-    from .simt import Unsupported
-
     return Unsupported(f"lane vectors: {why}")
 
 
@@ -57,8 +56,6 @@ class LaneWriter:
         return f"{self.r.unsigned_types[dt]}{self.w}"
 
     def varies(self, e: Expr) -> bool:
-        from .simt import deep
-
         return any(isinstance(n, Var) and n.name in self.varying for n in deep(e))
 
     def broadcast(self, text: str, dt: DType) -> str:
@@ -106,9 +103,7 @@ class LaneWriter:
         dt = e.dtype
         assert dt is not None
         self.vtype(dt)
-        from .simt import _coefficient
-
-        if _coefficient(r.flat_index(e), self.var) != 1:
+        if coefficient(r.flat_index(e), self.var) != 1:
             raise _unsupported(f"'{e.buffer}' is not read contiguously")
         if e.buffer in r.st.caches:
             return f"vload{self.w}(0, {r.st.caches[e.buffer]} + {r.cache_index(e)})"
@@ -251,9 +246,7 @@ class LaneWriter:
         r = self.r
         dt = r.buffers[s.buffer][0]
         self.vtype(dt)
-        from .simt import _coefficient
-
-        if _coefficient(r.flat_index(s), self.var) != 1:
+        if coefficient(r.flat_index(s), self.var) != 1:
             raise _unsupported(f"'{s.buffer}' is not written contiguously")
         value = self.vec(s.value)
         st = r.st
