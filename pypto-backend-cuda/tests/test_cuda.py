@@ -169,7 +169,7 @@ def test_every_conformance_kernel_compiles(arch):
     hook = get_registry().pm.hook
     jobs = []
     for name, k in _catalogue():
-        for noalias in (True, False):
+        for noalias in (True, False) if arch == "sm_90" else (True,):  # the variant for aliased calls once
             code = hook.pypto_codegen(backend="cuda", program=k.program(noalias))
             from pypto.codegen.simt import split_plan
 

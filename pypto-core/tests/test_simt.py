@@ -330,3 +330,28 @@ def test_device_arrays_reach_the_fast_entry_on_the_first_call(monkeypatch, tmp_p
             k(object(), a, c)  # what neither path can take keeps the binder's error
     finally:
         pt.reload_plugins()
+
+
+def test_simt_backend_answers_for_itself_and_remembers_a_missing_device():
+    from pypto.backend_api import Program
+    from pypto.codegen.simt_backend import DeviceUnavailable, SimtBackend
+
+    opened = []
+
+    class Missing(SimtBackend):
+        name = "missinggpu"
+
+        def open_device(self):
+            opened.append(1)
+            raise DeviceUnavailable("no such device: plug one in")
+
+        def renderer(self, program: Program):
+            return SimtRenderer()
+
+    b = Missing()
+    assert b.availability().reason == "no such device: plug one in"
+    assert not b.availability().available and opened == [1]  # asked once
+    program = vector_add.program()
+    assert b.pypto_codegen(backend="other", program=program) is None
+    assert "__kernel void vector_add_k0(" in b.pypto_codegen(backend="missinggpu", program=program)
+    assert b.spec().name == "missinggpu" and b.spec().probe == b.availability

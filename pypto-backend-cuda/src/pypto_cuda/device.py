@@ -11,19 +11,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pypto.backend_api import Availability
+from pypto.codegen.simt_backend import DeviceUnavailable
 
 DRIVER_LIBRARY = "libcuda.so.1"
 PYCUDA_HINT = "install pycuda (pip install pycuda; building it needs the CUDA toolkit and driver)"
-
-
-class DeviceUnavailable(RuntimeError):
-    """No usable CUDA device; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -67,11 +62,6 @@ class CudaDevice:
         }
 
 
-_lock = threading.Lock()
-_device: CudaDevice | None = None
-_error: str | None = None
-
-
 def driver_problem() -> str | None:
     """Why the CUDA driver library cannot be loaded, or None when it can."""
     try:
@@ -81,24 +71,8 @@ def driver_problem() -> str | None:
     return None
 
 
-def get_device() -> CudaDevice:
-    """The process's device (opened on first call); raises :class:`DeviceUnavailable` with the reason."""
-    global _device, _error
-    if _device is not None:
-        return _device
-    with _lock:
-        if _device is None:
-            if _error is not None:
-                raise DeviceUnavailable(_error)
-            try:
-                _device = _open()
-            except DeviceUnavailable as e:
-                _error = str(e)
-                raise
-    return _device
-
-
-def _open() -> CudaDevice:
+def open_device() -> CudaDevice:
+    """Open the GPU (the backend calls this once): the driver first, then pycuda."""
     problem = driver_problem()
     if problem:
         raise DeviceUnavailable(problem)
@@ -134,28 +108,13 @@ def _open() -> CudaDevice:
     )
 
 
-def availability() -> Availability:
-    """The backend's availability probe: a driver, pycuda, a GPU and nvcc."""
-    try:
-        get_device()
-    except DeviceUnavailable as e:
-        return Availability(False, str(e))
-    from .nvcc import NvccNotFound, probe_nvcc
-
-    try:
-        probe_nvcc()
-    except NvccNotFound as e:
-        return Availability(False, str(e))
-    return Availability(True)
-
-
-def device_info() -> dict[str, Any]:
+def device_info(backend: Any) -> dict[str, Any]:
     """``pt.get_runtime_info()`` details: the GPU and the compiler."""
     from .nvcc import NvccNotFound, probe_nvcc
 
     out: dict[str, Any] = {}
     try:
-        out.update(get_device().info())
+        out.update(backend.device().info())
     except DeviceUnavailable as e:
         out["device"] = f"unavailable: {e}"
     try:

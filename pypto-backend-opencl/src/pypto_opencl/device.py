@@ -8,17 +8,12 @@ with the ``[pocl]`` extra). pyopencl is imported here, lazily, on first use.
 from __future__ import annotations
 
 import os
-import threading
 from dataclasses import dataclass
 from typing import Any
 
-from pypto.backend_api import Availability
+from pypto.codegen.simt_backend import DeviceUnavailable
 
 POCL_HINT = "pip install pypto-backend-opencl[pocl]"
-
-
-class DeviceUnavailable(RuntimeError):
-    """No usable OpenCL device; the message says why and how to get one."""
 
 
 @dataclass(frozen=True)
@@ -60,11 +55,6 @@ class Device:
         }
 
 
-_lock = threading.Lock()
-_device: Device | None = None
-_error: str | None = None
-
-
 def set_pocl_cache() -> None:
     """Keep PoCL's kernel cache next to pypto's (PoCL reads the variable when it starts)."""
     if "POCL_CACHE_DIR" not in os.environ:
@@ -73,24 +63,8 @@ def set_pocl_cache() -> None:
         os.environ["POCL_CACHE_DIR"] = str(cache_dir() / "pocl")
 
 
-def get_device() -> Device:
-    """The process's device (chosen on first call); raises :class:`DeviceUnavailable` with the reason."""
-    global _device, _error
-    if _device is not None:
-        return _device
-    with _lock:
-        if _device is None:
-            if _error is not None:
-                raise DeviceUnavailable(_error)
-            try:
-                _device = _open()
-            except DeviceUnavailable as e:
-                _error = str(e)
-                raise
-    return _device
-
-
-def _open() -> Device:
+def open_device() -> Device:
+    """Choose and open the device (the backend calls this once)."""
     set_pocl_cache()
     try:
         import pyopencl as cl
@@ -148,6 +122,13 @@ def _choose(cl: Any) -> Any:
     return (gpus or devices)[0]
 
 
+def get_device() -> Device:
+    """The device the ``opencl`` backend runs on (raises DeviceUnavailable with the reason)."""
+    from .plugin import BACKEND
+
+    return BACKEND.device()
+
+
 def context() -> Any:
     """The OpenCL context pypto's kernels run in (make ``pyopencl.array`` arguments in it)."""
     return get_device().context
@@ -158,19 +139,10 @@ def queue() -> Any:
     return get_device().queue
 
 
-def availability() -> Availability:
-    """The backend's availability probe."""
-    try:
-        get_device()
-    except DeviceUnavailable as e:
-        return Availability(False, str(e))
-    return Availability(True)
-
-
-def device_info() -> dict[str, Any]:
+def device_info(backend: Any) -> dict[str, Any]:
     """``pt.get_runtime_info()`` details: platform, device and its limits."""
     try:
-        dev = get_device()
+        dev = backend.device()
     except DeviceUnavailable as e:
         return {"device": f"unavailable: {e}"}
     import pyopencl as cl
@@ -187,10 +159,13 @@ class DeviceCapabilities:
 
     atomics = False
 
+    def __init__(self, backend: Any):
+        self.backend = backend
+
     @property
     def _dev(self) -> Device | None:
         try:
-            return get_device()
+            return self.backend.device()
         except DeviceUnavailable:
             return None
 

@@ -1,96 +1,78 @@
-"""The ``opencl`` backend's hook implementations (entry point ``pypto: opencl``).
+"""The ``opencl`` backend (entry point ``pypto: opencl``): :data:`BACKEND` and its hooks.
 
 Kept light: pyopencl is imported, and the device opened, only when a hook needs them.
 """
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
-from pypto.backend_api import PLUGIN_API_VERSION, Artifact, BackendSpec, Program
-from pypto.hookspecs import hookimpl
+from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Program
+from pypto.codegen.simt_backend import DeviceUnavailable, SimtBackend
+from pypto.codegen.simt_plan import LaunchPlan
 
 from . import __version__
 
 PYPTO_PLUGIN_API = PLUGIN_API_VERSION
-NAME = "opencl"
-RENDERER = "pypto_opencl.renderer"  # its source is part of the cache key
-PRIORITY = 50  # below the CPU backends: chosen automatically only when nothing else is installed
 
 
-def _spec() -> BackendSpec:
-    from .device import DeviceCapabilities, availability, device_info
+class OpenCLBackend(SimtBackend):
+    """OpenCL C 1.2 built and launched with pyopencl, on the device :mod:`pypto_opencl.device` picks."""
 
-    return BackendSpec(
-        name=NAME,
-        version=__version__,
-        plugin_api=PLUGIN_API_VERSION,
-        priority=PRIORITY,
-        capabilities=DeviceCapabilities(),  # type: ignore[arg-type]  # read from the device when first used
-        probe=availability,
-        info=device_info,
-        description="OpenCL C 1.2 through pyopencl (GPUs, or PoCL's CPU device)",
-        package="pypto-backend-opencl",
-    )
+    name = "opencl"
+    version = __version__
+    priority = 50  # below the CPU backends: chosen automatically only when nothing else is installed
+    package = "pypto-backend-opencl"
+    description = "OpenCL C 1.2 through pyopencl (GPUs, or PoCL's CPU device)"
+    renderer_module = "pypto_opencl.renderer"
+    suffix = ".clbin"
 
+    def open_device(self) -> Any:
+        from .device import open_device
 
-def _renderer():
-    """The renderer for the process's device (GPU-style code when there is no device to ask)."""
-    from .device import DeviceUnavailable, get_device
-    from .renderer import OpenCLRenderer
+        return open_device()
 
-    try:
-        cpu = get_device().is_cpu
-    except DeviceUnavailable:
-        cpu = False
-    return OpenCLRenderer(cpu=cpu)
+    def capabilities(self) -> Any:
+        from .device import DeviceCapabilities
 
+        return DeviceCapabilities(self)  # read from the device when first used
 
-@hookimpl
-def pypto_declare_backends():
-    return [_spec()]
+    def info(self) -> dict[str, Any]:
+        from .device import device_info
 
+        return device_info(self)
 
-@hookimpl
-def pypto_codegen(backend: str, program: Program) -> str | None:
-    if backend != NAME:
-        return None
-    return _renderer().render(program.loops)
+    def renderer(self, program: Program):
+        """GPU-style code, or vector code for CPU devices (GPU-style when there is no device to ask)."""
+        from .renderer import OpenCLRenderer
 
+        try:
+            cpu = self.device().is_cpu
+        except DeviceUnavailable:
+            cpu = False
+        return OpenCLRenderer(cpu=cpu)
 
-@hookimpl
-def pypto_compile_key(backend: str, program: Program) -> str | None:
-    if backend != NAME:
-        return None
-    from pypto.codegen.simt import codegen_digest
+    def toolchain(self, program: Program) -> str:
+        from .build import build_options
 
-    from .build import build_options
-    from .device import get_device
+        return f"{self.device().identity()} options={build_options(program.options.fastmath)}"
 
-    dev = get_device()
-    return f"{dev.identity()} options={build_options(program.options.fastmath)} codegen={codegen_digest(RENDERER)}"
+    def build(self, program: Program, code: str, plan: LaunchPlan) -> tuple[bytes, dict[str, Any]]:
+        from .build import build_binary, build_options
 
+        return build_binary(self.device(), code, program.name, build_options(program.options.fastmath)), {}
 
-@hookimpl
-def pypto_compile(backend: str, program: Program, source: str) -> Artifact | None:
-    if backend != NAME:
-        return None
-    from pypto.codegen.simt import split_plan
+    def load(self, program: Program, artifact: Artifact) -> Any:
+        from .build import build_options
+        from .launcher import OpenCLLauncher
 
-    from .build import build_binary, build_options
-    from .device import get_device
-
-    code, plan = split_plan(source)
-    binary = build_binary(get_device(), code, program.name, build_options(program.options.fastmath))
-    return Artifact(NAME, binary, ".clbin", {"kernel": program.name, "plan": json.loads(plan.to_json())})
+        return OpenCLLauncher(program, artifact, self.device(), build_options(program.options.fastmath))
 
 
-@hookimpl
-def pypto_launch(backend: str, program: Program, artifact: Artifact):
-    if backend != NAME:
-        return None
-    from .build import build_options
-    from .device import get_device
-    from .launcher import OpenCLLauncher
+BACKEND = OpenCLBackend()
 
-    return OpenCLLauncher(program, artifact, get_device(), build_options(program.options.fastmath))
+pypto_declare_backends = BACKEND.pypto_declare_backends
+pypto_codegen = BACKEND.pypto_codegen
+pypto_compile_key = BACKEND.pypto_compile_key
+pypto_compile = BACKEND.pypto_compile
+pypto_launch = BACKEND.pypto_launch

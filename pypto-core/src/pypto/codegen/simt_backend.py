@@ -1,0 +1,133 @@
+"""What the GPU-style backends share: the plugin hooks and the device they open once per process.
+
+A backend (CUDA, OpenCL) subclasses :class:`SimtBackend` and says how to open its device, how to
+render, what its toolchain is, how to build the device source and how to load the result; the
+hooks, the launch plan's trip through the artifact, the cache key's code-generator digest and the
+lazily opened device (with the reason it is missing, remembered) are here. The backend's plugin
+module exposes the instance's hooks (``pypto_codegen = BACKEND.pypto_codegen`` ...).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from ..backend_api import PLUGIN_API_VERSION, Artifact, Availability, BackendSpec, Capabilities, Program
+from ..hookspecs import hookimpl
+from .simt import SimtRenderer, codegen_digest, split_plan
+from .simt_plan import LaunchPlan
+
+
+class DeviceUnavailable(RuntimeError):
+    """A backend's device cannot be used here; the message says why and how to fix it."""
+
+
+class SimtBackend:
+    """A backend rendering with the SIMT renderer (subclasses fill in the device and the toolchain)."""
+
+    name = ""
+    version = ""
+    priority = 0
+    package = ""
+    description = ""
+    renderer_module = ""  # its source is part of the cache key
+    suffix = ".bin"  # of compiled artifacts
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._device: Any = None
+        self._error: str | None = None
+
+    # -- what a backend provides --------------------------------------------------------------------------
+    def open_device(self) -> Any:
+        """Open the device (called once); raise :class:`DeviceUnavailable` saying why it cannot be."""
+        raise NotImplementedError
+
+    def renderer(self, program: Program) -> SimtRenderer:
+        """The renderer for ``program`` (it must work without the device)."""
+        raise NotImplementedError
+
+    def toolchain(self, program: Program) -> str:
+        """The compiler, its version and the flags: what the cache key needs besides the generated code."""
+        raise NotImplementedError
+
+    def build(self, program: Program, code: str, plan: LaunchPlan) -> tuple[bytes, dict[str, Any]]:
+        """Compile the device ``code``: the artifact's bytes and extra metadata (raise CompileError);
+        a ``suffix`` entry in the metadata overrides :attr:`suffix`."""
+        raise NotImplementedError
+
+    def load(self, program: Program, artifact: Artifact) -> Any:
+        """A launcher for a built artifact (its ``metadata["plan"]`` is the launch plan)."""
+        raise NotImplementedError
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities()
+
+    def info(self) -> dict[str, Any]:
+        return {}
+
+    def availability(self) -> Availability:
+        try:
+            self.device()
+        except DeviceUnavailable as e:
+            return Availability(False, str(e))
+        return Availability(True)
+
+    # -- the device, opened once ------------------------------------------------------------------------------
+    def device(self) -> Any:
+        """The process's device (opened on first use; the reason it is missing is kept)."""
+        if self._device is not None:
+            return self._device
+        with self._lock:
+            if self._device is None:
+                if self._error is not None:
+                    raise DeviceUnavailable(self._error)
+                try:
+                    self._device = self.open_device()
+                except DeviceUnavailable as e:
+                    self._error = str(e)
+                    raise
+        return self._device
+
+    def spec(self) -> BackendSpec:
+        return BackendSpec(
+            name=self.name,
+            version=self.version,
+            plugin_api=PLUGIN_API_VERSION,
+            priority=self.priority,
+            capabilities=self.capabilities(),
+            probe=self.availability,
+            info=self.info,
+            description=self.description,
+            package=self.package,
+        )
+
+    # -- the hooks ------------------------------------------------------------------------------------------------
+    @hookimpl
+    def pypto_declare_backends(self) -> list[BackendSpec]:
+        return [self.spec()]
+
+    @hookimpl
+    def pypto_codegen(self, backend: str, program: Program) -> str | None:
+        return self.renderer(program).render(program.loops) if backend == self.name else None
+
+    @hookimpl
+    def pypto_compile_key(self, backend: str, program: Program) -> str | None:
+        if backend != self.name:
+            return None
+        return f"{self.toolchain(program)} codegen={codegen_digest(self.renderer_module)}"
+
+    @hookimpl
+    def pypto_compile(self, backend: str, program: Program, source: str) -> Artifact | None:
+        if backend != self.name:
+            return None
+        code, plan = split_plan(source)
+        data, meta = self.build(program, code, plan)
+        suffix = meta.pop("suffix", self.suffix)
+        meta = {"kernel": program.name, "plan": json.loads(plan.to_json()), **meta}
+        return Artifact(self.name, data, suffix, meta)
+
+    @hookimpl
+    def pypto_launch(self, backend: str, program: Program, artifact: Artifact) -> Any:
+        return self.load(program, artifact) if backend == self.name else None
