@@ -36,7 +36,7 @@ import hashlib
 import importlib.util
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..dtypes import DType, bool_, float32, float64, int32, int64
 from ..ir.loops import (
@@ -58,7 +58,6 @@ from ..ir.loops import (
     walk,
 )
 from ..ir.nodes import Binary, Const, Expr, Unary
-from ..ir.reducers import COMBINE_OP
 from . import simt_analysis as ana
 from .cstyle import CRenderer
 from .simt_analysis import Unsupported
@@ -78,7 +77,6 @@ from .simt_plan import (
 
 PLAN_MARKER = "/* pypto launch plan: "
 _PARALLEL = ("parallel", "parallel_vector")
-ana.REDUCER_OF = {v: k for k, v in COMBINE_OP.items()}  # "add" -> "sum", ...
 MAX_MAP_DIMS = 3
 
 
@@ -110,7 +108,6 @@ class _KernelState:
     width: int = 1  # lanes of the shared loop being rendered (which elements a thread owns)
     last_width: int = 1  # lanes of the last shared loop rendered
     row_count: str = "0"  # elements of a cached row (C expression)
-
     counter: int = 0
 
 
@@ -143,7 +140,6 @@ class SimtRenderer(GroupSharing, CRenderer):
     grid_stride = False  # map kernels: one point per thread (NDRange) or grid-stride loops (CUDA)
     cache_rows = True  # groups kernels: a variant keeping rows read twice in local memory
     lanes = 1  # > 1: loops over contiguous points use vectors of this many lanes (CPU OpenCL)
-
     local_scratch_param = True  # the reduction scratch is a kernel argument (OpenCL __local)
 
     def __init__(self) -> None:
@@ -282,8 +278,6 @@ class SimtRenderer(GroupSharing, CRenderer):
         if lp is None:
             return ("", "", off)
         return (f"{lp.var}:{lp.start}:{lp.stop}:{self.st.width}", lp.var, off)
-
-    # -- row caches ---------------------------------------------------------------------------------------
 
     # -- whole program ------------------------------------------------------------------------------------
     def render(self, k: LoopKernel) -> str:
@@ -531,16 +525,10 @@ class SimtRenderer(GroupSharing, CRenderer):
         pre = self.preamble(step.stmts, 1, [e for lp in chain for e in (lp.start, lp.stop)])
         ext = tuple(py_expr(e, self.host) for e in extents)
         launch, text = self.finish_kernel(k, name, step, [*pre, *loads, *body], MAP, ext, None, False)
-        if width > 1:
-            launch = KernelLaunch(launch.name, launch.kind, launch.params, launch.extents, width=width)
-        self.add((launch, text), step.when)
+        self.add((replace(launch, width=width), text), step.when)
 
     def add(self, kernel: tuple[KernelLaunch, str], when: str | None) -> None:
-        launch = kernel[0]
-        if when is not None:
-            launch = KernelLaunch(launch.name, launch.kind, launch.params, launch.extents, launch.hint,
-                                  launch.serial, launch.width, launch.local, launch.cached, when)  # fmt: skip
-        self.launches.append(launch)
+        self.launches.append(replace(kernel[0], when=when))
         self.kernels.append(kernel[1])
 
     def map_body(self, chain: list[Loop], extents: list[Expr], ind: int, width: int = 1) -> None:
@@ -604,8 +592,7 @@ class SimtRenderer(GroupSharing, CRenderer):
                 pass
             else:
                 text += "\n" + ctext
-                plain = KernelLaunch(plain.name, plain.kind, plain.params, plain.extents, plain.hint,
-                                     plain.serial, plain.width, plain.local, cached)  # fmt: skip
+                plain = replace(plain, cached=cached)
         self.add((plain, text), step.when)
 
     def groups_kernel(self, k: LoopKernel, step: _Step, name: str, loop: Loop, hint: str | None,
@@ -613,7 +600,7 @@ class SimtRenderer(GroupSharing, CRenderer):
         """The groups kernel's text and plan entry, keeping the ``cached`` rows in local memory."""
         body = self.begin()
         loads, _ = self.load_slots(step.stmts, 1, single=False)
-        # group-stride: a host may launch fewer groups than iterations (CPU devices: a group per core or so)
+        # group-stride: a host may launch fewer groups than iterations (a grid has a size limit)
         it, stop = self.index_type, self.index_expr(loop.stop, 10)
         start = self.index_expr(loop.start, 12)
         self.emit(
@@ -671,9 +658,8 @@ class SimtRenderer(GroupSharing, CRenderer):
                 head.append(self.indent_unit + f"const {self.index_type} pt_lid = {self.local_id};")
                 head.append(self.indent_unit + f"const {self.index_type} pt_L = {self.local_size};")
         local_all = list(local)
-        if st.reductions:
-            if self.local_scratch_param:
-                local_all.insert(0, LocalBuffer(SCRATCH, 8, "1", per_thread=True))
+        if st.reductions and self.local_scratch_param:
+            local_all.insert(0, LocalBuffer(SCRATCH, 8, "1", per_thread=True))
         text = "\n".join([
             *("/* " + c.replace("*/", "* /") + " */" for c in step.comments),
             self.kernel_signature(name, params, k, tuple(local_all)) + " {",
