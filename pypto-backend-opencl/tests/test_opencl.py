@@ -346,3 +346,38 @@ def test_pyopencl_arrays_are_used_in_place():
         add(a, a, cla.empty(q, 100, np.float64))
     with pytest.raises(pt.AliasingError):
         add(a, a, a)
+
+
+def test_gpu_style_kernels_and_group_sizes(monkeypatch, tmp_path):
+    """The code and launch sizes a GPU gets (groups of 32 to 256 work-items reducing in local memory,
+    rows cached in local memory), run on this device whatever it is."""
+    from pypto_opencl import launcher, plugin
+    from pypto_opencl.renderer import OpenCLRenderer
+
+    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path))  # binaries of CPU-style code must not be reused
+    monkeypatch.setattr(plugin.OpenCLBackend, "renderer", lambda self, program: OpenCLRenderer(cpu=False))
+    setup = launcher.GroupPolicy.__init__
+
+    def gpu_policy(self, dev):
+        setup(self, dev)
+        self.cpu, self.group_min, self.group_max, self.map_items, self.cache_rows = False, 32, 256, 256, True
+
+    monkeypatch.setattr(launcher.GroupPolicy, "__init__", gpu_policy)
+    fits = launcher.OpenCLLauncher._fits
+    cached = []
+    monkeypatch.setattr(launcher.OpenCLLauncher, "_fits", lambda self, *a: cached.append(fits(self, *a)) or cached[-1])
+    rng = np.random.default_rng(11)
+    sm = pt.kernel(softmax.fn)
+    for shape in [(3, 7), (64, 1031), (2, 150_000)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        y = pt.empty_like(x)
+        sm(x, y)
+        np.testing.assert_allclose(y, np_softmax(x), rtol=1e-5, atol=1e-8)
+    assert "pt_row_x" in sm.get_code() and "vload16" not in sm.get_code()
+    assert True in cached  # the variant reading each row once ran
+    total = pt.kernel(sum_exp.fn)
+    for n in (1, 16385, 1_000_003):
+        x = rng.standard_normal(n).astype(np.float32)
+        out = np.zeros(1, np.float32)
+        total(x, out)
+        np.testing.assert_allclose(out[0], np.exp(x.astype(np.float64)).sum(), rtol=2e-5)
