@@ -13,6 +13,8 @@ nox.options.error_on_missing_interpreters = True
 CORE = "./pypto-core[test]"
 OPENMP = "./pypto-backend-openmp"
 TBB = "./pypto-backend-tbb"
+OPENCL = "./pypto-backend-opencl[pocl]"  # with PoCL's CPU device: OpenCL without a GPU driver
+CUDA = "./pypto-backend-cuda"  # installed with --no-deps: pycuda has no wheels and its build needs the driver
 CONFORMANCE = "./pypto-conformance"
 NUMBA = "./examples/pypto-backend-numba"  # the example third-party backend (pulls in numba)
 
@@ -28,12 +30,15 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Every package's tests in one environment with every package installed."""
-    session.install(CORE, OPENMP, TBB, CONFORMANCE, NUMBA)
+    session.install(CORE, OPENMP, TBB, OPENCL, CONFORMANCE, NUMBA)
+    session.install("--no-deps", CUDA)
     session.run(
         "pytest",
         "pypto-core/tests",
         "pypto-backend-openmp/tests",
         "pypto-backend-tbb/tests",
+        "pypto-backend-opencl/tests",
+        "pypto-backend-cuda/tests",
         "pypto-conformance/tests",
         "examples/pypto-backend-numba/tests",
         "docs/test_docs.py",
@@ -42,6 +47,7 @@ def tests(session: nox.Session) -> None:
     # the language tests once more, compiled by the OpenMP backend
     session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "openmp"})
     session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "tbb"})
+    session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "opencl"})
     # the shared conformance suite (catalogue + differential fuzzing) on every installed backend
     session.run("pypto-conformance", "--backend", "all")
 
@@ -90,3 +96,21 @@ def tbb(session: nox.Session) -> None:
     session.install(CORE, TBB)
     session.run("pytest", "pypto-backend-tbb/tests", *session.posargs)
     session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "tbb"})
+
+
+@nox.session
+def opencl(session: nox.Session) -> None:
+    """The OpenCL backend on PoCL's CPU device: its tests, the language tests and the conformance suite on it."""
+    session.install(CORE, OPENCL, CONFORMANCE)
+    session.run("pytest", "pypto-backend-opencl/tests", *session.posargs)
+    session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "opencl"})
+    session.run("pypto-conformance", "--backend", "opencl")
+
+
+@nox.session
+def cuda(session: nox.Session) -> None:
+    """The CUDA backend without a GPU: code generation, nvcc compilation of every conformance kernel for sm_90
+    and sm_80, the launcher against a stand-in driver (launch tests skip with the reason without a GPU)."""
+    session.install(CORE, CONFORMANCE)
+    session.install("--no-deps", CUDA)
+    session.run("pytest", "pypto-backend-cuda/tests", *session.posargs)
