@@ -13,7 +13,7 @@ float expf(float);
 float tanhf(float);
 
 void vector_add(const float *restrict a, const float *restrict b, float *restrict c, int64_t n) {
-    #pragma omp parallel for simd schedule(static)
+    #pragma omp parallel for simd schedule(static) if(n >= 65536)
     for (int64_t i = 0; i < n; i++) c[i] = a[i] + b[i];
 }
 

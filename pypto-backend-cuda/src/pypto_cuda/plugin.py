@@ -8,13 +8,15 @@ compile every kernel); launching needs the driver, pycuda and a device.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Availability, Capabilities, Program
 from pypto.codegen.simt_backend import DeviceUnavailable, SimtBackend
-from pypto.codegen.simt_plan import LaunchPlan
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from pypto.codegen.simt_plan import LaunchPlan
 
 PYPTO_PLUGIN_API = PLUGIN_API_VERSION
 

@@ -5,13 +5,15 @@ Kept light: pyopencl is imported, and the device opened, only when a hook needs 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Program
 from pypto.codegen.simt_backend import DeviceUnavailable, SimtBackend
-from pypto.codegen.simt_plan import LaunchPlan
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from pypto.codegen.simt_plan import LaunchPlan
 
 PYPTO_PLUGIN_API = PLUGIN_API_VERSION
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..backend_api import PLUGIN_API_VERSION, Artifact, Availability, BackendSpec, Capabilities, Program
 from ..hookspecs import hookimpl
-from .simt import SimtRenderer, codegen_digest, split_plan
-from .simt_plan import LaunchPlan
+
+if TYPE_CHECKING:  # the renderer is imported when code is generated: plugin loading stays cheap
+    from .simt import SimtRenderer
+    from .simt_plan import LaunchPlan
 
 
 class DeviceUnavailable(RuntimeError):
@@ -116,12 +118,16 @@ class SimtBackend:
     def pypto_compile_key(self, backend: str, program: Program) -> str | None:
         if backend != self.name:
             return None
+        from .simt import codegen_digest
+
         return f"{self.toolchain(program)} codegen={codegen_digest(self.renderer_module)}"
 
     @hookimpl
     def pypto_compile(self, backend: str, program: Program, source: str) -> Artifact | None:
         if backend != self.name:
             return None
+        from .simt import split_plan
+
         code, plan = split_plan(source)
         data, meta = self.build(program, code, plan)
         suffix = meta.pop("suffix", self.suffix)
