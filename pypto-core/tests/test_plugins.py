@@ -215,3 +215,50 @@ def test_register_plugin_in_process():
     finally:
         pt.reload_plugins()
     assert "inproc" not in pt.list_backends()
+
+
+def test_installed_entry_points_are_cached_until_a_sys_path_directory_changes(install_plugin, monkeypatch, tmp_path):
+    from pypto import plugins
+
+    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(plugins, "_settled", lambda stamp, now_ns: True)
+    install_plugin("fake", GOOD)
+
+    def names(**kw):
+        return {e.name: e.distribution for e in plugins._entry_points(**kw)}
+
+    assert names(rescan=True)["fake"] == "pypto-test-fake"
+    assert (tmp_path / "cache" / plugins._ENTRY_POINT_CACHE).is_file()
+    # an edit inside a distribution's metadata leaves every sys.path directory as it was: the list is reused
+    (entry_points,) = tmp_path.glob("site*/*.dist-info/entry_points.txt")
+    entry_points.write_text(entry_points.read_text().replace("fake =", "renamed ="))
+    assert "fake" in names() and "renamed" not in names()
+    assert "renamed" in names(rescan=True)  # what pt.reload_plugins() does
+    (entry_points.parents[1] / "another_dist-1.0.dist-info").mkdir()  # what installing a distribution does
+    assert "renamed" in names() and "fake" not in names()
+    entry_points.write_text(entry_points.read_text().replace("renamed =", "again ="))
+    monkeypatch.setenv("PYPTO_NO_CACHE", "1")
+    assert "again" in names()
+
+
+def test_entry_point_list_is_not_trusted_while_sys_path_may_still_change():
+    from pypto.plugins import _settled
+
+    now = 10_000_000_000
+    header = ["3.11", "/prefix"]
+    assert _settled([header, ["/site", now - 3_000_000_000], ["/missing", None]], now)
+    assert not _settled([header, ["/site", now - 3_000_000_000], ["/fresh", now - 500_000_000]], now)
+
+
+@pytest.mark.parametrize("xdg", [None, "/xdg/cache", "relative/cache"])
+def test_default_cache_dir_follows_platformdirs(monkeypatch, xdg):
+    import platformdirs
+
+    from pypto.cache import cache_dir
+
+    monkeypatch.delenv("PYPTO_CACHE_DIR", raising=False)
+    if xdg is None:
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    else:
+        monkeypatch.setenv("XDG_CACHE_HOME", xdg)
+    assert str(cache_dir()) == platformdirs.user_cache_dir("pypto", appauthor=False)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import difflib
 import importlib.metadata
 import os
+import sys
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,7 +72,8 @@ class SkippedPlugin:
 class Registry:
     """The plugin manager, the declared backends and the plugins that were skipped."""
 
-    def __init__(self) -> None:
+    def __init__(self, rescan: bool = False) -> None:
+        self._rescan = rescan
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.backends: dict[str, BackendEntry] = {}
@@ -116,8 +119,8 @@ class Registry:
         disabled = {
             s.strip() for s in os.environ.get("PYPTO_DISABLE_PLUGINS", "").replace(";", ",").split(",") if s.strip()
         }
-        for ep in _entry_points():
-            dist = ep.dist.name if getattr(ep, "dist", None) is not None else None
+        for ep in _entry_points(rescan=self._rescan):
+            dist = ep.distribution
             if {"all", "*", "1"} & disabled or ep.name in disabled or (dist and dist in disabled):
                 self.skipped.append(SkippedPlugin(ep.name, dist, "disabled by PYPTO_DISABLE_PLUGINS"))
                 continue
@@ -212,8 +215,75 @@ class Registry:
         return entry
 
 
-def _entry_points() -> list[Any]:
-    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+@dataclass(frozen=True)
+class PluginEntryPoint:
+    """An entry point of group ``pypto``: its name, ``module:object`` value and distribution."""
+
+    name: str
+    value: str
+    distribution: str | None
+
+    def load(self) -> Any:
+        return importlib.metadata.EntryPoint(self.name, self.value, ENTRY_POINT_GROUP).load()
+
+
+_ENTRY_POINT_CACHE = "entry-points-v1.json"
+
+
+def _path_stamp() -> list[list[Any]]:
+    """Each ``sys.path`` directory with its modification time: installing, upgrading or removing a
+    distribution adds or removes an entry of one of these directories, which changes its time."""
+    stamp: list[list[Any]] = [[sys.version, sys.prefix]]
+    for entry in sys.path:
+        try:
+            stamp.append([entry, os.stat(entry or ".").st_mtime_ns])
+        except (OSError, ValueError):
+            stamp.append([entry, None])
+    return stamp
+
+
+def _settled(stamp: list[list[Any]], now_ns: int) -> bool:
+    # A time within the last two seconds may be shared with a change still to come (file times are
+    # coarse), so such a stamp is not trusted for later processes.
+    return all(t is None or now_ns - t > 2_000_000_000 for _, t in stamp[1:])
+
+
+def _entry_points(rescan: bool = False) -> list[PluginEntryPoint]:
+    """The installed entry points of group ``pypto``.
+
+    Asking :mod:`importlib.metadata` reads the metadata of every installed distribution: about 5 ms in
+    an environment of a hundred, a quarter of a new process's first call of a cached kernel. The
+    answer is therefore kept in the cache directory, valid while no ``sys.path`` directory changes;
+    ``pt.reload_plugins()`` and ``PYPTO_NO_CACHE=1`` always read the installed metadata.
+    """
+    import json
+
+    from .cache import _atomic_write, cache_dir, cache_enabled
+
+    use_cache = cache_enabled()
+    stamp = _path_stamp()
+    path = cache_dir() / _ENTRY_POINT_CACHE
+    if use_cache and not rescan:
+        try:
+            data = json.loads(path.read_text())
+            if data["stamp"] == stamp:
+                return [
+                    PluginEntryPoint(str(n), str(v), d if d is None else str(d)) for n, v, d in data["entry_points"]
+                ]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    found = [
+        PluginEntryPoint(ep.name, ep.value, ep.dist.name if getattr(ep, "dist", None) is not None else None)
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    ]
+    if use_cache and _settled(stamp, time.time_ns()):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            entries = [[e.name, e.value, e.distribution] for e in found]
+            _atomic_write(path, json.dumps({"stamp": stamp, "entry_points": entries}).encode())
+        except OSError:
+            pass  # a read-only cache directory only costs the scan
+    return found
 
 
 _registry: Registry | None = None
@@ -234,11 +304,11 @@ def reload_plugins() -> Registry:
     """Forget loaded plugins and load them again (after installing one, or changing the env)."""
     global _registry
     with _lock:
-        _registry = None
+        _registry = Registry(rescan=True)
     from .runtime import kernel as _kernel
 
     _kernel.invalidate_compiled()
-    return get_registry()
+    return _registry
 
 
 def register_plugin(plugin: object, name: str | None = None) -> list[str]:

@@ -32,12 +32,12 @@ declared, the prelude.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from .._hashing import sha256
 from ..dtypes import DType, bool_, float32, float64, int32, int64
 from ..ir.loops import (
     Alloc,
@@ -751,7 +751,7 @@ SIMT_MODULES = (
 def codegen_digest(*modules: str) -> str:
     """A digest of the code generators' sources (the SIMT modules and ``modules``) for cache keys:
     a changed renderer never reuses binaries built from what an older one generated."""
-    h = hashlib.sha256()
+    h = sha256()
     for mod in (*SIMT_MODULES, *modules):
         spec = importlib.util.find_spec(mod)
         if spec is not None and spec.origin:

@@ -8,14 +8,14 @@ the C fast-call entry point, the cffi launcher — is the same code for every su
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
-import sysconfig
 import threading
 from collections.abc import Callable, Sequence
+from importlib.machinery import EXTENSION_SUFFIXES
 from typing import TYPE_CHECKING, Any
 
+from .._hashing import sha256
 from ..backend_api import PLUGIN_API_VERSION, Artifact, Availability, BackendSpec, Capabilities, Program
 from ..hookspecs import hookimpl
 from .toolchain import Toolchain, ToolchainError, build_shared, probe
@@ -135,7 +135,7 @@ class NativeBackend:
 
     # -- hooks --------------------------------------------------------------------------------------
     def entry_module(self, program: Program) -> str:
-        digest = hashlib.sha256(program.ir_text.encode()).hexdigest()[:12]
+        digest = sha256(program.ir_text.encode()).hexdigest()[:12]
         return f"_pypto_{self.name}_{program.name}_{digest}"
 
     def codegen(self, program: Program) -> str:
@@ -159,7 +159,7 @@ class NativeBackend:
 
     def compile_key(self, program: Program) -> str:
         tc = self.toolchain()
-        abi = f"{sys.implementation.cache_tag} {sysconfig.get_config_var('EXT_SUFFIX')}"
+        abi = f"{sys.implementation.cache_tag} {EXTENSION_SUFFIXES[0]}"
         return f"{tc.identity()} fastmath={program.options.fastmath} py={abi} codegen={self.codegen_digest()}"
 
     def codegen_digest(self) -> str:
@@ -167,7 +167,7 @@ class NativeBackend:
         if self._digest is None:
             import importlib.util
 
-            h = hashlib.sha256()
+            h = sha256()
             for mod in ("pypto.codegen.cstyle", "pypto.codegen.cpu", "pypto.native.pyentry", *self.codegen_modules):
                 spec = importlib.util.find_spec(mod)
                 if spec is not None and spec.origin:

@@ -7,17 +7,16 @@ runs; the result is cached on disk next to the compile cache, keyed by the compi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
 import re
 import shutil
-import sysconfig
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .._hashing import sha256
 from ..errors import CompileError
 
 # (libmvec symbol, C function) pairs: float with 8 lanes (AVX2), double with 4 lanes (AVX2)
@@ -64,7 +63,7 @@ def cpu_identity() -> str:
                     break
     except OSError:
         pass
-    return model + " " + hashlib.sha256(flags.encode()).hexdigest()[:16]
+    return model + " " + sha256(flags.encode()).hexdigest()[:16]
 
 
 def find_compiler(language: str) -> str:
@@ -141,8 +140,18 @@ def _libmvec() -> tuple[str, ...]:
 
 
 def _python_include() -> str | None:
+    import sysconfig
+
     inc = sysconfig.get_path("include")
     return inc if inc and (Path(inc) / "Python.h").exists() else None
+
+
+def _python_identity() -> list[object]:
+    """What decides :func:`_python_include`, without importing sysconfig (1 ms) on the warm path."""
+    import sys
+
+    guess = Path(sys.base_prefix, "include", f"python{sys.version_info[0]}.{sys.version_info[1]}{sys.abiflags}")
+    return [sys.base_prefix, sys.version, (guess / "Python.h").exists()]
 
 
 def probe(language: str, base_flags: Sequence[str], optional_flags: Sequence[str], test_source: str,
@@ -157,8 +166,8 @@ def probe(language: str, base_flags: Sequence[str], optional_flags: Sequence[str
     cpu = cpu_identity()
     # keyed by the compiler file's identity, so a warm start runs no compiler at all
     key_src = json.dumps([language, compiler, list(base_flags), list(optional_flags), test_source,
-                          list(link_flags), cpu, _stat(compiler), _python_include(), 4])  # fmt: skip
-    key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
+                          list(link_flags), cpu, _stat(compiler), _python_identity(), 5])  # fmt: skip
+    key = sha256(key_src.encode()).hexdigest()[:32]
     cache_file = cache_dir() / "toolchains" / f"{key}.json"
     try:
         data = json.loads(cache_file.read_text())
