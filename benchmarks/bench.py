@@ -4,8 +4,8 @@
     python benchmarks/bench.py --write-results      # also rewrites benchmarks/RESULTS.md and the plot
     python benchmarks/bench.py --cases softmax_4096 --repeat 10
 
-Timings are interleaved: every round runs each implementation once, in turn, so machine noise hits
-all of them alike; the reported figure is the median over rounds. Ratios compare medians from the
+Timings are interleaved: every round runs each implementation once, in a new random order, so machine
+noise and the effects of whichever ran just before hit all of them alike; the reported figure is the median over rounds. Ratios compare medians from the
 same run. Outputs are preallocated. Every implementation's result is checked against NumPy first.
 """
 
@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -66,8 +68,11 @@ def run_case(case, repeat: int, warmup: int, progress) -> dict:
             fn()
     times: dict[str, list[float]] = {k: [] for k in impls}
     names = list(impls)
-    for r in range(repeat):
-        order = names[r % len(names) :] + names[: r % len(names)] if names else []
+    # A new order every round: with a fixed cyclic order each implementation would always run right after
+    # the same neighbour and inherit its effects (an output evicted by streaming stores, a busy pool).
+    rng = random.Random(0)
+    for _ in range(repeat):
+        order = rng.sample(names, len(names))
         for k in order:
             times[k].append(timed(impls[k]))
         progress()
@@ -293,11 +298,15 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "results.json").write_text(json.dumps(report, indent=1))
     if args.write_results:
         plot(report, HERE / "results.png")
-        from results import write_results
+        from results import render_summary, replace_generated, write_results
 
         cmd = "python benchmarks/bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
         write_results(report, HERE / "RESULTS.md", cmd.strip())
-        print(f"\nwrote {HERE / 'RESULTS.md'} and {HERE / 'results.png'}")
+        docs = HERE.parent / "docs"
+        (docs / "img").mkdir(exist_ok=True)
+        shutil.copyfile(HERE / "results.png", docs / "img" / "benchmarks.png")
+        replace_generated(docs / "performance.md", render_summary(report))
+        print(f"\nwrote {HERE / 'RESULTS.md'}, {HERE / 'results.png'} and the summary in {docs / 'performance.md'}")
     return 0
 
 

@@ -101,6 +101,40 @@ def render(report: dict, command: str) -> str:
     return "\n".join(lines)
 
 
+# the columns of the summary in docs/performance.md: speed-up over NumPy of each implementation
+SUMMARY = ["pypto-openmp", "pypto-tbb", "pypto-opencl", "C", "numba", "torch", "torch.compile", "numexpr"]
+
+
+def render_summary(report: dict) -> str:
+    """The short table for the performance guide: speed-up over NumPy per case and implementation."""
+    cols = [c for c in SUMMARY if any(c in case["results"] for case in report["cases"].values())]
+    names = {"C": "hand-written C"}
+    lines = [
+        BEGIN,
+        "",
+        f"Speed-up over NumPy (NumPy's time / each one's; medians of {report['repeat']} interleaved rounds, "
+        f"{report['threads']} threads, float32, outputs preallocated; {datetime.date.today().isoformat()}):",
+        "",
+        "| case | " + " | ".join(names.get(c, c) for c in cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
+    for case in report["cases"].values():
+        cells = []
+        for c in cols:
+            r = case["results"].get(c, {})
+            cells.append(f"{1 / r['vs_numpy']:.2f}" if r.get("vs_numpy") else ("error" if "error" in r else "—"))
+        lines.append(f"| {case['title']} | " + " | ".join(cells) + " |")
+    lines += ["", "![speed-up over NumPy](img/benchmarks.png)", "", END]
+    return "\n".join(lines)
+
+
+def replace_generated(path: Path, generated: str) -> None:
+    """Put ``generated`` between the markers of ``path`` (which must have them)."""
+    text = path.read_text()
+    head, rest = text.split(BEGIN, 1)
+    path.write_text(head + generated + rest.split(END, 1)[1])
+
+
 def write_results(report: dict, path: Path, command: str) -> None:
     text = path.read_text() if path.exists() else "# Benchmark results\n\n" + BEGIN + "\n" + END + "\n"
     generated = render(report, command)

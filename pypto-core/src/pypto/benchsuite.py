@@ -2,11 +2,12 @@
 
 The full comparison against Numba, torch and hand-written C lives in the repository's
 ``benchmarks/`` folder; this set needs nothing but pypto and NumPy, so any installation can run it.
-Timings are interleaved (one call of every implementation per round) and reported as medians.
+Timings are interleaved (one call of every implementation per round, in a new order each round) and reported as medians.
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -148,8 +149,10 @@ def run(
         times: dict[str, list[float]] = {k: [] for k in impls}
         for fn in impls.values():
             fn()
+        rng = random.Random(0)  # a new order every round: no implementation always follows the same one
         for _ in range(repeat):
-            for name, fn in impls.items():
+            for name in rng.sample(list(impls), len(impls)):
+                fn = impls[name]
                 t0 = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - t0)
