@@ -5,7 +5,10 @@ from __future__ import annotations
 from pypto.codegen.simt import SimtRenderer
 from pypto.dtypes import float64
 
-CPU_LANES = 16  # a float16 fills an AVX-512 register; wider vectors are split by the driver
+# 256-bit vectors at most (float4 .. double4, long4 indices): PoCL 3.0's LLVM aborts ("Cannot select",
+# "Do not know how to scalarize") or silently miscompiles 512-bit vector code (float16, double8, long8)
+# on AVX-512 CPUs such as AMD Zen 4; the driver still vectorises across work-items.
+CPU_LANES = 4
 
 
 class OpenCLRenderer(SimtRenderer):

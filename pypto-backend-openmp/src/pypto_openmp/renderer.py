@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pypto.codegen.cpu import STREAM_BLOCK, STREAM_MIN_BYTES, SimdCRenderer, streamed_outputs
+from pypto.codegen.cpu import SimdCRenderer
 from pypto.ir.loops import Loop, LoopKernel, Write
-
-# A parallel loop forks threads only when its nest's estimated cost (points times a per-point cost,
-# see pypto.passes.lower.point_cost) reaches this: below it, fork/join costs more than it saves.
-PARALLEL_MIN_WORK = 1 << 19
 
 
 class OpenMPRenderer(SimdCRenderer):
@@ -17,9 +13,8 @@ class OpenMPRenderer(SimdCRenderer):
 
     includes = (*SimdCRenderer.includes, "<omp.h>")
 
-    def __init__(self, vector_math: Iterable[str] = (), parallel_min_work: int = PARALLEL_MIN_WORK):
+    def __init__(self, vector_math: Iterable[str] = ()):
         super().__init__(vector_math)
-        self.parallel_min_work = parallel_min_work
         self.streaming: set[str] = set()  # buffers whose writes go to an L1 block buffer
 
     def extra_declarations(self, k: LoopKernel) -> list[str]:
@@ -33,26 +28,22 @@ class OpenMPRenderer(SimdCRenderer):
     def loop_header(self, s: Loop, ind: int) -> None:
         if s.kind in ("parallel", "parallel_vector"):
             simd = " simd" if s.kind == "parallel_vector" else ""
-            cond = ""
-            if s.work is not None:
-                cond = f" if({self.expr(s.work, 10)} >= {self.parallel_min_work})"
+            cond = f" if({self.expr(s.threads_if)})" if s.threads_if is not None else ""
             clauses = "".join(" " + c for c in self.reduction_clauses(s))
             self.emit(ind, f"#pragma omp parallel for{simd} schedule(static) num_threads(PT_THREADS){cond}{clauses}")
         else:
             super().loop_header(s, ind)
 
-    def streamable(self, s: Loop) -> list[str] | None:
-        """Buffers a one-dimensional elementwise loop writes contiguously, if it may stream them."""
-        return streamed_outputs(s, {b: len(shape) for b, (_, shape) in self.buffers.items()})
-
-    def streamed_loop(self, s: Loop, ind: int, written: list[str]) -> None:
+    def streamed_loop(self, s: Loop, ind: int) -> None:
         """The loop twice: streaming stores for large outputs, plain stores otherwise."""
+        assert s.streaming is not None
+        written = s.streaming.buffers
         self.use_stream_helper()
         points = f"({self.expr(s.stop, 12)} - {self.expr(s.start, 13)})"
         bytes_expr = " + ".join(f"{points} * (int64_t)sizeof(*{b})" for b in written)
         aligned = " && ".join(f"((uintptr_t){b} & 63) == 0" for b in written)
-        B = STREAM_BLOCK
-        self.emit(ind, f"if (({bytes_expr}) >= {STREAM_MIN_BYTES}LL && {aligned}) {{")
+        B = s.streaming.block
+        self.emit(ind, f"if (({bytes_expr}) >= {s.streaming.min_bytes}LL && {aligned}) {{")
         i = ind + 1
         self.emit(i, "#pragma omp parallel num_threads(PT_THREADS)")
         self.emit(i, "{")
@@ -88,9 +79,8 @@ class OpenMPRenderer(SimdCRenderer):
         self.emit(ind, "}")
 
     def loop(self, s: Loop, ind: int) -> None:
-        written = self.streamable(s)
-        if written:
-            self.streamed_loop(s, ind, written)
+        if s.streaming is not None:
+            self.streamed_loop(s, ind)
             return
         super().loop(s, ind)
 

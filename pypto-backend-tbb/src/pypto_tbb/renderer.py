@@ -14,17 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from pypto.codegen.cpu import STREAM_BLOCK, STREAM_MIN_BYTES, SimdCRenderer, streamed_outputs
+from pypto.codegen.cpu import SimdCRenderer
 from pypto.dtypes import int64
 from pypto.ir.loops import Loop, LoopKernel, Var, Write
 
 from .captures import free_values
 from .runtime import INCLUDES, TASK_MIN_WORK, support_source
-
-# A parallel loop creates tasks only when its nest's estimated cost (``Loop.work``: points times a
-# per-point cost) reaches this: below it, entering the arena and waking workers costs more than it
-# saves. The OpenMP backend's threshold, so both backends thread the same loops.
-PARALLEL_MIN_WORK = 1 << 19
 
 
 class TBBRenderer(SimdCRenderer):
@@ -38,11 +33,9 @@ class TBBRenderer(SimdCRenderer):
     def __init__(
         self,
         vector_math: Iterable[str] = (),
-        parallel_min_work: int = PARALLEL_MIN_WORK,
         task_min_work: int = TASK_MIN_WORK,
     ):
         super().__init__(vector_math)
-        self.parallel_min_work = parallel_min_work
         self.task_min_work = task_min_work
         self.streaming: set[str] = set()  # buffers whose writes go to an L1 block buffer
         self.counter = 0
@@ -75,10 +68,8 @@ class TBBRenderer(SimdCRenderer):
         if s.kind not in ("parallel", "parallel_vector") or s.reductions:
             super().loop(s, ind)  # serial and vector loops; a reducing loop stays in one task
             return
-        ranks = {b: len(shape) for b, (_, shape) in self.buffers.items()}
-        written = streamed_outputs(s, ranks)
-        if written:
-            self.streamed_loop(s, ind, written)
+        if s.streaming is not None:
+            self.streamed_loop(s, ind)
         else:
             self.parallel_loop(s, ind)
 
@@ -119,8 +110,8 @@ class TBBRenderer(SimdCRenderer):
         values = self.chunk_lambda(s, i, n, chunk)
         work = self.expr(s.work, 13) if s.work is not None else f"({hi} - {lo})"
         cond = f"{hi} - {lo} > 1"
-        if s.work is not None:
-            cond = f"{self.expr(s.work, 10)} >= {self.parallel_min_work} && {cond}"
+        if s.threads_if is not None:  # decided by the cpu-simd target's parallel_threshold pass
+            cond = f"{self.expr(s.threads_if, 6)} && {cond}"
         self.emit(i, f"if ({cond})")
         self.emit(i + 1, f"pt_parallel_for({lo}, {hi}, pt_grain({work}, {hi} - {lo}), "
                          f"[&](int64_t pt_b, int64_t pt_e) {{ pt_chunk{n}(pt_b, pt_e, {values}); }});")  # fmt: skip
@@ -128,16 +119,18 @@ class TBBRenderer(SimdCRenderer):
         self.emit(i + 1, f"pt_chunk{n}({lo}, {hi}, {values});")
         self.emit(ind, "}")
 
-    def streamed_loop(self, s: Loop, ind: int, written: list[str]) -> None:
+    def streamed_loop(self, s: Loop, ind: int) -> None:
         """Large outputs: blocks computed into L1 buffers and streamed out; otherwise a plain parallel loop."""
+        assert s.streaming is not None
+        written = s.streaming.buffers
         self.use_stream_helper()
-        B = STREAM_BLOCK
+        B = s.streaming.block
         points = f"({self.expr(s.stop, 12)} - {self.expr(s.start, 13)})"
         total = " + ".join(f"{points} * (int64_t)sizeof(*{b})" for b in written)
         aligned = " && ".join(f"((uintptr_t){b} & 63) == 0" for b in written)
         n = self.fresh()
         lo, hi = f"pt_lo{n}", f"pt_hi{n}"
-        self.emit(ind, f"if (({total}) >= {STREAM_MIN_BYTES}LL && {aligned}) {{")
+        self.emit(ind, f"if (({total}) >= {s.streaming.min_bytes}LL && {aligned}) {{")
         i = ind + 1
         self.emit(i, f"const int64_t {lo} = {self.expr(s.start)}, {hi} = {self.expr(s.stop)};")
 

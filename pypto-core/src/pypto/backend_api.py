@@ -44,6 +44,8 @@ class BackendSpec:
     ``probe`` is called (once, lazily) to learn whether the backend can run on this machine;
     ``info`` (optional) returns details for :func:`pypto.get_runtime_info` such as the device,
     the thread count and the compiler. Higher ``priority`` wins when the executor is "auto".
+    ``target`` names the :mod:`pypto.targets` target whose passes shape the loop IR the backend
+    receives (``"cpu-simd"``, ``"simt"``); ``None`` gives the core's loop IR unchanged.
     """
 
     name: str
@@ -56,6 +58,7 @@ class BackendSpec:
     description: str = ""
     package: str = ""
     cacheable: bool = True
+    target: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,8 @@ class Program:
 
     ``loops`` is the loop IR to render; ``tensor_ir`` the scheduled tensor-level IR it came from;
     ``reference_ir`` the typed, simplified program before any scheduling. ``noalias`` is true when
-    no output overlaps another argument in the calls this variant serves.
+    no output overlaps another argument in the calls this variant serves. ``target`` names the
+    target whose passes ran on ``loops``.
     """
 
     name: str
@@ -85,6 +89,7 @@ class Program:
     options: KernelOptions
     noalias: bool
     ir_text: str  # canonical text of the loop IR: part of every cache key
+    target: str | None = None
 
 
 @dataclass

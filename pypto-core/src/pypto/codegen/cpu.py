@@ -4,7 +4,7 @@ Vector loops get ``#pragma omp simd`` (compile with ``-fopenmp`` or ``-fopenmp-s
 reduction clauses; math functions with vector variants in glibc's libmvec are declared
 ``declare simd`` so the compiler calls them on whole vectors. Float max/min reductions keep a
 "saw NaN" flag per lane, because OpenMP's max/min combiners drop NaN while NumPy propagates it.
-``pt_stream_bytes`` (non-temporal stores) is available to backends that stream large outputs.
+``pt_stream_bytes`` (non-temporal stores) writes the outputs the ``stream_outputs`` pass marked.
 The thread-level mapping of parallel loops is the backend's: OpenMP pragmas, TBB ``parallel_for``.
 """
 
@@ -12,18 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..dtypes import DType, int64
-from ..ir.loops import Alloc, Assign, Loop, LoopKernel, Read, Var, Write, stmt_exprs, walk
-from ..ir.nodes import Binary, postorder
+from ..dtypes import DType
+from ..ir.loops import Assign, Loop, LoopKernel, Var, walk
+from ..ir.nodes import Binary
 from .cstyle import CRenderer
-
-# Outputs of at least this many bytes are written with non-temporal (streaming) stores, which skip
-# reading the destination into the cache; smaller outputs are better left in the cache.
-STREAM_MIN_BYTES = 16 << 20
-# Elements computed into an L1 buffer per streamed block: 512 bytes of float32, a multiple of 64 bytes.
-# Measured on the benchmark machine (vector add 16M, 2 threads): 128 elements 0.95-0.97x the hand-written
-# intrinsics version, 64 0.98x, 256 1.05x, 1024 1.13x.
-STREAM_BLOCK = 128
 
 STREAM_HELPER = """\
 #if defined(__x86_64__) || defined(__i386__)
@@ -139,26 +131,3 @@ def _acc_dtype(s: Loop, acc: str) -> DType | None:
         if isinstance(st, Assign) and st.name == acc:
             return st.value.dtype
     return None
-
-
-def streamed_outputs(s: Loop, ranks: dict[str, int]) -> list[str] | None:
-    """The buffers a one-dimensional elementwise loop may write with streaming stores, or None.
-
-    That is only correct when the loop writes each output element at the loop point itself, once,
-    and never reads an output it writes. ``ranks`` gives the number of dimensions of each buffer.
-    """
-    if s.kind != "parallel_vector" or s.reductions or s.work is None:
-        return None
-    point = (Var(s.var, dtype=int64),)
-    written: list[str] = []
-    for st in walk(s.body):
-        if isinstance(st, (Loop, Alloc)):
-            return None
-        if isinstance(st, Write):
-            if st.index != point or ranks.get(st.buffer) != 1 or st.buffer in written:
-                return None
-            written.append(st.buffer)
-    if not written:
-        return None
-    reads = {n.buffer for st in walk(s.body) for e in stmt_exprs(st) for n in postorder(e) if isinstance(n, Read)}
-    return None if reads & set(written) else written

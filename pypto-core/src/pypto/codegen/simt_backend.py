@@ -103,6 +103,7 @@ class SimtBackend:
             info=self.info,
             description=self.description,
             package=self.package,
+            target="simt",
         )
 
     # -- the hooks ------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..dtypes import DType
 from ..errors import SourceLoc
 from .affine import Affine
-from .nodes import Store
+from .nodes import Reduce, Store
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,20 @@ class Split:
 
 
 @dataclass(frozen=True)
+class OnlineSoftmax:
+    """Softmax rows whose max and sum are computed online: one read of the row, block by block.
+
+    ``pairs`` holds each ``max(x)`` with the ``sum(exp(x - max(x)))`` it pairs with. Rows of at
+    least ``min_bytes`` bytes use the online form; shorter rows stay in cache between per-row
+    passes (decided at run time when the row length is symbolic).
+    """
+
+    pairs: tuple[tuple[Reduce, Reduce], ...]
+    min_bytes: int
+    block: int  # elements per block: small enough to stay in L1 between its two passes
+
+
+@dataclass(frozen=True)
 class Group:
     """Stores computed together in one loop nest over ``loops`` (outer to inner)."""
 
@@ -101,6 +115,7 @@ class Group:
     parallel: int | None = None  # axis whose loop runs in parallel
     vector: int | None = None  # axis whose loop is vectorised
     split: Split | None = None  # set for full reductions split into blocks
+    online: OnlineSoftmax | None = None  # set for softmax-style nests with an online variant
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ arguments, scalar arguments and dimension sizes whose body is a tree of statemen
 expression nodes are those of :mod:`pypto.ir.nodes` (``Const``, ``Unary``, ``Binary``, ``Where``,
 ``Cast``) plus :class:`Var` and :class:`Read`; integer index arithmetic uses ``Binary`` in int64.
 
+Target passes annotate loops for their renderers: ``threads_if`` (start threads only when it holds)
+and ``streaming`` (outputs written with non-temporal stores when large); renderers print these
+decisions, they do not make them.
+
 Every loop says how it may be run (``kind``): ``serial``; ``parallel`` (iterations are independent
 and may run on different threads); ``vector`` (independent and contiguous: SIMD lanes);
 ``parallel_vector`` (both). A loop may carry ``reductions``: scalar accumulators that iterations
@@ -43,6 +47,16 @@ class Stmt(Node):
     """A statement of the loop IR."""
 
 
+@dataclass(frozen=True)
+class Streaming:
+    """Outputs a loop writes with non-temporal stores, block by block through an L1 buffer, when
+    together they take at least ``min_bytes`` bytes and are 64-byte aligned (checked at run time)."""
+
+    buffers: tuple[str, ...]
+    min_bytes: int
+    block: int  # elements computed into the L1 buffer per streamed block
+
+
 @_node
 class Block(Stmt):
     """Statements run in order."""
@@ -60,9 +74,9 @@ class Loop(Stmt):
     body: Stmt
     kind: str = "serial"
     reductions: tuple[tuple[str, str], ...] = ()  # (accumulator, reducer op)
-    work: Expr | None = (
-        None  # estimated cost of the whole nest (points x cost per point): lets a backend skip threading tiny loops
-    )
+    work: Expr | None = None  # estimated cost of the whole nest: points x cost per point
+    threads_if: Expr | None = None  # parallel loops: start threads only when this holds (else run serially)
+    streaming: Streaming | None = None  # outputs written with non-temporal stores when large
 
 
 LOOP_KINDS = ("serial", "parallel", "vector", "parallel_vector")
@@ -194,6 +208,6 @@ def stmt_exprs(stmt: Stmt) -> Iterator[Expr]:
 
 
 __all__ = [
-    "Var", "Read", "Stmt", "Block", "Loop", "Let", "Declare", "Assign", "Write", "Alloc", "If",
+    "Var", "Read", "Stmt", "Streaming", "Block", "Loop", "Let", "Declare", "Assign", "Write", "Alloc", "If",
     "Comment", "Argument", "LoopKernel", "LOOP_KINDS", "walk", "stmt_exprs", "children",
 ]  # fmt: skip

@@ -85,6 +85,9 @@ def format_kernel(k: KernelIR) -> str:
                 attrs.append(f"vector={name(g.vector)}")
             if g.split is not None:
                 attrs.append(f"split=blocks of {g.split.block}")
+            if g.online is not None:
+                axes = ", ".join(name(a) for rmax, _ in g.online.pairs for a in rmax.axes)
+                attrs.append(f"online=({axes}) for rows >= {g.online.min_bytes} bytes, blocks of {g.online.block}")
             lines.append(f"  nest {gi} {' '.join(attrs)}:")
             body(g.stores, "    ")
     return "\n".join(lines)
@@ -166,7 +169,15 @@ def _format_stmt(s: Stmt, ind: str, out: list[str]) -> None:
         if s.reductions:
             red = " reduce(" + ", ".join(f"{op}: {v}" for v, op in s.reductions) + ")"
         kind = "" if s.kind == "serial" else s.kind.replace("_", " ") + " "
-        out.append(f"{ind}{kind}for {s.var} in {format_expr(s.start)}..{format_expr(s.stop)}{red}:")
+        notes = ""
+        if s.threads_if is not None:
+            notes += f"  # threads if {format_expr(s.threads_if)}"
+        if s.streaming is not None:
+            st = s.streaming
+            notes += ("  #" if not notes else ";") + (
+                f" stream {', '.join(st.buffers)} if >= {st.min_bytes} bytes, blocks of {st.block}"
+            )
+        out.append(f"{ind}{kind}for {s.var} in {format_expr(s.start)}..{format_expr(s.stop)}{red}:{notes}")
         _format_stmt(s.body, ind + "  ", out)
     elif isinstance(s, Let):
         out.append(f"{ind}let {s.name} = {format_expr(s.value)}")

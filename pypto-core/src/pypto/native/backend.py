@@ -131,6 +131,7 @@ class NativeBackend:
             info=self.info,
             description=self.description,
             package=self.package,
+            target="cpu-simd",
         )
 
     # -- hooks --------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """The compiler pipeline: one ordered list of passes, read top to bottom.
 
-Each pass takes a :class:`~pypto.ir.kernel.KernelIR` and returns a new one; the verifier runs after
-every pass; ``PYPTO_DUMP_IR=1`` prints the IR after each. Then ``lower`` produces the loop IR
-(:class:`~pypto.ir.loops.LoopKernel`) and ``optimize_loops`` tidies it; that is what compiled
-backends render.
+    traced kernel ──PASSES──▶ scheduled tensor IR ──lower──▶ loop IR ──LOOP_PASSES──▶
+        ──target passes (cpu-simd, simt: see pypto.targets)──▶ what a backend renders
+
+Each pass takes an IR record and returns a new one (never mutating its input); the verifier runs
+after every pass; ``PYPTO_DUMP_IR=1`` prints the IR after each, and ``kernel.ir(stage)`` shows it
+after any one. :func:`pipeline` lists every stage for a target; ``pypto passes`` prints it.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..ir.kernel import KernelIR
 from ..ir.loops import LoopKernel
 from ..ir.printer import format_kernel, format_loops
+from ..targets import Target
 from .fuse import fuse
 from .infer_shapes import infer_shapes
 from .infer_types import infer_types
@@ -24,6 +28,7 @@ from .materialize import materialize_temporaries
 from .optimize_loops import optimize_loops
 from .schedule import schedule, split_reductions
 from .simplify import simplify
+from .softmax import online_softmax
 from .verify import verify_kernel, verify_loops
 
 PASSES: list[tuple[str, Callable[[KernelIR], KernelIR]]] = [
@@ -34,15 +39,35 @@ PASSES: list[tuple[str, Callable[[KernelIR], KernelIR]]] = [
     ("materialize", materialize_temporaries),  # temporaries for misplaced reductions, self-reads
     ("split_reductions", split_reductions),  # full reductions: fixed blocks, ordered combine
     ("schedule", schedule),                  # parallel and vector loops
+    ("online_softmax", online_softmax),      # long softmax rows: online max/sum variant
 ]  # fmt: skip
+
+LOWER = "lower"  # scheduled tensor IR -> loop IR (pypto.passes.lower)
 
 LOOP_PASSES: list[tuple[str, Callable[[LoopKernel], LoopKernel]]] = [
     ("optimize_loops", optimize_loops),      # hoist invariant arithmetic, reciprocals of invariant divisors
 ]  # fmt: skip
 
-STAGES: tuple[str, ...] = ("traced", *(name for name, _ in PASSES), "lower", *(name for name, _ in LOOP_PASSES))
+STAGES: tuple[str, ...] = ("traced", *(name for name, _ in PASSES), LOWER, *(name for name, _ in LOOP_PASSES))
+"""The stages every kernel goes through; a backend's target appends its own (see :func:`pipeline`)."""
 
 REFERENCE_STAGE = "simplify"  # the NumPy reference evaluates the program as written, before scheduling
+
+
+def pipeline(target: Target | None = None) -> list[tuple[str, str]]:
+    """Every stage in order for ``target``, as ``(name, where it is implemented)`` pairs."""
+    out = [("traced", "pypto.lang.tracer.trace")]
+    out += [(name, f"{fn.__module__}.{fn.__name__}") for name, fn in PASSES]
+    out.append((LOWER, f"{lower.__module__}.{lower.__name__}"))
+    out += [(name, f"{fn.__module__}.{fn.__name__}") for name, fn in LOOP_PASSES]
+    if target is not None:
+        out += [(name, f"{fn.__module__}.{fn.__name__}  [{target.name}]") for name, fn in target.passes]
+    return out
+
+
+def stages(target: Target | None = None) -> tuple[str, ...]:
+    """The stage names accepted by ``kernel.ir`` for a backend of ``target``."""
+    return STAGES + (tuple(name for name, _ in target.passes) if target is not None else ())
 
 
 def dump_enabled() -> bool:
@@ -51,28 +76,56 @@ def dump_enabled() -> bool:
 
 @dataclass(frozen=True)
 class Compilation:
-    """Every stage of one kernel's compilation: tensor-level IR by pass name, then the loop IR."""
+    """Every stage of one kernel's compilation: tensor-level IR by pass name, then the loop IR;
+    the stages of each target are added the first time a backend of that target asks for them."""
 
     stages: dict[str, KernelIR]
     loop_stages: dict[str, LoopKernel]
+    dump: bool = False
+    _targets: dict[str, dict[str, LoopKernel]] = field(default_factory=dict, repr=False)
 
     @property
     def final(self) -> KernelIR:
+        """The scheduled tensor IR (after the last tensor pass)."""
         return self.stages[PASSES[-1][0]]
 
     @property
     def loops(self) -> LoopKernel:
-        """The loop IR after the last loop pass: what backends render."""
+        """The loop IR after the last core loop pass (before any target pass)."""
         return self.loop_stages[STAGES[-1]]
 
-    def text(self, stage: str) -> str:
+    def target_stages(self, target: Target | None) -> dict[str, LoopKernel]:
+        """The loop IR after each of ``target``'s passes (run, verified and dumped once)."""
+        if target is None:
+            return {}
+        done = self._targets.get(target.name)
+        if done is None:
+            done = {}
+            loops = self.loops
+            for name, fn in target.passes:
+                loops = fn(loops)
+                verify_loops(loops, name)
+                done[name] = loops
+                if self.dump:
+                    _print(name, format_loops(loops))
+            self._targets[target.name] = done
+        return done
+
+    def for_target(self, target: Target | None) -> LoopKernel:
+        """The loop IR a backend of ``target`` renders: after the target's last pass."""
+        done = self.target_stages(target)
+        return done[target.passes[-1][0]] if target is not None and target.passes else self.loops
+
+    def text(self, stage: str, target: Target | None = None) -> str:
         if stage in self.loop_stages:
             return format_loops(self.loop_stages[stage])
-        return format_kernel(self.stages[stage])
+        if stage in self.stages:
+            return format_kernel(self.stages[stage])
+        return format_loops(self.target_stages(target)[stage])
 
 
 def run_pipeline(traced: KernelIR, *, noalias: bool = True, dump: bool | None = None) -> Compilation:
-    """Run every pass on a traced kernel, verifying (and optionally printing) after each."""
+    """Run every core pass on a traced kernel, verifying (and optionally printing) after each."""
     dump = dump_enabled() if dump is None else dump
     stages: dict[str, KernelIR] = {"traced": traced}
     done: set[str] = set()
@@ -90,19 +143,29 @@ def run_pipeline(traced: KernelIR, *, noalias: bool = True, dump: bool | None = 
     loops = lower(k, noalias=noalias)
     verify_loops(loops)
     if dump:
-        _print("lower", format_loops(loops))
-    loop_stages = {"lower": loops}
+        _print(LOWER, format_loops(loops))
+    loop_stages = {LOWER: loops}
     for name, fn in LOOP_PASSES:
         loops = fn(loops)
         verify_loops(loops, name)
         loop_stages[name] = loops
         if dump:
             _print(name, format_loops(loops))
-    return Compilation(stages, loop_stages)
+    return Compilation(stages, loop_stages, dump)
 
 
 def _print(stage: str, text: str) -> None:
     print(f"--- pypto IR after {stage} ---\n{text}", file=sys.stderr)
 
 
-__all__ = ["PASSES", "STAGES", "Compilation", "run_pipeline", "REFERENCE_STAGE"]
+def format_pipeline(target: Target | None = None) -> str:
+    """The pipeline for ``target`` as a numbered list (what ``pypto passes`` prints)."""
+    rows: list[Any] = pipeline(target)
+    width = max(len(n) for n, _ in rows)
+    return "\n".join(f"{i:2d}. {n:<{width}}  {where}" for i, (n, where) in enumerate(rows))
+
+
+__all__ = [
+    "PASSES", "LOOP_PASSES", "STAGES", "Compilation", "run_pipeline", "REFERENCE_STAGE", "pipeline", "stages",
+    "format_pipeline",
+]  # fmt: skip

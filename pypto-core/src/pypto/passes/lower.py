@@ -56,11 +56,6 @@ from ..ir.reducers import combine, identity
 
 I64 = dtypes.int64
 
-# Softmax rows of at least this many bytes do not stay in cache between passes: their max and sum
-# are computed online (one read of the row, block by block); shorter rows use per-row passes.
-ONLINE_MIN_BYTES = 512 << 10
-ONLINE_BLOCK = 4096  # elements per block of the online max/sum (16 KiB of float32: L1-resident)
-
 
 def _i64(v: int) -> Const:
     return Const(int(v), dtype=I64)
@@ -109,6 +104,7 @@ class _Lowerer:
         self.write_through: dict[Reduce, tuple[str, tuple[Affine, ...]]] = {}
         # max reduction -> the sum(exp(body - max)) it pairs with, when lowering the online variant
         self.online_pair: dict[Reduce, Reduce] = {}
+        self.online_block = 0
 
     # -- names and integer expressions ------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -298,8 +294,8 @@ class _Lowerer:
         lov, hiv = Var(lo, dtype=I64), Var(hi, dtype=I64)
         mv, sv, bigv = Var(m, dtype=dt), Var(s, dtype=dt), Var(big, dtype=dt)
         body: list[Stmt] = [
-            Let(lo, mul(Var(blk, dtype=I64), _i64(ONLINE_BLOCK))),
-            Let(hi, Binary("minimum", ext, add(lov, _i64(ONLINE_BLOCK)), dtype=I64)),
+            Let(lo, mul(Var(blk, dtype=I64), _i64(self.online_block))),
+            Let(hi, Binary("minimum", ext, add(lov, _i64(self.online_block)), dtype=I64)),
             Declare(mb, dt, identity("max", dt)),
         ]
         body += self.emit([ax], [_Sink(rmax.body, acc=mb, op="max", acc_dtype=dt)], env, vector=ax,
@@ -317,7 +313,7 @@ class _Lowerer:
         stmts: list[Stmt] = [
             Declare(m, dt, identity("max", dt)),
             Declare(s, dt, identity("sum", dt)),
-            Let(nblk, Binary("floordiv", add(ext, _i64(ONLINE_BLOCK - 1)), _i64(ONLINE_BLOCK), dtype=I64)),
+            Let(nblk, Binary("floordiv", add(ext, _i64(self.online_block - 1)), _i64(self.online_block), dtype=I64)),
             Loop(blk, _i64(0), Var(nblk, dtype=I64), Block(tuple(body)), "serial"),
         ]
         return stmts, (mv, sv)
@@ -399,11 +395,12 @@ class _Lowerer:
         work: Expr = _i64(sum(point_cost(s.value) for s in g.stores))
         for a in g.loops:
             work = mul(work, self.extent(a))
-        pairs = _softmax_pairs(g.stores[0].value) if len(g.stores) == 1 else {}
+        pairs = dict(g.online.pairs) if g.online is not None else {}
         online: list[Stmt] = []
         if pairs:
             # long rows: online max/sum (no write-through: the final pass recomputes exp)
             self.online_pair = pairs
+            self.online_block = g.online.block
             online = self.emit(list(g.loops), sinks, {}, parallel=g.parallel, vector=g.vector, work=work)
             self.online_pair = {}
             sinks = [_Sink(s.value, buffer=s.tensor, index=s.index) for s in g.stores]
@@ -416,9 +413,10 @@ class _Lowerer:
         (ax,) = rmax.axes
         assert rmax.dtype is not None
         row_bytes = mul(self.extent(ax), _i64(rmax.dtype.itemsize))
+        min_bytes = g.online.min_bytes
         if isinstance(row_bytes, Const):
-            return stmts + (online if row_bytes.value >= ONLINE_MIN_BYTES else passes)
-        cond = Binary("ge", row_bytes, _i64(ONLINE_MIN_BYTES), dtype=dtypes.bool_)
+            return stmts + (online if row_bytes.value >= min_bytes else passes)
+        cond = Binary("ge", row_bytes, _i64(min_bytes), dtype=dtypes.bool_)
         return [*stmts, If(cond, Block(tuple(online)), Block(tuple(passes)))]
 
     def plan_write_through(self, g: Group, s: Store) -> Expr:
@@ -480,22 +478,6 @@ def point_cost(e: Expr) -> int:
         elif not isinstance(n, (Const, Index)):
             cost += 1
     return max(cost, 1)
-
-
-def _softmax_pairs(e: Expr) -> dict[Reduce, Reduce]:
-    """``max(b)`` -> ``sum(exp(b - max(b)))`` over the same single axis, for each such pair in ``e``."""
-    out: dict[Reduce, Reduce] = {}
-    for n in postorder(e):
-        if not (
-            isinstance(n, Reduce) and n.op == "sum" and len(n.axes) == 1 and n.dtype is not None and n.dtype.is_float
-        ):
-            continue
-        body = n.body
-        if isinstance(body, Unary) and body.op == "exp" and isinstance(body.x, Binary) and body.x.op == "sub":
-            rmax = body.x.b
-            if isinstance(rmax, Reduce) and rmax.op == "max" and rmax.axes == n.axes and rmax.body == body.x.a:
-                out.setdefault(rmax, n)
-    return out
 
 
 def _expensive(e: Expr) -> bool:

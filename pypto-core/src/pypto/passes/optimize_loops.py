@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..ir.loops import Alloc, Assign, Block, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write, walk
 from ..ir.names import NameGen
 from ..ir.nodes import Binary, Cast, Const, Expr, Unary, Where, children, map_children, postorder
@@ -28,7 +30,7 @@ def optimize_loops(k: LoopKernel) -> LoopKernel:
             names.add(s.buffer)
     opt = _Optimizer(names)
     body = opt.stmt(k.body)
-    return LoopKernel(k.name, k.args, body, k.noalias, k.temps, k.reducers)
+    return replace(k, body=body)
 
 
 class _Optimizer:
@@ -46,7 +48,7 @@ class _Optimizer:
                 out.extend(r.body if isinstance(r, Block) and isinstance(b, Loop) else [r])
             return Block(tuple(out))
         if isinstance(s, Loop):
-            inner = Loop(s.var, s.start, s.stop, self.stmt(s.body), s.kind, s.reductions, s.work)
+            inner = replace(s, body=self.stmt(s.body))
             return self.hoist(inner)
         if isinstance(s, Alloc):
             return Alloc(s.buffer, s.dtype, s.shape, self.stmt(s.body))
@@ -89,7 +91,7 @@ class _Optimizer:
             return r  # type: ignore[return-value]
 
         body = _map_exprs(loop.body, rewrite)
-        new = Loop(loop.var, loop.start, loop.stop, body, loop.kind, loop.reductions, loop.work)
+        new = replace(loop, body=body)
         if not lets:
             return new
         return Block((*lets, new))
@@ -120,7 +122,7 @@ def _map_exprs(s: Stmt, fn) -> Stmt:
         return If(fn(s.cond), _map_exprs(s.then, fn), _map_exprs(s.orelse, fn) if s.orelse is not None else None)
     if isinstance(s, Loop):
         # a nested loop was optimised already; its bounds may still use hoistable arithmetic
-        return Loop(s.var, fn(s.start), fn(s.stop), _map_exprs(s.body, fn), s.kind, s.reductions, s.work)
+        return replace(s, start=fn(s.start), stop=fn(s.stop), body=_map_exprs(s.body, fn))
     if isinstance(s, Alloc):
         return Alloc(s.buffer, s.dtype, s.shape, _map_exprs(s.body, fn))
     return s

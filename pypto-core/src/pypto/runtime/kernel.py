@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from ..backend_api import Artifact, KernelOptions, Program
-from ..errors import ArgumentError, BackendNotFound, CompileError
+from ..errors import ArgumentError, BackendNotFound, CompileError, PyptoError
 from ..ir.printer import format_loops
 from ..lang.tracer import trace
-from ..passes import REFERENCE_STAGE, STAGES, Compilation, run_pipeline
+from ..passes import REFERENCE_STAGE, STAGES, Compilation, run_pipeline, stages
+from ..targets import Target, get_target
 from .binding import Binder, BoundCall, alias_safe_pairs
 
 _kernels: weakref.WeakSet[Kernel] = weakref.WeakSet()
@@ -100,18 +101,25 @@ class Kernel:
             self._binder = Binder(comp.stages["infer_shapes"], alias_safe_pairs(comp.final))
         return self._binder
 
-    def program(self, noalias: bool = True) -> Program:
-        """What backends receive for this kernel (see :class:`pypto.backend_api.Program`)."""
+    def program(self, noalias: bool = True, backend: str | None = None) -> Program:
+        """What ``backend`` (default: the kernel's) receives for this kernel: the loop IR after the
+        passes of the backend's target (see :class:`pypto.backend_api.Program`)."""
+        target = self._target(backend)
         comp = self._compilation(noalias)
+        loops = comp.for_target(target)
         return Program(
-            name=comp.loops.name,
-            loops=comp.loops,
+            name=loops.name,
+            loops=loops,
             tensor_ir=comp.final,
             reference_ir=comp.stages[REFERENCE_STAGE],
             options=self.options,
             noalias=noalias,
-            ir_text=format_loops(comp.loops) + f"\n# options: {self.options!r}",
+            ir_text=format_loops(loops) + f"\n# options: {self.options!r}",
+            target=target.name if target is not None else None,
         )
+
+    def _target(self, backend: str | None) -> Target | None:
+        return get_target(self._backend(backend, need_available=False).spec.target)
 
     # -- backends ------------------------------------------------------------------------------------
     def _backend(self, backend: str | None, *, need_available: bool):
@@ -151,7 +159,7 @@ class Kernel:
                 from ..plugins import get_registry
 
                 hook = get_registry().pm.hook
-                program = self.program(noalias)
+                program = self.program(noalias, backend)
                 artifact = lookup(backend, program)  # a warm cache needs no code generation
                 if artifact is None:
                     source = self._codegen(backend, program)
@@ -222,29 +230,41 @@ class Kernel:
     def get_code(self, backend: str | None = None) -> str:
         """The source the backend generates for this kernel (works without its device or driver)."""
         entry = self._backend(backend, need_available=False)
-        return self._codegen(entry.spec.name, self.program())
+        return self._codegen(entry.spec.name, self.program(backend=entry.spec.name))
 
-    def ir(self, stage: str | None = None) -> str:
-        """The IR after ``stage`` (one of :data:`pypto.passes.STAGES`; default: the final loop IR)."""
-        stage = stage or STAGES[-1]
-        if stage not in STAGES:
-            raise ArgumentError(
-                f"unknown IR stage {stage!r}",
-                param="stage",
-                expected=", ".join(STAGES),
-                got=stage,
-                fix=f"use one of: {', '.join(STAGES)}",
-            )
+    def ir(self, stage: str | None = None, backend: str | None = None) -> str:
+        """The IR after ``stage`` (default: the last one), for ``backend`` (default: the kernel's).
+
+        The stages are the core pipeline's (:data:`pypto.passes.STAGES`) followed by the passes of
+        the backend's target; :attr:`stages` lists them in order.
+        """
+        if stage is None or stage not in STAGES:
+            target = self._target(backend)
+            names = stages(target)
+            stage = stage or names[-1]
+            if stage not in names:
+                raise ArgumentError(
+                    f"unknown IR stage {stage!r}",
+                    param="stage",
+                    expected=", ".join(names),
+                    got=stage,
+                    fix=f"use one of: {', '.join(names)}",
+                )
+        else:
+            target = None
         if stage == "traced":
             from ..ir.printer import format_kernel
 
             return format_kernel(self._trace())
-        return self._compilation().text(stage)
+        return self._compilation().text(stage, target)
 
     @property
     def stages(self) -> tuple[str, ...]:
-        """The names accepted by :meth:`ir`, in pipeline order."""
-        return STAGES
+        """The names accepted by :meth:`ir`, in pipeline order: the core's, then the target's."""
+        try:
+            return stages(self._target(None))
+        except PyptoError:  # no usable backend: the core's stages still exist
+            return STAGES
 
     def __repr__(self) -> str:
         opts = [f"executor={self.executor!r}"] if self.executor else []
