@@ -20,6 +20,13 @@ from pypto.plugins import get_registry
 M, N, K = pt.dims("M N K")
 
 ENTRY = get_registry().backends.get("cuda")
+
+
+def rendered(kernel, noalias=True):
+    """What the cuda backend renders for ``kernel``: device code and its launch plan (no GPU needed)."""
+    return ENTRY.backend.render(kernel.program(noalias, backend="cuda"))
+
+
 GPU = ENTRY is not None and ENTRY.availability.available
 needs_gpu = pytest.mark.skipif(
     not GPU, reason=f"no GPU to launch on: {ENTRY.availability.reason if ENTRY else 'not installed'}"
@@ -90,9 +97,7 @@ def test_code_is_generated_without_a_gpu():
 
 
 def test_full_reduction_is_two_stages_in_the_plan():
-    from pypto.codegen.simt import split_plan
-
-    _, plan = split_plan(sum_exp.get_code(backend="cuda"))
+    plan = rendered(sum_exp).extras["plan"]
     assert [k.kind for k in plan.kernels] == ["groups", "single"]
     assert all(not b.per_thread for k in plan.kernels for b in k.local)  # warp shuffles: no scratch argument
 
@@ -111,7 +116,7 @@ def test_arch_spellings():
 @needs_nvcc
 def test_compile_key_names_nvcc_arch_and_flags(monkeypatch):
     monkeypatch.setenv("PYPTO_CUDA_ARCH", "8.0")
-    key = get_registry().pm.hook.pypto_compile_key(backend="cuda", program=softmax.program())
+    key = ENTRY.backend.compile_key(softmax.program(backend="cuda"))
     assert "nvcc" in key and "arch=sm_80" in key and "-O3" in key and "codegen=" in key
 
 
@@ -119,15 +124,16 @@ def test_compile_key_names_nvcc_arch_and_flags(monkeypatch):
 def test_compiled_cubins_go_through_the_disk_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("PYPTO_CUDA_ARCH", "sm_90")
-    program = softmax.program()
-    hook = get_registry().pm.hook
-    art = hook.pypto_compile(backend="cuda", program=program, source=softmax.get_code(backend="cuda"))
-    assert art.data[:4] == b"\x7fELF" and art.metadata["arch"] == "sm_90" and art.metadata["format"] == "cubin"
-    assert json.dumps(art.metadata)  # the plan travels as JSON
-    from pypto.cache import lookup
+    from pypto.runtime.compile import compile_program
 
-    again = lookup("cuda", program)
-    assert again is not None and again.from_cache and again.data == art.data
+    program = softmax.program(backend="cuda")
+    backend = ENTRY.backend
+    monkeypatch.setattr(type(backend), "load", lambda self, program, artifact: artifact)  # no GPU to load on
+    art = compile_program(program, backend)
+    assert art.data[:4] == b"\x7fELF" and art.metadata["arch"] == "sm_90" and art.metadata["format"] == "cubin"
+    assert json.dumps(art.metadata) and not art.from_cache  # the plan travels as JSON
+    again = compile_program(program, backend)
+    assert again.from_cache and again.data == art.data
 
 
 @needs_nvcc
@@ -163,17 +169,12 @@ def _catalogue() -> list[tuple[str, object]]:
 @needs_nvcc
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_every_conformance_kernel_compiles(arch):
-    from pypto.plugins import get_registry
     from pypto_cuda.nvcc import compile_cuda
 
-    hook = get_registry().pm.hook
     jobs = []
     for name, k in _catalogue():
         for noalias in (True, False) if arch == "sm_90" else (True,):  # the variant for aliased calls once
-            code = hook.pypto_codegen(backend="cuda", program=k.program(noalias))
-            from pypto.codegen.simt import split_plan
-
-            jobs.append((f"{name} noalias={noalias}", split_plan(code)[0], k.program(noalias).name))
+            jobs.append((f"{name} noalias={noalias}", rendered(k, noalias).text, k.program(noalias).name))
 
     def build(job):
         label, code, name = job
@@ -197,7 +198,6 @@ def test_random_kernels_compile():
         from pypto_conformance.fuzz.check import build_kernel
     except ImportError:
         pytest.skip("pypto-conformance is not installed")
-    from pypto.codegen.simt import split_plan
     from pypto_cuda.nvcc import compile_cuda
 
     sources = []
@@ -208,7 +208,7 @@ def test_random_kernels_compile():
     def collect(data):
         family = data.draw(hypothesis.strategies.sampled_from(FAMILIES))
         k = pt.kernel(build_kernel(data.draw(programs(family))))
-        sources.append((k.program().name, split_plan(k.get_code(backend="cuda"))[0]))
+        sources.append((k.program().name, rendered(k).text))
 
     collect()
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
@@ -288,7 +288,6 @@ def fake_launcher(kernel, monkeypatch):
     from contextlib import nullcontext
 
     from pypto.backend_api import Artifact
-    from pypto.codegen.simt import split_plan
     from pypto_cuda.device import CudaDevice
     from pypto_cuda.launcher import CudaLauncher
 
@@ -296,7 +295,7 @@ def fake_launcher(kernel, monkeypatch):
     dev = CudaDevice(driver, None, None, "fake", (9, 0), 132, 1024, 48 * 1024, 227 * 1024, 1 << 30)
     monkeypatch.setattr(CudaDevice, "active", lambda self: nullcontext())
     program = kernel.program()
-    _, plan = split_plan(kernel.get_code(backend="cuda"))
+    plan = rendered(kernel).extras["plan"]
     art = Artifact("cuda", b"cubin", ".cubin", {"plan": json.loads(plan.to_json())})
     return CudaLauncher(program, art, dev), driver
 

@@ -98,7 +98,7 @@ def test_aliasing_call_uses_a_variant_without_restrict():
     assert "restrict" not in vector_add.program(noalias=False).ir_text
     from pypto.plugins import get_registry
 
-    code = get_registry().pm.hook.pypto_codegen(backend="openmp", program=vector_add.program(noalias=False))
+    code = get_registry().backend("openmp").render(vector_add.program(noalias=False)).text
     assert "int vector_add(const float *a, const float *b, float *c, int64_t N)" in code
 
 

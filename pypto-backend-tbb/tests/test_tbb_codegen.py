@@ -95,8 +95,8 @@ def test_large_1d_outputs_are_streamed_per_block_inside_tasks():
 
 
 def test_aliasing_variant_has_no_restrict():
-    program = vector_add.program(noalias=False)
-    code = get_registry().pm.hook.pypto_codegen(backend="tbb", program=program)
+    program = vector_add.program(noalias=False, backend="tbb")
+    code = get_registry().backend("tbb").render(program).text
     assert 'extern "C" int vector_add(const float *a, const float *b, float *c, int64_t N)' in code
     assert "__restrict__" not in code.split('extern "C" int vector_add(')[1]
     assert "(int64_t pt_begin2, int64_t pt_end2, const float *a, const float *b, float *c)" in code

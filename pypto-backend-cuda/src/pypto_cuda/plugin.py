@@ -1,4 +1,4 @@
-"""The ``cuda`` backend (entry point ``pypto: cuda``): :data:`BACKEND` and its hooks.
+"""The ``cuda`` backend (entry point ``pypto: cuda``): :data:`BACKEND`.
 
 Kept light: pycuda is imported, the driver opened and nvcc run only when a hook needs them. Code
 generation and compilation work without a GPU (``kernel.get_code(backend="cuda")``, the tests that
@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Availability, Capabilities, Program
+from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Availability, Backend, Capabilities, Program
 from pypto.codegen.simt_backend import DeviceUnavailable, SimtBackend
+from pypto.hookspecs import hookimpl
 
 from . import __version__
 
@@ -79,7 +80,7 @@ class CudaBackend(SimtBackend):
 
         return f"{probe_nvcc().identity()} arch={self.target_arch()} flags={flags(program.options.fastmath)}"
 
-    def build(self, program: Program, code: str, plan: LaunchPlan) -> tuple[bytes, dict[str, Any]]:
+    def build_device_code(self, program: Program, code: str, plan: LaunchPlan) -> tuple[bytes, dict[str, Any]]:
         from .nvcc import compile_cuda
 
         arch = self.target_arch()
@@ -94,8 +95,7 @@ class CudaBackend(SimtBackend):
 
 BACKEND = CudaBackend()
 
-pypto_declare_backends = BACKEND.pypto_declare_backends
-pypto_codegen = BACKEND.pypto_codegen
-pypto_compile_key = BACKEND.pypto_compile_key
-pypto_compile = BACKEND.pypto_compile
-pypto_launch = BACKEND.pypto_launch
+
+@hookimpl
+def pypto_backends() -> list[Backend]:
+    return [BACKEND]

@@ -1,4 +1,4 @@
-"""The ``opencl`` backend (entry point ``pypto: opencl``): :data:`BACKEND` and its hooks.
+"""The ``opencl`` backend (entry point ``pypto: opencl``): :data:`BACKEND`.
 
 Kept light: pyopencl is imported, and the device opened, only when a hook needs them.
 """
@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Program
+from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Backend, Program
 from pypto.codegen.simt_backend import DeviceUnavailable, SimtBackend
+from pypto.hookspecs import hookimpl
 
 from . import __version__
 
@@ -59,7 +60,7 @@ class OpenCLBackend(SimtBackend):
 
         return f"{self.device().identity()} options={build_options(program.options.fastmath)}"
 
-    def build(self, program: Program, code: str, plan: LaunchPlan) -> tuple[bytes, dict[str, Any]]:
+    def build_device_code(self, program: Program, code: str, plan: LaunchPlan) -> tuple[bytes, dict[str, Any]]:
         from .build import build_binary, build_options
 
         return build_binary(self.device(), code, program.name, build_options(program.options.fastmath)), {}
@@ -73,8 +74,7 @@ class OpenCLBackend(SimtBackend):
 
 BACKEND = OpenCLBackend()
 
-pypto_declare_backends = BACKEND.pypto_declare_backends
-pypto_codegen = BACKEND.pypto_codegen
-pypto_compile_key = BACKEND.pypto_compile_key
-pypto_compile = BACKEND.pypto_compile
-pypto_launch = BACKEND.pypto_launch
+
+@hookimpl
+def pypto_backends() -> list[Backend]:
+    return [BACKEND]

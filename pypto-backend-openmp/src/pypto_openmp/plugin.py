@@ -1,15 +1,17 @@
-"""The ``openmp`` backend: ``BACKEND`` is the plugin (entry point ``openmp = "pypto_openmp.plugin:BACKEND"``).
+"""The ``openmp`` backend's plugin module (entry point ``openmp = "pypto_openmp.plugin"``): :data:`BACKEND`.
 
 Kept light: nothing here imports cffi or runs a compiler until a hook needs it.
 """
 
 from __future__ import annotations
 
-from pypto.backend_api import Capabilities
+from pypto.backend_api import PLUGIN_API_VERSION, Backend, Capabilities
+from pypto.hookspecs import hookimpl
 from pypto.native.backend import NativeBackend
 
 from . import __version__
 
+PYPTO_PLUGIN_API = PLUGIN_API_VERSION
 NAME = "openmp"
 
 _PROBE = """
@@ -49,3 +51,8 @@ BACKEND = NativeBackend(
     capabilities=Capabilities(notes="OpenMP threads over outer loops, SIMD inner loops"),
     codegen_modules=("pypto_openmp.renderer",),
 )
+
+
+@hookimpl
+def pypto_backends() -> list[Backend]:
+    return [BACKEND]

@@ -1,15 +1,17 @@
-"""The ``tbb`` backend: ``BACKEND`` is the plugin (entry point ``tbb = "pypto_tbb.plugin:BACKEND"``).
+"""The ``tbb`` backend's plugin module (entry point ``tbb = "pypto_tbb.plugin"``): :data:`BACKEND`.
 
 Kept light: nothing here imports cffi, looks for TBB or runs a compiler until a hook needs it.
 """
 
 from __future__ import annotations
 
-from pypto.backend_api import Capabilities
+from pypto.backend_api import PLUGIN_API_VERSION, Backend, Capabilities
+from pypto.hookspecs import hookimpl
 
 from . import __version__
 from .backend import TBBBackend, compile_flags, link_flags
 
+PYPTO_PLUGIN_API = PLUGIN_API_VERSION
 NAME = "tbb"
 
 # compiled and linked against the located headers and libtbb: proves both are usable
@@ -59,3 +61,8 @@ BACKEND = TBBBackend(
     extra_link=link_flags,
     codegen_modules=("pypto_tbb.renderer", "pypto_tbb.runtime"),
 )
+
+
+@hookimpl
+def pypto_backends() -> list[Backend]:
+    return [BACKEND]

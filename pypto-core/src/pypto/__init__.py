@@ -10,57 +10,150 @@
         c[i] = a[i] + b[i]
 
 Backends (OpenMP, TBB, CUDA, OpenCL, and the always-available NumPy ``reference``) are plugins;
-see :func:`list_backends` and :func:`get_runtime_info`.
+see :func:`list_backends` and :func:`get_runtime_info`. ``import pypto`` loads nothing but this
+module: each public name is imported the first time it is used.
 """
 
+from typing import TYPE_CHECKING
+
 from ._version import __version__
-from .dtypes import DType, bool_, float32, float64, int32, int64
-from .errors import (
-    AliasingError,
-    ArgumentError,
-    BackendNotFound,
-    BackendUnavailable,
-    CompileError,
-    DTypeError,
-    IRVerificationError,
-    PluginError,
-    PluginWarning,
-    PyptoError,
-    ShapeError,
-    TracingError,
-)
-from .hookspecs import hookimpl
-from .lang.functions import (
-    abs,
-    axis,
-    cast,
-    cos,
-    dim,
-    dims,
-    erf,
-    exp,
-    log,
-    maximum,
-    minimum,
-    reduce_max,
-    reduce_mean,
-    reduce_min,
-    reduce_prod,
-    reduce_sum,
-    rsqrt,
-    sigmoid,
-    sin,
-    sqrt,
-    tanh,
-    where,
-)
-from .lang.tensor import Tensor
-from .lang.values import Axis, Dim
-from .plugins import list_backends, register_plugin, reload_plugins
-from .runtime.benchmark import BenchmarkResult, benchmark
-from .runtime.info import get_runtime_info
-from .runtime.kernel import Kernel, kernel
-from .runtime.memory import empty, empty_like, zeros, zeros_like
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on first use
+    from .dtypes import DType, bool_, float32, float64, int32, int64
+    from .errors import (
+        AliasingError,
+        ArgumentError,
+        BackendNotFound,
+        BackendUnavailable,
+        CompileError,
+        DTypeError,
+        IRVerificationError,
+        PluginError,
+        PluginWarning,
+        PyptoError,
+        ShapeError,
+        TracingError,
+    )
+    from .hookspecs import hookimpl
+    from .lang.functions import (
+        abs,
+        axis,
+        cast,
+        cos,
+        dim,
+        dims,
+        erf,
+        exp,
+        log,
+        maximum,
+        minimum,
+        reduce_max,
+        reduce_mean,
+        reduce_min,
+        reduce_prod,
+        reduce_sum,
+        rsqrt,
+        sigmoid,
+        sin,
+        sqrt,
+        tanh,
+        where,
+    )
+    from .lang.tensor import Tensor
+    from .lang.values import Axis, Dim
+    from .plugins import list_backends, register_plugin, reload_plugins
+    from .runtime.benchmark import BenchmarkResult, benchmark
+    from .runtime.info import get_runtime_info
+    from .runtime.kernel import Kernel, kernel
+    from .runtime.memory import empty, empty_like, zeros, zeros_like
+
+
+_LAZY: dict[str, str] = {
+    # .dtypes
+    "DType": ".dtypes",
+    "bool_": ".dtypes",
+    "float32": ".dtypes",
+    "float64": ".dtypes",
+    "int32": ".dtypes",
+    "int64": ".dtypes",
+    # .errors
+    "AliasingError": ".errors",
+    "ArgumentError": ".errors",
+    "BackendNotFound": ".errors",
+    "BackendUnavailable": ".errors",
+    "CompileError": ".errors",
+    "DTypeError": ".errors",
+    "IRVerificationError": ".errors",
+    "PluginError": ".errors",
+    "PluginWarning": ".errors",
+    "PyptoError": ".errors",
+    "ShapeError": ".errors",
+    "TracingError": ".errors",
+    # .hookspecs
+    "hookimpl": ".hookspecs",
+    # .lang.functions
+    "abs": ".lang.functions",
+    "axis": ".lang.functions",
+    "cast": ".lang.functions",
+    "cos": ".lang.functions",
+    "dim": ".lang.functions",
+    "dims": ".lang.functions",
+    "erf": ".lang.functions",
+    "exp": ".lang.functions",
+    "log": ".lang.functions",
+    "maximum": ".lang.functions",
+    "minimum": ".lang.functions",
+    "reduce_max": ".lang.functions",
+    "reduce_mean": ".lang.functions",
+    "reduce_min": ".lang.functions",
+    "reduce_prod": ".lang.functions",
+    "reduce_sum": ".lang.functions",
+    "rsqrt": ".lang.functions",
+    "sigmoid": ".lang.functions",
+    "sin": ".lang.functions",
+    "sqrt": ".lang.functions",
+    "tanh": ".lang.functions",
+    "where": ".lang.functions",
+    # .lang.tensor
+    "Tensor": ".lang.tensor",
+    # .lang.values
+    "Axis": ".lang.values",
+    "Dim": ".lang.values",
+    # .plugins
+    "list_backends": ".plugins",
+    "register_plugin": ".plugins",
+    "reload_plugins": ".plugins",
+    # .runtime.benchmark
+    "BenchmarkResult": ".runtime.benchmark",
+    "benchmark": ".runtime.benchmark",
+    # .runtime.info
+    "get_runtime_info": ".runtime.info",
+    # .runtime.kernel
+    "Kernel": ".runtime.kernel",
+    "kernel": ".runtime.kernel",
+    # .runtime.memory
+    "empty": ".runtime.memory",
+    "empty_like": ".runtime.memory",
+    "zeros": ".runtime.memory",
+    "zeros_like": ".runtime.memory",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Load a public name on first use: ``import pypto`` itself costs about a millisecond."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pypto' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "__version__",

@@ -15,4 +15,24 @@ except ImportError:  # Python 3.11
     except ImportError:  # pragma: no cover - interpreters without the builtin module
         from hashlib import sha256  # type: ignore[no-redef]
 
-__all__ = ["sha256"]
+_digests: dict[tuple[str, ...], str] = {}
+
+
+def source_digest(*modules: str) -> str:
+    """A digest of the named modules' source files, for cache keys: a changed code generator never
+    reuses binaries built from what an older one generated (computed once per process)."""
+    digest = _digests.get(modules)
+    if digest is None:
+        import importlib.util
+
+        h = sha256()
+        for mod in modules:
+            spec = importlib.util.find_spec(mod)
+            if spec is not None and spec.origin:
+                with open(spec.origin, "rb") as f:
+                    h.update(f.read())
+        digest = _digests[modules] = h.hexdigest()[:16]
+    return digest
+
+
+__all__ = ["sha256", "source_digest"]

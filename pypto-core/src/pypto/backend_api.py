@@ -1,15 +1,24 @@
-"""The types a backend plugin exchanges with the core (see :mod:`pypto.hookspecs`)."""
+"""The types a backend plugin exchanges with the core (see :mod:`pypto.hookspecs`).
+
+A backend is one :class:`Backend` object: its :class:`BackendSpec` (what it is), and four steps the
+core's one compile function (:func:`pypto.runtime.compile.compile_program`) calls in order::
+
+    key      = backend.compile_key(program)        # toolchain identity, for the disk-cache key
+    source   = backend.render(program)             # -> Source (kernel.get_code shows source.text)
+    artifact = backend.build(program, source)      # -> Artifact (cached on disk by the core)
+    launcher = backend.load(program, artifact)     # -> Launcher, called for every kernel call
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from .ir.kernel import KernelIR
 from .ir.loops import LoopKernel
 
-PLUGIN_API_VERSION = "1.0"
+PLUGIN_API_VERSION = "1.1"
 """The plugin API this core implements; a plugin declaring another *major* version is skipped."""
 
 
@@ -92,6 +101,23 @@ class Program:
     target: str | None = None
 
 
+@dataclass(frozen=True)
+class Source:
+    """What :meth:`Backend.render` returns: the code to build and anything else the build needs.
+
+    ``text`` is the generated code; ``extras`` carries data made with it (a device backend's launch
+    plan); ``shown`` is what ``kernel.get_code`` displays when it should say more than ``text``.
+    """
+
+    text: str
+    extras: Mapping[str, Any] = field(default_factory=dict)
+    shown: str | None = None
+
+    @property
+    def display(self) -> str:
+        return self.text if self.shown is None else self.shown
+
+
 @dataclass
 class Artifact:
     """The result of ``pypto_compile``: bytes a launcher can load (a shared object, a cubin, source).
@@ -116,3 +142,40 @@ class Launcher(Protocol):
     """
 
     def __call__(self, *args: Any) -> None: ...
+
+
+class Backend:
+    """A backend: subclass it, set :attr:`spec` (or override it), implement the four steps.
+
+    A plugin returns its backends from the ``pypto_backends`` hook. The core resolves names,
+    caches artifacts on disk and checks arguments; a backend only renders, builds and loads.
+    ``render`` must work without the backend's device or driver (``get_code`` on any machine);
+    ``build`` must be a pure function of its inputs (its result is cached and shared by processes).
+    """
+
+    PYPTO_PLUGIN_API: ClassVar[str] = PLUGIN_API_VERSION
+
+    @property
+    def spec(self) -> BackendSpec:
+        """Name, version, priority, target, capabilities and the availability probe."""
+        raise NotImplementedError
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def compile_key(self, program: Program) -> str:
+        """The toolchain identity and every flag that affects the artifact (part of the cache key)."""
+        return ""
+
+    def render(self, program: Program) -> Source:
+        """Generate the code for ``program`` (the loop IR after the target's passes)."""
+        raise NotImplementedError
+
+    def build(self, program: Program, source: Source) -> Artifact:
+        """Build ``source``; raise :class:`pypto.CompileError` with the compiler's output on failure."""
+        raise NotImplementedError
+
+    def load(self, program: Program, artifact: Artifact) -> Launcher:
+        """A launcher for a built (or cached) artifact: called with validated arguments."""
+        raise NotImplementedError

@@ -1,7 +1,8 @@
-"""The on-disk compile cache, implemented as wrappers on the ``pypto_compile`` hook.
+"""The on-disk compile cache: a directory of artifacts addressed by key (used by
+:func:`pypto.runtime.compile.compile_program`, which computes the key once per kernel variant).
 
 Key: sha256 of the loop IR text, the backend's name and version, the toolchain description from
-``pypto_compile_key`` and the core version. The key does not need the generated source, so a warm
+``Backend.compile_key`` and the core version. The key does not need the generated source, so a warm
 process finds its kernels without generating code at all. Entries live under
 ``$PYPTO_CACHE_DIR`` (default: the user cache directory, e.g. ``~/.cache/pypto``), one file of
 data plus one JSON file with its checksum. Writes go to a temporary file that is renamed into
@@ -19,10 +20,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import _env
 from ._hashing import sha256
 from ._version import __version__
 from .backend_api import Artifact, Program
-from .hookspecs import hookimpl
 
 FORMAT = 1
 
@@ -43,7 +44,7 @@ def cache_dir() -> Path:
 
 
 def cache_enabled() -> bool:
-    return os.environ.get("PYPTO_NO_CACHE", "").strip().lower() in ("", "0", "false", "no")
+    return not _env.flag("PYPTO_NO_CACHE")
 
 
 def cache_key(backend: str, backend_version: str, program: Program, toolchain: str) -> str:
@@ -130,38 +131,3 @@ def _atomic_write(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
-
-
-def key_for(backend: str, program: Program) -> str | None:
-    """The cache key of ``program`` for ``backend``, or None when it is not to be cached."""
-    from .plugins import get_registry
-
-    reg = get_registry()
-    entry = reg.backends.get(backend)
-    if entry is None or not entry.spec.cacheable or not cache_enabled():
-        return None
-    toolchain = reg.pm.hook.pypto_compile_key(backend=backend, program=program) or ""
-    return cache_key(backend, entry.spec.version, program, toolchain)
-
-
-def lookup(backend: str, program: Program) -> Artifact | None:
-    """The cached artifact for ``program`` on ``backend``, if there is a valid one."""
-    key = key_for(backend, program)
-    return DiskCache().get(backend, key) if key else None
-
-
-class CacheStore:
-    """Stores what a backend's ``pypto_compile`` built (a wrapper around every backend's hook)."""
-
-    @hookimpl(wrapper=True)
-    def pypto_compile(self, backend: str, program: Program, source: str):
-        artifact = yield
-        if isinstance(artifact, Artifact) and not artifact.from_cache:
-            key = key_for(backend, program)
-            if key:
-                artifact = DiskCache().put(key, artifact)
-        return artifact
-
-
-def cache_plugins() -> list[object]:
-    return [CacheStore()]

@@ -197,6 +197,21 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_passes(args: argparse.Namespace) -> int:
+    from .passes import format_pipeline
+    from .targets import get_target, targets
+
+    if args.target is None:
+        print(format_pipeline())
+        for t in targets().values():
+            print(f"\ntarget {t.name} ({t.description}) appends: " + (", ".join(n for n, _ in t.passes) or "nothing"))
+        return 0
+    if args.target not in targets():
+        raise ValueError(f"unknown target {args.target!r}; known targets: {', '.join(targets())}")
+    print(format_pipeline(get_target(args.target)))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pypto", description="pypto: kernels in Python, native code out.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -215,6 +230,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", help="backend whose code to show (default: the kernel's executor)")
     s.add_argument("--ir", metavar="STAGE", help="print the IR after STAGE instead (e.g. lower, fuse, traced)")
     s.set_defaults(fn=cmd_show)
+    ps = sub.add_parser("passes", help="the compiler pipeline: every pass in order, and what each target adds")
+    ps.add_argument("--target", help="show the whole pipeline for this target (cpu-simd, simt)")
+    ps.set_defaults(fn=cmd_passes)
     c = sub.add_parser("cache", help="inspect or clear the compiled-kernel cache")
     c.add_argument("action", choices=("info", "clear"))
     c.set_defaults(fn=cmd_cache)

@@ -1,26 +1,29 @@
 """The hooks a pypto backend plugin implements. Read this first when writing a backend.
 
-A plugin is a module (or object) registered under the entry-point group ``pypto``::
+A plugin is a module registered under the entry-point group ``pypto``::
 
     # pyproject.toml of your package
     [project.entry-points.pypto]
     mybackend = "pypto_mybackend.plugin"
 
-The module sets ``PYPTO_PLUGIN_API = "1.0"`` and implements some of the hooks below with
-``@pypto.hookimpl``. Keep its top level light: import compilers, drivers and other heavy
-dependencies inside the hook functions, so ``import pypto`` stays fast with every backend
-installed.
+The module sets ``PYPTO_PLUGIN_API = "1.1"`` and implements ``pypto_backends`` with
+``@pypto.hookimpl``, returning :class:`~pypto.backend_api.Backend` objects. Keep its top level
+light: import compilers, drivers and other heavy dependencies inside the backend's methods, so
+``import pypto`` and plugin loading stay fast with every backend installed.
 
-Compiling a kernel for backend ``B`` calls, in order::
+Compiling a kernel for backend ``B`` is one function of the core
+(:func:`pypto.runtime.compile.compile_program`)::
 
-    source   = pypto_codegen(backend=B, program)
-    artifact = pypto_compile(backend=B, program, source)      # the core caches this on disk
-    launcher = pypto_launch(backend=B, program, artifact)     # once per artifact
-    launcher(*args)                                           # every call, no hook in between
+    key      = sha256(loop IR, B's name and version, B.compile_key(program), core version)
+    artifact = disk cache [key]  or  B.build(program, B.render(program))  (then stored)
+    launcher = B.load(program, artifact)                 # once per artifact per process
+    launcher(*args)                                      # every call, nothing in between
 
-``codegen``, ``compile``, ``compile_key`` and ``launch`` are *firstresult* hooks: every plugin sees
-every call, and must return ``None`` unless ``backend`` is one of its own. The core's disk cache
-and any profiling are implemented as wrappers on these same hooks.
+Plugin API 1.0 style (still supported, deprecated): ``pypto_declare_backends`` returning
+:class:`~pypto.backend_api.BackendSpec` objects plus the *firstresult* hooks ``pypto_codegen``,
+``pypto_compile_key``, ``pypto_compile`` and ``pypto_launch``, each answering only for its own
+backend names. The core wraps such a plugin's backends in one :class:`~pypto.backend_api.Backend`
+each, so they are cached and dispatched exactly like the new style.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from collections.abc import Sequence
 
 import pluggy
 
-from .backend_api import Artifact, BackendSpec, Launcher, Program
+from .backend_api import Artifact, Backend, BackendSpec, Launcher, Program
 
 PROJECT = "pypto"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -37,8 +40,20 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
+def pypto_backends() -> Sequence[Backend]:
+    """The backends this plugin provides, as :class:`~pypto.backend_api.Backend` objects.
+
+    Called once per process, when pypto first needs its backends. Each backend's ``spec`` names it
+    and declares its ``plugin_api``, priority, target, capabilities and availability probe. Must
+    not import heavy dependencies: availability is checked later, lazily, through
+    ``BackendSpec.probe``. A backend whose ``plugin_api`` has another major version than
+    :data:`pypto.backend_api.PLUGIN_API_VERSION` is skipped with a warning.
+    """
+
+
+@hookspec
 def pypto_declare_backends() -> Sequence[BackendSpec]:
-    """Declare the backends this plugin provides.
+    """Plugin API 1.0: declare backends whose steps are the hooks below (use ``pypto_backends``).
 
     Called once per process, when pypto first needs its backends. Return a sequence of
     :class:`~pypto.backend_api.BackendSpec` (name, version, ``plugin_api``, priority,

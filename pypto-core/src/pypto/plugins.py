@@ -1,4 +1,9 @@
-"""Loading backend plugins (entry-point group ``pypto``) and choosing an executor.
+"""Loading backend plugins (entry-point group ``pypto``) and choosing a backend by name.
+
+The registry maps each backend name to its :class:`~pypto.backend_api.Backend` object, from the
+``pypto_backends`` hook (or, for plugin API 1.0 plugins, ``pypto_declare_backends`` plus the
+per-step hooks, wrapped in a :class:`HookBackend`). It knows nothing of kernels: they subscribe with
+:func:`on_reload` to drop what they compiled when plugins change.
 
 Plugins load lazily, the first time pypto needs a backend: ``import pypto`` reads no entry points.
 A plugin that fails to import, or that was built for another major plugin-API version, is skipped
@@ -16,14 +21,15 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pluggy
 
-from . import hookspecs
-from .backend_api import PLUGIN_API_VERSION, Availability, BackendSpec
-from .errors import BackendNotFound, BackendUnavailable, PluginError, PluginWarning
+from . import _env, hookspecs
+from .backend_api import PLUGIN_API_VERSION, Artifact, Availability, Backend, BackendSpec, Launcher, Program, Source
+from .errors import BackendNotFound, BackendUnavailable, CompileError, PluginError, PluginWarning
 
 ENTRY_POINT_GROUP = "pypto"
 
@@ -39,8 +45,36 @@ def _major(version: str) -> str:
     return str(version).split(".", 1)[0]
 
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+class HookBackend(Backend):
+    """A backend of a plugin API 1.0 plugin: its steps are the firstresult hooks, called with its name."""
+
+    def __init__(self, spec: BackendSpec, hook: Any):
+        self._spec = spec
+        self._hook = hook
+
+    @property
+    def spec(self) -> BackendSpec:
+        return self._spec
+
+    def compile_key(self, program: Program) -> str:
+        return self._hook.pypto_compile_key(backend=self._spec.name, program=program) or ""
+
+    def render(self, program: Program) -> Source:
+        text = self._hook.pypto_codegen(backend=self._spec.name, program=program)
+        if text is None:
+            raise BackendNotFound(
+                f"backend '{self._spec.name}' did not generate code (its plugin implements no pypto_codegen)"
+            )
+        return Source(text)
+
+    def build(self, program: Program, source: Source) -> Artifact:
+        artifact = self._hook.pypto_compile(backend=self._spec.name, program=program, source=source.text)
+        if not isinstance(artifact, Artifact):
+            raise CompileError(f"backend '{self._spec.name}' returned no artifact for kernel '{program.name}'")
+        return artifact
+
+    def load(self, program: Program, artifact: Artifact) -> Launcher:
+        return self._hook.pypto_launch(backend=self._spec.name, program=program, artifact=artifact)
 
 
 @dataclass
@@ -50,6 +84,7 @@ class BackendEntry:
     spec: BackendSpec
     plugin: str
     distribution: str | None = None
+    backend: Backend | None = field(default=None, repr=False)
     _availability: Availability | None = field(default=None, repr=False)
 
     @property
@@ -86,7 +121,7 @@ class Registry:
         self.skipped.append(SkippedPlugin(name, dist, reason))
         origin = f" (from distribution '{dist}')" if dist else ""
         text = f"pypto plugin '{name}'{origin} was skipped: {reason}"
-        if _env_flag("PYPTO_STRICT_PLUGINS"):
+        if _env.flag("PYPTO_STRICT_PLUGINS"):
             raise PluginError(text + "\n  (PYPTO_STRICT_PLUGINS=1 turns this warning into an error)")
         warnings.warn(text, PluginWarning, stacklevel=4)
 
@@ -111,11 +146,8 @@ class Registry:
 
     def _load(self) -> None:
         from .backends import reference
-        from .cache import cache_plugins
 
         self.register(reference, "reference", "pypto-core")
-        for i, p in enumerate(cache_plugins()):
-            self.pm.register(p, name=f"pypto-cache-{i}")
         disabled = {
             s.strip() for s in os.environ.get("PYPTO_DISABLE_PLUGINS", "").replace(";", ",").split(",") if s.strip()
         }
@@ -144,20 +176,38 @@ class Registry:
         return sorted(set(self.backends) - before)
 
     def _declare(self, only: str | None = None) -> None:
-        for impl in self.pm.hook.pypto_declare_backends.get_hookimpls():
+        hook = self.pm.hook
+        impls = [(impl, True) for impl in hook.pypto_backends.get_hookimpls()]
+        impls += [(impl, False) for impl in hook.pypto_declare_backends.get_hookimpls()]
+        for impl, new_style in impls:
             name = impl.plugin_name
             if only is not None and name != only:
                 continue
             dist = self.plugin_dists.get(name)
+            hook_name = "pypto_backends" if new_style else "pypto_declare_backends"
             try:
-                specs = list(impl.function() or ())
+                declared = list(impl.function() or ())
             except Exception as e:
-                self._problem(name, dist, f"pypto_declare_backends raised {type(e).__name__}: {e}")
+                self._problem(name, dist, f"{hook_name} raised {type(e).__name__}: {e}")
                 self.pm.unregister(name=name)
                 continue
-            for spec in specs:
+            for item in declared:
+                backend: Backend | None
+                if new_style:
+                    if not isinstance(item, Backend):
+                        self._problem(name, dist, f"pypto_backends returned {item!r}, not a pypto.backend_api.Backend")
+                        continue
+                    backend = item
+                    try:
+                        spec = item.spec
+                    except Exception as e:
+                        self._problem(name, dist, f"reading the spec of {item!r} raised {type(e).__name__}: {e}")
+                        continue
+                else:
+                    spec = item
+                    backend = None
                 if not isinstance(spec, BackendSpec):
-                    self._problem(name, dist, f"pypto_declare_backends returned {spec!r}, not a BackendSpec")
+                    self._problem(name, dist, f"{hook_name} returned {spec!r}, not a BackendSpec")
                     continue
                 if _major(spec.plugin_api) != _major(PLUGIN_API_VERSION):
                     self._problem(
@@ -171,7 +221,7 @@ class Registry:
                     other = self.backends[spec.name]
                     self._problem(name, dist, f"backend '{spec.name}' is already provided by plugin '{other.plugin}'")
                     continue
-                self.backends[spec.name] = BackendEntry(spec, name, dist)
+                self.backends[spec.name] = BackendEntry(spec, name, dist, backend or HookBackend(spec, hook))
 
     # -- queries -----------------------------------------------------------------------------------
     def ordered(self) -> list[BackendEntry]:
@@ -185,10 +235,18 @@ class Registry:
             parts.append(f"{b.spec.name} ({'available' if av.available else 'unavailable'})")
         return ", ".join(parts) or "none"
 
+    def backend(self, name: str) -> Backend:
+        """The backend called ``name`` (installed; it may be unavailable here)."""
+        entry = self.backends.get(name)
+        if entry is None:
+            self.resolve(name)  # raises BackendNotFound with the installed names and the fix
+        assert entry is not None and entry.backend is not None
+        return entry.backend
+
     def resolve(self, executor: str | None) -> BackendEntry:
         """The backend for ``executor``: a name, or None/"auto" for the best available one."""
         if executor is None:
-            executor = os.environ.get("PYPTO_EXECUTOR", "").strip() or "auto"
+            executor = _env.executor()
         if executor == "auto":
             for b in self.ordered():
                 if b.availability.available:
@@ -288,6 +346,18 @@ def _entry_points(rescan: bool = False) -> list[PluginEntryPoint]:
 
 _registry: Registry | None = None
 _lock = threading.Lock()
+_reload_listeners: list[Callable[[], None]] = []
+
+
+def on_reload(fn: Callable[[], None]) -> Callable[[], None]:
+    """Call ``fn`` whenever plugins are reloaded or added (kernels drop the launchers made before)."""
+    _reload_listeners.append(fn)
+    return fn
+
+
+def _reloaded() -> None:
+    for fn in list(_reload_listeners):
+        fn()
 
 
 def get_registry() -> Registry:
@@ -305,20 +375,16 @@ def reload_plugins() -> Registry:
     global _registry
     with _lock:
         _registry = Registry(rescan=True)
-    from .runtime import kernel as _kernel
-
-    _kernel.invalidate_compiled()
+    _reloaded()
     return _registry
 
 
 def register_plugin(plugin: object, name: str | None = None) -> list[str]:
     """Register a plugin module or object in this process (no entry point needed); returns the names
     of the backends it declared. Useful in notebooks and tests; installed plugins use entry points."""
-    from .runtime import kernel as _kernel
-
     label = name or getattr(plugin, "__name__", None) or type(plugin).__name__
     added = get_registry().add(plugin, label)
-    _kernel.invalidate_compiled()
+    _reloaded()
     return added
 
 

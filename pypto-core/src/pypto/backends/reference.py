@@ -8,54 +8,51 @@ backend is installed, and ``kernel.get_code(backend="reference")`` shows readabl
 
 from __future__ import annotations
 
+from typing import Any
+
 from .._version import __version__
-from ..backend_api import PLUGIN_API_VERSION, Artifact, BackendSpec, Capabilities, Program
+from ..backend_api import PLUGIN_API_VERSION, Artifact, Backend, BackendSpec, Capabilities, Program, Source
 from ..hookspecs import hookimpl
 
 PYPTO_PLUGIN_API = PLUGIN_API_VERSION
 NAME = "reference"
 
 
-@hookimpl
-def pypto_declare_backends() -> list[BackendSpec]:
-    return [
-        BackendSpec(
-            name=NAME,
-            version=__version__,
-            plugin_api=PLUGIN_API_VERSION,
-            priority=0,
-            capabilities=Capabilities(notes="NumPy, whole arrays at a time; single-threaded"),
-            info=lambda: {"device": "cpu (NumPy)", "threads": 1},
-            description="NumPy reference implementation (always available)",
-            package="pypto-core",
-            cacheable=False,
-        )
-    ]
+class ReferenceBackend(Backend):
+    """NumPy source from the reference IR, executed with ``exec`` (nothing to build or cache)."""
+
+    spec = BackendSpec(  # type: ignore[assignment]
+        name=NAME,
+        version=__version__,
+        plugin_api=PLUGIN_API_VERSION,
+        priority=0,
+        capabilities=Capabilities(notes="NumPy, whole arrays at a time; single-threaded"),
+        info=lambda: {"device": "cpu (NumPy)", "threads": 1},
+        description="NumPy reference implementation (always available)",
+        package="pypto-core",
+        cacheable=False,
+    )
+
+    def render(self, program: Program) -> Source:
+        from ..codegen.numpy_source import render_numpy
+
+        return Source(render_numpy(program.reference_ir))
+
+    def build(self, program: Program, source: Source) -> Artifact:
+        return Artifact(NAME, source.text.encode(), ".py", {"name": program.name})
+
+    def load(self, program: Program, artifact: Artifact) -> Any:
+        from ..codegen.numpy_support import NAMESPACE
+
+        namespace = dict(NAMESPACE)
+        code = compile(artifact.data.decode(), f"<pypto reference: {program.name}>", "exec")
+        exec(code, namespace)
+        return namespace[program.reference_ir.name]
+
+
+BACKEND = ReferenceBackend()
 
 
 @hookimpl
-def pypto_codegen(backend: str, program: Program) -> str | None:
-    if backend != NAME:
-        return None
-    from ..codegen.numpy_source import render_numpy
-
-    return render_numpy(program.reference_ir)
-
-
-@hookimpl
-def pypto_compile(backend: str, program: Program, source: str) -> Artifact | None:
-    if backend != NAME:
-        return None
-    return Artifact(NAME, source.encode(), ".py", {"name": program.name})
-
-
-@hookimpl
-def pypto_launch(backend: str, program: Program, artifact: Artifact):
-    if backend != NAME:
-        return None
-    from ..codegen.numpy_support import NAMESPACE
-
-    namespace = dict(NAMESPACE)
-    code = compile(artifact.data.decode(), f"<pypto reference: {program.name}>", "exec")
-    exec(code, namespace)
-    return namespace[program.reference_ir.name]
+def pypto_backends() -> list[Backend]:
+    return [BACKEND]

@@ -31,13 +31,11 @@ declared, the prelude.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from .._hashing import sha256
+from .._hashing import source_digest
 from ..dtypes import DType, bool_, float32, float64, int32, int64
 from ..ir.loops import (
     Alloc,
@@ -281,7 +279,8 @@ class SimtRenderer(GroupSharing, CRenderer):
 
     # -- whole program ------------------------------------------------------------------------------------
     def render(self, k: LoopKernel) -> str:
-        """Device source for ``k`` with its launch plan appended as a comment (see :meth:`program`)."""
+        """Device source for ``k`` with its launch plan appended as a comment, for reading (see
+        :meth:`program`: backends take the plan as data)."""
         source, plan = self.program(k)
         return source + "\n" + PLAN_MARKER + plan.to_json() + " */\n"
 
@@ -747,24 +746,9 @@ SIMT_MODULES = (
 )
 
 
-@functools.lru_cache(maxsize=8)
 def codegen_digest(*modules: str) -> str:
-    """A digest of the code generators' sources (the SIMT modules and ``modules``) for cache keys:
-    a changed renderer never reuses binaries built from what an older one generated."""
-    h = sha256()
-    for mod in (*SIMT_MODULES, *modules):
-        spec = importlib.util.find_spec(mod)
-        if spec is not None and spec.origin:
-            with open(spec.origin, "rb") as f:
-                h.update(f.read())
-    return h.hexdigest()[:16]
-
-
-def split_plan(source: str) -> tuple[str, LaunchPlan]:
-    """The device source and the launch plan of text made by :meth:`SimtRenderer.render`."""
-    at = source.rindex(PLAN_MARKER)
-    text = source[at + len(PLAN_MARKER) :].rstrip()
-    return source[:at], LaunchPlan.from_json(text[: -len("*/")].rstrip())
+    """A digest of the SIMT code generators' sources and ``modules``, for cache keys."""
+    return source_digest(*SIMT_MODULES, *modules)
 
 
 def excerpt(source: str, line: int, context: int = 4) -> str:
@@ -794,6 +778,6 @@ def _shared_loops(loop: Loop, r: SimtRenderer) -> list[Loop]:
 
 
 __all__ = [
-    "SimtRenderer", "Unsupported", "LaunchPlan", "KernelLaunch", "excerpt", "PLAN_MARKER", "split_plan",
+    "SimtRenderer", "Unsupported", "LaunchPlan", "KernelLaunch", "excerpt", "PLAN_MARKER",
     "codegen_digest",
 ]  # fmt: skip

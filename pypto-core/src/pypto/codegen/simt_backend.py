@@ -2,9 +2,9 @@
 
 A backend (CUDA, OpenCL) subclasses :class:`SimtBackend` and says how to open its device, how to
 render, what its toolchain is, how to build the device source and how to load the result; the
-hooks, the launch plan's trip through the artifact, the cache key's code-generator digest and the
-lazily opened device (with the reason it is missing, remembered) are here. The backend's plugin
-module exposes the instance's hooks (``pypto_codegen = BACKEND.pypto_codegen`` ...).
+launch plan's trip through the artifact (as data, next to the device code), the cache key's
+code-generator digest and the lazily opened device (with the reason it is missing, remembered)
+are here. The backend's plugin module returns the instance from its ``pypto_backends`` hook.
 """
 
 from __future__ import annotations
@@ -13,8 +13,16 @@ import json
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..backend_api import PLUGIN_API_VERSION, Artifact, Availability, BackendSpec, Capabilities, Program
-from ..hookspecs import hookimpl
+from ..backend_api import (
+    PLUGIN_API_VERSION,
+    Artifact,
+    Availability,
+    Backend,
+    BackendSpec,
+    Capabilities,
+    Program,
+    Source,
+)
 
 if TYPE_CHECKING:  # the renderer is imported when code is generated: plugin loading stays cheap
     from .simt import SimtRenderer
@@ -25,10 +33,10 @@ class DeviceUnavailable(RuntimeError):
     """A backend's device cannot be used here; the message says why and how to fix it."""
 
 
-class SimtBackend:
+class SimtBackend(Backend):
     """A backend rendering with the SIMT renderer (subclasses fill in the device and the toolchain)."""
 
-    name = ""
+    name = ""  # type: ignore[assignment]
     version = ""
     priority = 0
     package = ""
@@ -54,7 +62,7 @@ class SimtBackend:
         """The compiler, its version and the flags: what the cache key needs besides the generated code."""
         raise NotImplementedError
 
-    def build(self, program: Program, code: str, plan: LaunchPlan) -> tuple[bytes, dict[str, Any]]:
+    def build_device_code(self, program: Program, code: str, plan: LaunchPlan) -> tuple[bytes, dict[str, Any]]:
         """Compile the device ``code``: the artifact's bytes and extra metadata (raise CompileError);
         a ``suffix`` entry in the metadata overrides :attr:`suffix`."""
         raise NotImplementedError
@@ -92,6 +100,7 @@ class SimtBackend:
                     raise
         return self._device
 
+    @property
     def spec(self) -> BackendSpec:
         return BackendSpec(
             name=self.name,
@@ -106,35 +115,22 @@ class SimtBackend:
             target="simt",
         )
 
-    # -- the hooks ------------------------------------------------------------------------------------------------
-    @hookimpl
-    def pypto_declare_backends(self) -> list[BackendSpec]:
-        return [self.spec()]
+    # -- the backend's steps -----------------------------------------------------------------------------------
+    def render(self, program: Program) -> Source:
+        """The device code, and the launch plan made with it (``get_code`` shows the plan as a comment)."""
+        from .simt import PLAN_MARKER
 
-    @hookimpl
-    def pypto_codegen(self, backend: str, program: Program) -> str | None:
-        return self.renderer(program).render(program.loops) if backend == self.name else None
+        code, plan = self.renderer(program).program(program.loops)
+        return Source(code, {"plan": plan}, code + "\n" + PLAN_MARKER + plan.to_json() + " */\n")
 
-    @hookimpl
-    def pypto_compile_key(self, backend: str, program: Program) -> str | None:
-        if backend != self.name:
-            return None
+    def compile_key(self, program: Program) -> str:
         from .simt import codegen_digest
 
         return f"{self.toolchain(program)} codegen={codegen_digest(self.renderer_module)}"
 
-    @hookimpl
-    def pypto_compile(self, backend: str, program: Program, source: str) -> Artifact | None:
-        if backend != self.name:
-            return None
-        from .simt import split_plan
-
-        code, plan = split_plan(source)
-        data, meta = self.build(program, code, plan)
+    def build(self, program: Program, source: Source) -> Artifact:
+        plan = source.extras["plan"]
+        data, meta = self.build_device_code(program, source.text, plan)
         suffix = meta.pop("suffix", self.suffix)
         meta = {"kernel": program.name, "plan": json.loads(plan.to_json()), **meta}
         return Artifact(self.name, data, suffix, meta)
-
-    @hookimpl
-    def pypto_launch(self, backend: str, program: Program, artifact: Artifact) -> Any:
-        return self.load(program, artifact) if backend == self.name else None

@@ -1,13 +1,13 @@
 """What the native CPU backends (OpenMP, TBB) share: probing, source assembly, compile, load.
 
-A backend plugin creates one :class:`NativeBackend` with its language, flags and renderer; the
-object itself implements the hooks, so the plugin's entry point names it
-(``openmp = "pypto_openmp.plugin:BACKEND"``). Everything else — the toolchain probe, the cache key,
+A backend plugin creates one :class:`NativeBackend` with its language, flags and renderer and
+returns it from its ``pypto_backends`` hook. Everything else — the toolchain probe, the cache key,
 the C fast-call entry point, the cffi launcher — is the same code for every such backend.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -15,9 +15,17 @@ from collections.abc import Callable, Sequence
 from importlib.machinery import EXTENSION_SUFFIXES
 from typing import TYPE_CHECKING, Any
 
-from .._hashing import sha256
-from ..backend_api import PLUGIN_API_VERSION, Artifact, Availability, BackendSpec, Capabilities, Program
-from ..hookspecs import hookimpl
+from .._hashing import sha256, source_digest
+from ..backend_api import (
+    PLUGIN_API_VERSION,
+    Artifact,
+    Availability,
+    Backend,
+    BackendSpec,
+    Capabilities,
+    Program,
+    Source,
+)
 from .toolchain import Toolchain, ToolchainError, build_shared, probe
 
 if TYPE_CHECKING:  # imported where used: a warm process never renders code
@@ -34,13 +42,8 @@ def num_threads() -> int:
     return os.cpu_count() or 1
 
 
-class NativeBackend:
-    """A backend that renders C/C++, builds a shared object and loads it with cffi.
-
-    An instance is a pypto plugin: its ``pypto_*`` methods answer the hooks for ``self.name``.
-    """
-
-    PYPTO_PLUGIN_API = PLUGIN_API_VERSION
+class NativeBackend(Backend):
+    """A backend that renders C/C++, builds a shared object and loads it with cffi."""
 
     def __init__(
         self,
@@ -62,7 +65,7 @@ class NativeBackend:
         fastmath_flags: Sequence[str] = ("-ffast-math",),
         codegen_modules: Sequence[str] = (),
     ):
-        self.name = name
+        self._name = name
         self.version = version
         self.language = language
         self.base_flags = tuple(base_flags)
@@ -78,7 +81,6 @@ class NativeBackend:
         self.extra_link = extra_link or (lambda: ())
         self.fastmath_flags = tuple(fastmath_flags)
         self.codegen_modules = tuple(codegen_modules)
-        self._digest: str | None = None
         self._toolchain: Toolchain | None = None
         self._lock = threading.Lock()
 
@@ -120,6 +122,11 @@ class NativeBackend:
         })  # fmt: skip
         return out
 
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @functools.cached_property
     def spec(self) -> BackendSpec:
         return BackendSpec(
             name=self.name,
@@ -139,7 +146,7 @@ class NativeBackend:
         digest = sha256(program.ir_text.encode()).hexdigest()[:12]
         return f"_pypto_{self.name}_{program.name}_{digest}"
 
-    def codegen(self, program: Program) -> str:
+    def render(self, program: Program) -> Source:
         from .pyentry import render_entry
 
         tc = self.toolchain_or_default()
@@ -149,7 +156,7 @@ class NativeBackend:
             entry = render_entry(program.tensor_ir, program.loops.name, self.entry_module(program), renderer.types,
                                  tuple(a.name for a in program.loops.args), "pt_set_num_threads")  # fmt: skip
             source += "\n/* fast-call entry point for Python */\n" + entry
-        return source
+        return Source(source)
 
     def toolchain_or_default(self) -> Toolchain:
         """The probed toolchain, or a stand-in so code can be generated without a compiler."""
@@ -165,32 +172,22 @@ class NativeBackend:
 
     def codegen_digest(self) -> str:
         """A digest of the code generators' sources: a changed renderer never reuses stale binaries."""
-        if self._digest is None:
-            import importlib.util
+        return source_digest("pypto.codegen.cstyle", "pypto.codegen.cpu", "pypto.native.pyentry", *self.codegen_modules)
 
-            h = sha256()
-            for mod in ("pypto.codegen.cstyle", "pypto.codegen.cpu", "pypto.native.pyentry", *self.codegen_modules):
-                spec = importlib.util.find_spec(mod)
-                if spec is not None and spec.origin:
-                    with open(spec.origin, "rb") as f:
-                        h.update(f.read())
-            self._digest = h.hexdigest()[:16]
-        return self._digest
-
-    def compile(self, program: Program, source: str) -> Artifact:
+    def build(self, program: Program, source: Source) -> Artifact:
         tc = self.toolchain()
         flags: list[str] = list(self.fastmath_flags) if program.options.fastmath else []
         if tc.python_include and program.noalias:
             flags.append(f"-I{tc.python_include}")
-        data = build_shared(tc, source, name=program.name, extra_flags=flags)
+        data = build_shared(tc, source.text, name=program.name, extra_flags=flags)
         return Artifact(
             self.name,
             data,
             ".so",
-            {"kernel": program.name, "entry": self.entry_module(program) if "PyInit_" in source else None},
+            {"kernel": program.name, "entry": self.entry_module(program) if "PyInit_" in source.text else None},
         )
 
-    def launch(self, program: Program, artifact: Artifact) -> NativeLauncher:
+    def load(self, program: Program, artifact: Artifact) -> NativeLauncher:
         from .loader import NativeLauncher
 
         threads = num_threads() if os.environ.get("PYPTO_NUM_THREADS") else 0
@@ -199,24 +196,3 @@ class NativeBackend:
             lib.pt_set_num_threads(threads)
 
         return NativeLauncher(program.loops, artifact, entry_module=artifact.metadata.get("entry"), on_load=on_load)
-
-    # -- the hooks (pluggy calls these on the registered instance) -------------------------------------
-    @hookimpl
-    def pypto_declare_backends(self) -> list[BackendSpec]:
-        return [self.spec()]
-
-    @hookimpl
-    def pypto_codegen(self, backend: str, program: Program) -> str | None:
-        return self.codegen(program) if backend == self.name else None
-
-    @hookimpl
-    def pypto_compile_key(self, backend: str, program: Program) -> str | None:
-        return self.compile_key(program) if backend == self.name else None
-
-    @hookimpl
-    def pypto_compile(self, backend: str, program: Program, source: str) -> Artifact | None:
-        return self.compile(program, source) if backend == self.name else None
-
-    @hookimpl
-    def pypto_launch(self, backend: str, program: Program, artifact: Artifact) -> NativeLauncher | None:
-        return self.launch(program, artifact) if backend == self.name else None

@@ -10,12 +10,12 @@ after any one. :func:`pipeline` lists every stage for a target; ``pypto passes``
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _env
 from ..ir.kernel import KernelIR
 from ..ir.loops import LoopKernel
 from ..ir.printer import format_kernel, format_loops
@@ -71,7 +71,7 @@ def stages(target: Target | None = None) -> tuple[str, ...]:
 
 
 def dump_enabled() -> bool:
-    return os.environ.get("PYPTO_DUMP_IR", "").strip().lower() not in ("", "0", "false", "no")
+    return _env.flag("PYPTO_DUMP_IR")
 
 
 @dataclass(frozen=True)

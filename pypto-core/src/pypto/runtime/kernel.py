@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import numbers
-import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -12,26 +11,22 @@ from typing import Any
 
 import numpy as np
 
-from ..backend_api import Artifact, KernelOptions, Program
-from ..errors import ArgumentError, BackendNotFound, CompileError, PyptoError
+from .. import _env, plugins
+from ..backend_api import KernelOptions, Program
+from ..errors import ArgumentError, PyptoError
 from ..ir.printer import format_loops
 from ..lang.tracer import trace
 from ..passes import REFERENCE_STAGE, STAGES, Compilation, run_pipeline, stages
+from ..plugins import BackendEntry
 from ..targets import Target, get_target
 from .binding import Binder, BoundCall, alias_safe_pairs
+from .compile import compile_program, render
 
 _kernels: weakref.WeakSet[Kernel] = weakref.WeakSet()
-_ENV = getattr(os.environ, "_data", None)  # os.environ.get costs ~0.6 us; the raw mapping ~20 ns
-_ENV_KEY = os.environ.encodekey("PYPTO_EXECUTOR") if hasattr(os.environ, "encodekey") else None
+_env_executor = _env.executor_raw
 
 
-def _env_executor() -> object:
-    """The raw value of PYPTO_EXECUTOR, cheaply (it keys the fast path)."""
-    if _ENV is not None and _ENV_KEY is not None:
-        return _ENV.get(_ENV_KEY)
-    return os.environ.get("PYPTO_EXECUTOR")
-
-
+@plugins.on_reload
 def invalidate_compiled() -> None:
     """Drop every kernel's compiled launchers (after plugins were reloaded)."""
     for k in list(_kernels):
@@ -122,30 +117,20 @@ class Kernel:
         return get_target(self._backend(backend, need_available=False).spec.target)
 
     # -- backends ------------------------------------------------------------------------------------
-    def _backend(self, backend: str | None, *, need_available: bool):
+    def _backend(self, backend: str | None, *, need_available: bool) -> BackendEntry:
         """The registry entry for ``backend`` (default: the kernel's executor, then $PYPTO_EXECUTOR).
 
         Code generation does not need the backend to be runnable here (no GPU, no driver), so
         ``need_available=False`` accepts an installed but unavailable backend named explicitly.
         """
-        from ..plugins import get_registry
-
-        reg = get_registry()
+        reg = plugins.get_registry()
         name = backend if backend is not None else self.executor
         if name is None:
-            name = os.environ.get("PYPTO_EXECUTOR", "").strip() or "auto"
+            name = _env.executor()
         if need_available or name == "auto":
             return reg.resolve(name)
         entry = reg.backends.get(name)
         return entry if entry is not None else reg.resolve(name)  # resolve raises BackendNotFound
-
-    def _codegen(self, backend: str, program: Program) -> str:
-        from ..plugins import get_registry
-
-        source = get_registry().pm.hook.pypto_codegen(backend=backend, program=program)
-        if source is None:
-            raise BackendNotFound(f"backend '{backend}' did not generate code (its plugin implements no pypto_codegen)")
-        return source
 
     def _launcher(self, backend: str, noalias: bool) -> Callable[..., None]:
         key = (backend, noalias)
@@ -155,20 +140,8 @@ class Kernel:
         with self._lock:
             launcher = self._launchers.get(key)
             if launcher is None:
-                from ..cache import lookup
-                from ..plugins import get_registry
-
-                hook = get_registry().pm.hook
                 program = self.program(noalias, backend)
-                artifact = lookup(backend, program)  # a warm cache needs no code generation
-                if artifact is None:
-                    source = self._codegen(backend, program)
-                    artifact = hook.pypto_compile(backend=backend, program=program, source=source)
-                if not isinstance(artifact, Artifact):
-                    raise CompileError(f"backend '{backend}' returned no artifact for kernel '{program.name}'")
-                launcher = hook.pypto_launch(backend=backend, program=program, artifact=artifact)
-                if launcher is None:
-                    raise CompileError(f"backend '{backend}' could not load the compiled kernel '{program.name}'")
+                launcher = compile_program(program, plugins.get_registry().backend(backend))
                 self._launchers[key] = launcher
         return launcher
 
@@ -230,7 +203,8 @@ class Kernel:
     def get_code(self, backend: str | None = None) -> str:
         """The source the backend generates for this kernel (works without its device or driver)."""
         entry = self._backend(backend, need_available=False)
-        return self._codegen(entry.spec.name, self.program(backend=entry.spec.name))
+        assert entry.backend is not None
+        return render(self.program(backend=entry.spec.name), entry.backend).display
 
     def ir(self, stage: str | None = None, backend: str | None = None) -> str:
         """The IR after ``stage`` (default: the last one), for ``backend`` (default: the kernel's).

@@ -1,0 +1,26 @@
+"""The ``PYPTO_*`` environment variables, read in one place (documented in docs/executors.md)."""
+
+from __future__ import annotations
+
+import os
+
+_RAW = getattr(os.environ, "_data", None)  # os.environ.get costs ~0.6 us; the raw mapping ~20 ns
+_EXECUTOR_KEY = os.environ.encodekey("PYPTO_EXECUTOR") if hasattr(os.environ, "encodekey") else None
+
+
+def flag(name: str) -> bool:
+    """Whether a yes/no variable is set to yes: anything but unset, empty, ``0``, ``false``, ``no``."""
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def executor() -> str:
+    """``$PYPTO_EXECUTOR``, or ``"auto"`` when unset or empty."""
+    return os.environ.get("PYPTO_EXECUTOR", "").strip() or "auto"
+
+
+def executor_raw() -> object:
+    """The raw value of ``$PYPTO_EXECUTOR`` without decoding it: cheap enough for every kernel call
+    (it keys the fast path, which only compares it with the value it was set up with)."""
+    if _RAW is not None and _EXECUTOR_KEY is not None:
+        return _RAW.get(_EXECUTOR_KEY)
+    return os.environ.get("PYPTO_EXECUTOR")
