@@ -59,9 +59,9 @@ def test_run_python_environment_and_check(monkeypatch):
         run_python(code, {"PT_TESTING_STATUS": "3"}, check=True)
 
 
-def test_run_py_fixture_sees_the_tests_executor_and_cache(run_py, pypto_cache_dir):
+def test_run_py_fixture_sees_the_tests_executor_and_cache(run_py, pypto_executor, pypto_cache_dir):
     r = run_py("import os; print(os.environ['PYPTO_EXECUTOR'], os.environ['PYPTO_CACHE_DIR'])", check=True)
-    assert r.stdout.split()[1] == str(pypto_cache_dir)
+    assert r.stdout.split() == [pypto_executor, str(pypto_cache_dir)]
 
 
 def test_counting_compiler_counts_and_compiles(tmp_path):
