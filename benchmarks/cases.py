@@ -17,41 +17,14 @@ from pathlib import Path
 import numpy as np
 
 import pypto as pt
+from pypto.testing import layernorm, softmax, sum_exp, vector_add
 
 HERE = Path(__file__).resolve().parent
-M_, N_ = pt.dims("M N")
+N_ = pt.dim("N")
 
 
 # -- the kernels, written once in pypto ------------------------------------------------------------
-
-
-@pt.kernel
-def vector_add(a: pt.Tensor[float, (N_,)], b: pt.Tensor[float, (N_,)], c: pt.Tensor[float, (N_,)]):
-    i = pt.axis(0)
-    c[i] = a[i] + b[i]
-
-
-@pt.kernel
-def softmax(x: pt.Tensor[float, (M_, N_)], y: pt.Tensor[float, (M_, N_)]):
-    row, col = pt.axis(0), pt.axis(1)
-    max_val = pt.reduce_max(x[row, col], axis=col)
-    exp_val = pt.exp(x[row, col] - max_val)
-    y[row, col] = exp_val / pt.reduce_sum(exp_val, axis=col)
-
-
-@pt.kernel
-def sum_exp(x: pt.Tensor[float, (N_,)], out: pt.Tensor[float, (1,)]):
-    i = pt.axis(0)
-    out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
-
-
-@pt.kernel
-def layernorm(x: pt.Tensor[float, (M_, N_)], g: pt.Tensor[float, (N_,)], b: pt.Tensor[float, (N_,)],
-              y: pt.Tensor[float, (M_, N_)]):  # fmt: skip
-    r, c = pt.axis(0), pt.axis(1)
-    mean = pt.reduce_mean(x[r, c], axis=c)
-    var = pt.reduce_mean((x[r, c] - mean) ** 2, axis=c)
-    y[r, c] = (x[r, c] - mean) * pt.rsqrt(var + 1e-5) * g[c] + b[c]
+# vector_add, softmax, sum_exp and layernorm are the standard test kernels (pypto/testing/kernels.py)
 
 
 @pt.kernel

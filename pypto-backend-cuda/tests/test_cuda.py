@@ -16,8 +16,7 @@ import pytest
 
 import pypto as pt
 from pypto.plugins import get_registry
-
-M, N, K = pt.dims("M N K")
+from pypto.testing import assert_softmax_matches_numpy, np_sum_exp, softmax, sum_exp, vector_add
 
 ENTRY = get_registry().backends.get("cuda")
 
@@ -44,31 +43,6 @@ def _nvcc_problem() -> str | None:
 
 
 needs_nvcc = pytest.mark.skipif(_nvcc_problem() is not None, reason=f"{_nvcc_problem()}")
-
-
-@pytest.fixture(autouse=True)
-def _cache(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
-@pt.kernel
-def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
-    row, col = pt.axis(0), pt.axis(1)
-    max_val = pt.reduce_max(x[row, col], axis=col)
-    exp_val = pt.exp(x[row, col] - max_val)
-    y[row, col] = exp_val / pt.reduce_sum(exp_val, axis=col)
-
-
-@pt.kernel
-def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
-    i = pt.axis(0)
-    out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
-
-
-@pt.kernel
-def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
-    i = pt.axis(0)
-    c[i] = a[i] + b[i]
 
 
 # -- availability and generated code (no GPU needed) ----------------------------------------------------
@@ -369,11 +343,7 @@ def test_device_arrays_are_used_in_place(monkeypatch):
 @needs_gpu
 @pytest.mark.parametrize("shape", [(1, 1), (3, 7), (64, 1031), (300, 130), (2, 40000), (2, 150_000)])
 def test_softmax_on_the_gpu(shape):
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    y = pt.empty_like(x)
-    pt.kernel(executor="cuda")(softmax.fn)(x, y)
-    e = np.exp(x - x.max(1, keepdims=True))
-    np.testing.assert_allclose(y, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    assert_softmax_matches_numpy(shape, rtol=1e-5, atol=1e-7, kernel=pt.kernel(executor="cuda")(softmax.fn))
 
 
 @needs_gpu
@@ -387,7 +357,7 @@ def test_full_reduction_on_the_gpu_is_deterministic(n):
         k(x, out)
         bits.add(out.view(np.uint32)[0])
     assert len(bits) == 1
-    np.testing.assert_allclose(out[0], np.exp(x.astype(np.float64)).sum(), rtol=2e-5)
+    np.testing.assert_allclose(out[0], np_sum_exp(x), rtol=2e-5)
 
 
 @needs_gpu

@@ -6,70 +6,33 @@ skipped, with the reason, when there is none. float32 results: rtol 1e-5 unless 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 
 import pypto as pt
 from pypto.plugins import get_registry
+from pypto.testing import (
+    N,
+    assert_nan_poisons_only_its_row,
+    assert_softmax_matches_numpy,
+    layernorm,
+    matmul,
+    np_layernorm,
+    np_softmax,
+    np_sum_exp,
+    run_python,
+    softmax,
+    sum_exp,
+    unavailable_script,
+    vector_add,
+)
 from pypto_opencl.renderer import CPU_LANES
-
-M, N, K = pt.dims("M N K")
 
 _available = get_registry().backends.get("opencl")
 pytestmark = pytest.mark.skipif(
     _available is None or not _available.availability.available,
     reason=f"OpenCL backend unavailable: {_available.availability.reason if _available else 'not installed'}",
 )
-
-
-@pytest.fixture(autouse=True)
-def _opencl(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("PYPTO_EXECUTOR", "opencl")
-    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
-@pt.kernel
-def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
-    row, col = pt.axis(0), pt.axis(1)
-    max_val = pt.reduce_max(x[row, col], axis=col)
-    exp_val = pt.exp(x[row, col] - max_val)
-    y[row, col] = exp_val / pt.reduce_sum(exp_val, axis=col)
-
-
-@pt.kernel
-def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
-    i = pt.axis(0)
-    out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
-
-
-@pt.kernel
-def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
-    i = pt.axis(0)
-    c[i] = a[i] + b[i]
-
-
-@pt.kernel
-def layernorm(x: pt.Tensor[float, (M, N)], g: pt.Tensor[float, (N,)], y: pt.Tensor[float, (M, N)]):
-    r, c = pt.axis(0), pt.axis(1)
-    mean = pt.reduce_mean(x[r, c], axis=c)
-    var = pt.reduce_mean((x[r, c] - mean) ** 2, axis=c)
-    y[r, c] = (x[r, c] - mean) * pt.rsqrt(var + 1e-5) * g[c]
-
-
-@pt.kernel
-def matmul(a: pt.Tensor[float, (M, K)], b: pt.Tensor[float, (K, N)], c: pt.Tensor[float, (M, N)]):
-    i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
-    c[i, j] = pt.reduce_sum(a[i, k] * b[k, j], axis=k)
-
-
-def np_softmax(x):
-    e = np.exp(x - x.max(1, keepdims=True))
-    return e / e.sum(1, keepdims=True)
 
 
 def device():
@@ -83,17 +46,11 @@ def device():
 
 @pytest.mark.parametrize("shape", [(1, 1), (3, 7), (64, 1031), (300, 130), (2, 40000)])
 def test_softmax_matches_numpy(shape):
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    y = pt.empty_like(x)
-    softmax(x, y)
-    np.testing.assert_allclose(y, np_softmax(x), rtol=1e-5, atol=1e-7)
+    assert_softmax_matches_numpy(shape, rtol=1e-5, atol=1e-7)
 
 
 def test_long_rows_take_the_online_variant():
-    x = np.random.default_rng(1).standard_normal((2, 150_000)).astype(np.float32)
-    y = pt.empty_like(x)
-    softmax(x, y)
-    np.testing.assert_allclose(y, np_softmax(x), rtol=1e-5, atol=1e-9)
+    assert_softmax_matches_numpy((2, 150_000), rtol=1e-5, atol=1e-9, seed=1)
 
 
 @pytest.mark.parametrize("n", [0, 1, 17, 16384, 16385, 1_000_003])
@@ -101,7 +58,7 @@ def test_full_reduction_matches_numpy(n):
     x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
     out = np.full(1, np.nan, np.float32)
     sum_exp(x, out)
-    np.testing.assert_allclose(out[0], np.exp(x.astype(np.float64)).sum(), rtol=2e-5)
+    np.testing.assert_allclose(out[0], np_sum_exp(x), rtol=2e-5)
 
 
 @pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 1000])
@@ -116,12 +73,10 @@ def test_vector_add_every_tail_length(n):
 def test_layernorm_and_matmul_match_numpy():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((33, 257)).astype(np.float32)
-    g = rng.random(257, dtype=np.float32)
+    g, bias = rng.random(257, dtype=np.float32), rng.random(257, dtype=np.float32)
     y = pt.empty_like(x)
-    layernorm(x, g, y)
-    mu = x.mean(1, keepdims=True)
-    want = (x - mu) / np.sqrt(((x - mu) ** 2).mean(1, keepdims=True) + 1e-5) * g
-    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
+    layernorm(x, g, bias, y)
+    np.testing.assert_allclose(y, np_layernorm(x, g, bias), rtol=1e-4, atol=1e-5)
     a, b = rng.standard_normal((17, 40)).astype(np.float32), rng.standard_normal((40, 23)).astype(np.float32)
     c = pt.empty((17, 23))
     matmul(a, b, c)
@@ -165,11 +120,7 @@ def test_nan_propagates_through_row_and_full_maxima():
         i = pt.axis(0)
         out[0] = pt.reduce_max(x[i], axis=i)
 
-    x = np.random.default_rng(5).standard_normal((4, 100)).astype(np.float32)
-    x[2, 57] = np.nan
-    y = np.empty_like(x)
-    softmax(x, y)
-    assert np.isnan(y[2]).all() and not np.isnan(y[[0, 1, 3]]).any()
+    assert_nan_poisons_only_its_row(seed=5)
     flat = np.random.default_rng(6).standard_normal(40_000).astype(np.float32)
     flat[33_333] = np.nan
     out = np.zeros(1, np.float32)
@@ -223,10 +174,8 @@ def test_runtime_info_shows_the_device_and_its_limits():
 # -- processes, cache and failures ---------------------------------------------------------------------------
 
 
-def _run_py(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if k not in ("POCL_CACHE_DIR",)}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env={**full, **env}, timeout=600)  # fmt: skip
+def _run_py(code: str, env: dict[str, str]):
+    return run_python(code, env, drop=("POCL_CACHE_DIR",))
 
 
 _CUBE = """
@@ -260,23 +209,11 @@ def test_program_binaries_are_cached_across_processes(tmp_path):
 
 
 def test_no_platform_names_the_pocl_extra(tmp_path):
-    code = """
-import numpy as np, pypto as pt
-N = pt.dim("N")
-@pt.kernel(executor="opencl")
-def k(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
-    i = pt.axis(0)
-    y[i] = x[i]
-try:
-    k(np.ones(3, np.float32), np.ones(3, np.float32))
-except pt.BackendUnavailable as e:
-    print("UNAVAILABLE", e)
-print("CODE" if "__kernel void" in k.get_code(backend="opencl") else "NOCODE")
-"""
+    code = unavailable_script("opencl", "__kernel void")
     r = _run_py(code, {"OCL_ICD_VENDORS": str(tmp_path / "none"), "PYPTO_CACHE_DIR": str(tmp_path)})
     assert r.returncode == 0, r.stderr
     assert "UNAVAILABLE backend 'opencl' is installed but unavailable: no OpenCL platform found" in r.stdout
-    assert "pip install pypto-backend-opencl[pocl]" in r.stdout and "CODE" in r.stdout
+    assert "pip install pypto-backend-opencl[pocl]" in r.stdout and r.stdout.endswith("\nCODE\n")
 
 
 def test_build_failure_shows_the_log_and_the_source():
@@ -381,4 +318,4 @@ def test_gpu_style_kernels_and_group_sizes(monkeypatch, tmp_path):
         x = rng.standard_normal(n).astype(np.float32)
         out = np.zeros(1, np.float32)
         total(x, out)
-        np.testing.assert_allclose(out[0], np.exp(x.astype(np.float64)).sum(), rtol=2e-5)
+        np.testing.assert_allclose(out[0], np_sum_exp(x), rtol=2e-5)

@@ -6,51 +6,30 @@ Numerical results are compared with NumPy on the same inputs (float32: rtol 2e-6
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import pypto as pt
 from pypto.native.toolchain import Toolchain, build_shared, find_compiler
-
-M, N = pt.dims("M N")
-
-
-@pytest.fixture(autouse=True)
-def _openmp(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("PYPTO_EXECUTOR", "openmp")
-    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
-@pt.kernel
-def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
-    row, col = pt.axis(0), pt.axis(1)
-    max_val = pt.reduce_max(x[row, col], axis=col)
-    exp_val = pt.exp(x[row, col] - max_val)
-    y[row, col] = exp_val / pt.reduce_sum(exp_val, axis=col)
-
-
-@pt.kernel
-def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
-    i = pt.axis(0)
-    out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
-
-
-@pt.kernel
-def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
-    i = pt.axis(0)
-    c[i] = a[i] + b[i]
-
-
-def np_softmax(x):
-    e = np.exp(x - x.max(1, keepdims=True))
-    return e / e.sum(1, keepdims=True)
-
+from pypto.testing import (
+    CUBE_SCRIPT,
+    THREADED_SUM_SCRIPT,
+    M,
+    N,
+    assert_nan_poisons_only_its_row,
+    assert_softmax_matches_numpy,
+    counting_compiler,
+    np_softmax,
+    np_sum_exp,
+    run_python,
+    softmax,
+    sum_exp,
+    unavailable_script,
+    vector_add,
+)
 
 # -- generated code --------------------------------------------------------------------------------
 
@@ -107,10 +86,7 @@ def test_aliasing_call_uses_a_variant_without_restrict():
 
 @pytest.mark.parametrize("shape", [(1, 1), (3, 7), (64, 1031), (300, 130), (3, 200_003)])
 def test_softmax_matches_numpy(shape):
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    y = pt.empty_like(x)
-    softmax(x, y)
-    np.testing.assert_allclose(y, np_softmax(x), rtol=2e-6, atol=1e-7)
+    assert_softmax_matches_numpy(shape, rtol=2e-6, atol=1e-7)
 
 
 def test_long_rows_with_infinite_prefix_match_numpy():
@@ -139,48 +115,26 @@ def test_nan_survives_multi_axis_full_max():
 
 
 def test_nan_propagates_through_vectorised_max():
-    x = np.random.default_rng(1).standard_normal((4, 100)).astype(np.float32)
-    x[2, 57] = np.nan
-    y = np.empty_like(x)
-    softmax(x, y)
-    assert np.isnan(y[2]).all() and not np.isnan(y[[0, 1, 3]]).any()
+    assert_nan_poisons_only_its_row()
 
 
 def _run_py(code: str, env: dict[str, str]) -> str:
-    full_env = {**os.environ, **env}
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full_env,
-                       timeout=300)  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    return r.stdout
-
-
-_SUM = """
-import numpy as np, pypto as pt
-N = pt.dim("N")
-@pt.kernel
-def total(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
-    i = pt.axis(0)
-    out[0] = pt.reduce_sum(pt.exp(x[i]) * 0.5, axis=i)
-x = np.random.default_rng(7).standard_normal(3_000_001).astype(np.float32)
-out = np.zeros(1, np.float32)
-total(x, out)
-print(out.view(np.uint32)[0], pt.get_runtime_info()["backends"]["openmp"]["threads"])
-"""
+    return run_python(code, env, check=True, timeout=300).stdout
 
 
 def test_full_reduction_same_bits_for_1_and_2_threads(tmp_path):
     env = {"PYPTO_EXECUTOR": "openmp", "PYPTO_CACHE_DIR": str(tmp_path)}
-    one = _run_py(_SUM, {**env, "PYPTO_NUM_THREADS": "1"}).split()
-    two = _run_py(_SUM, {**env, "PYPTO_NUM_THREADS": "2"}).split()
+    one = _run_py(THREADED_SUM_SCRIPT, {**env, "PYPTO_NUM_THREADS": "1"}).split()
+    two = _run_py(THREADED_SUM_SCRIPT, {**env, "PYPTO_NUM_THREADS": "2"}).split()
     assert one[1] == "1" and two[1] == "2"
     assert one[0] == two[0]  # identical bits
     x = np.random.default_rng(7).standard_normal(3_000_001).astype(np.float32)
     got = np.array([int(one[0])], np.uint32).view(np.float32)[0]
-    np.testing.assert_allclose(got, (np.exp(x.astype(np.float64)) * 0.5).sum(), rtol=1e-5)
+    np.testing.assert_allclose(got, 0.5 * np_sum_exp(x), rtol=1e-5)
 
 
 def test_clean_exit_after_kernels_in_subprocess(tmp_path):
-    code = _SUM + "\nimport sys; sys.stdout.flush()\n"
+    code = THREADED_SUM_SCRIPT + "\nimport sys; sys.stdout.flush()\n"
     out = _run_py(code, {"PYPTO_EXECUTOR": "openmp", "PYPTO_CACHE_DIR": str(tmp_path)})
     assert out.strip()
 
@@ -239,53 +193,25 @@ def test_scalar_arguments_through_the_fast_path():
 # -- compile cache -------------------------------------------------------------------------------------
 
 
-def _counting_compiler(tmp_path: Path) -> tuple[str, Path]:
-    log = tmp_path / "cc.log"
-    script = tmp_path / "cc"
-    real = find_compiler("c").split()[0]
-    script.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {real} "$@"\n')
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return str(script), log
-
-
-_KERNEL = """
-import numpy as np, pypto as pt
-N = pt.dim("N")
-@pt.kernel
-def cube(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
-    i = pt.axis(0)
-    y[i] = x[i] * x[i] * x[i] + 1.0
-x = np.arange(1000, dtype=np.float32)
-y = np.empty_like(x)
-cube(x, y)
-assert np.allclose(y, x ** 3 + 1, rtol=1e-6)
-print("ok")
-"""
-
-
-def _kernel_builds(log: Path) -> int:
-    return sum(1 for line in log.read_text().splitlines() if "cube.c" in line) if log.exists() else 0
-
-
 def test_cache_hits_across_processes_and_rebuilds_corrupt_entries(tmp_path):
-    cc, log = _counting_compiler(tmp_path)
+    cc = counting_compiler(tmp_path, "c")
     cache = tmp_path / "cache"
-    env = {"CC": cc, "PYPTO_CACHE_DIR": str(cache), "PYPTO_EXECUTOR": "openmp"}
-    assert _run_py(_KERNEL, env).strip() == "ok"
-    assert _kernel_builds(log) == 1
-    assert _run_py(_KERNEL, env).strip() == "ok"
-    assert _kernel_builds(log) == 1  # served from the cache: no compiler run
+    env = {"CC": cc.path, "PYPTO_CACHE_DIR": str(cache), "PYPTO_EXECUTOR": "openmp"}
+    assert _run_py(CUBE_SCRIPT, env).strip() == "ok"
+    assert cc.count("cube.c") == 1
+    assert _run_py(CUBE_SCRIPT, env).strip() == "ok"
+    assert cc.count("cube.c") == 1  # served from the cache: no compiler run
     (so,) = list(cache.glob("openmp/*/*.so"))
     so.write_bytes(b"garbage" + so.read_bytes()[100:])
-    assert _run_py(_KERNEL, env).strip() == "ok"
-    assert _kernel_builds(log) == 2  # corrupt entry detected (checksum) and rebuilt
-    assert _run_py(_KERNEL, {**env, "PYPTO_NO_CACHE": "1"}).strip() == "ok"
-    assert _kernel_builds(log) == 3  # bypassed
+    assert _run_py(CUBE_SCRIPT, env).strip() == "ok"
+    assert cc.count("cube.c") == 2  # corrupt entry detected (checksum) and rebuilt
+    assert _run_py(CUBE_SCRIPT, {**env, "PYPTO_NO_CACHE": "1"}).strip() == "ok"
+    assert cc.count("cube.c") == 3  # bypassed
 
 
 def test_concurrent_processes_compiling_the_same_kernel(tmp_path):
     env = {**os.environ, "PYPTO_CACHE_DIR": str(tmp_path / "cache"), "PYPTO_EXECUTOR": "openmp"}
-    procs = [subprocess.Popen([sys.executable, "-c", _KERNEL], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, "-c", CUBE_SCRIPT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(4)]  # fmt: skip
     for p in procs:
         out, err = p.communicate(timeout=300)
@@ -298,22 +224,10 @@ def test_concurrent_processes_compiling_the_same_kernel(tmp_path):
 
 
 def test_missing_compiler_is_reported_with_the_fix(tmp_path):
-    code = """
-import numpy as np, pypto as pt
-N = pt.dim("N")
-@pt.kernel(executor="openmp")
-def k(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
-    i = pt.axis(0)
-    y[i] = x[i]
-try:
-    k(np.ones(3, np.float32), np.ones(3, np.float32))
-except pt.BackendUnavailable as e:
-    print("UNAVAILABLE", e)
-print("CODE" if "#pragma omp" in k.get_code() else "NOCODE")
-"""
+    code = unavailable_script("openmp", "#pragma omp")
     out = _run_py(code, {"CC": "/nonexistent/cc", "PYPTO_CACHE_DIR": str(tmp_path)})
     assert "UNAVAILABLE backend 'openmp' is installed but unavailable: no C compiler found" in out
-    assert "set CC" in out and "CODE" in out
+    assert "set CC" in out and out.endswith("\nCODE\n")
 
 
 def test_compile_error_shows_compiler_output_and_source_excerpt():

@@ -10,22 +10,17 @@ import numpy as np
 import pytest
 
 import pypto as pt
+from pypto.testing import (
+    THREADED_SUM_SCRIPT,
+    M,
+    N,
+    assert_nan_poisons_only_its_row,
+    assert_softmax_matches_numpy,
+    np_sum_exp,
+    vector_add,
+)
 
-D0, D1, D2, M, N = pt.dims("D0 D1 D2 M N")
-
-
-@pt.kernel
-def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
-    row, col = pt.axis(0), pt.axis(1)
-    max_val = pt.reduce_max(x[row, col], axis=col)
-    exp_val = pt.exp(x[row, col] - max_val)
-    y[row, col] = exp_val / pt.reduce_sum(exp_val, axis=col)
-
-
-@pt.kernel
-def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
-    i = pt.axis(0)
-    c[i] = a[i] + b[i]
+D0, D1, D2 = pt.dims("D0 D1 D2")
 
 
 @pt.kernel
@@ -44,18 +39,9 @@ def cube_reductions(
     total[0] = pt.reduce_max(x[i, j, k], axis=(i, j, k))
 
 
-def np_softmax(x):
-    x = x.astype(np.float64)
-    e = np.exp(x - x.max(1, keepdims=True))
-    return e / e.sum(1, keepdims=True)
-
-
 @pytest.mark.parametrize("shape", [(1, 1), (3, 7), (64, 1031), (300, 130), (1000, 600), (3, 140_001)])
 def test_softmax_matches_numpy(shape):
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    y = pt.empty_like(x)
-    softmax(x, y)
-    np.testing.assert_allclose(y, np_softmax(x), rtol=2e-6, atol=1e-7)
+    assert_softmax_matches_numpy(shape, rtol=2e-6, atol=1e-7, reference_dtype=np.float64)
 
 
 @pytest.mark.parametrize("n", [0, 1, 255, 100_003, 5_000_001])
@@ -88,11 +74,7 @@ def test_3d_reductions_middle_axis_and_full():
 
 
 def test_nan_propagates_through_vectorised_max_and_min():
-    x = np.random.default_rng(1).standard_normal((4, 100)).astype(np.float32)
-    x[2, 57] = np.nan
-    y = np.empty_like(x)
-    softmax(x, y)
-    assert np.isnan(y[2]).all() and not np.isnan(y[[0, 1, 3]]).any()
+    assert_nan_poisons_only_its_row()
     c = np.random.default_rng(4).standard_normal((30, 40, 50)).astype(np.float32)
     c[7, 11, 13] = np.nan
     mid, total = np.zeros((30, 50), np.float32), np.zeros(1, np.float32)
@@ -109,31 +91,17 @@ def test_nan_propagates_through_max_over_several_axes():
     assert np.isnan(total[0])
 
 
-_SUM = """
-import numpy as np, pypto as pt
-N = pt.dim("N")
-@pt.kernel
-def total(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
-    i = pt.axis(0)
-    out[0] = pt.reduce_sum(pt.exp(x[i]) * 0.5, axis=i)
-x = np.random.default_rng(7).standard_normal(3_000_001).astype(np.float32)
-out = np.zeros(1, np.float32)
-total(x, out)
-print(out.view(np.uint32)[0], pt.get_runtime_info()["backends"]["tbb"]["threads"])
-"""
-
-
 def test_full_reduction_same_bits_for_1_and_2_threads(run_py):
     runs = {}
     for threads in ("1", "2"):
-        r = run_py(_SUM, {"PYPTO_NUM_THREADS": threads})
+        r = run_py(THREADED_SUM_SCRIPT, {"PYPTO_NUM_THREADS": threads})
         assert r.returncode == 0, r.stderr
         runs[threads] = r.stdout.split()
     assert runs["1"][1] == "1" and runs["2"][1] == "2"
     assert runs["1"][0] == runs["2"][0]  # identical bits: fixed blocks, ordered combine
     x = np.random.default_rng(7).standard_normal(3_000_001).astype(np.float32)
     got = np.array([int(runs["1"][0])], np.uint32).view(np.float32)[0]
-    np.testing.assert_allclose(got, (np.exp(x.astype(np.float64)) * 0.5).sum(), rtol=1e-5)
+    np.testing.assert_allclose(got, 0.5 * np_sum_exp(x), rtol=1e-5)
 
 
 def test_same_bits_as_the_openmp_backend_where_it_is_installed():

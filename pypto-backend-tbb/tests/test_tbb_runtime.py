@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import stat
 from importlib import metadata
 from pathlib import Path
 
@@ -10,15 +9,7 @@ import numpy as np
 import pytest
 
 import pypto as pt
-from pypto.native.toolchain import find_compiler
-
-N = pt.dim("N")
-
-
-@pt.kernel
-def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
-    i = pt.axis(0)
-    c[i] = a[i] + b[i]
+from pypto.testing import CUBE_SCRIPT, N, counting_compiler, vector_add
 
 
 def test_fast_entry_is_set_after_the_first_call_and_falls_back_correctly():
@@ -158,39 +149,11 @@ def test_interpreter_exits_cleanly_after_tbb_kernels(run_py, threads):
 # -- the compile cache (the core's, shared with the OpenMP backend) ----------------------------------
 
 
-def _counting_compiler(tmp_path: Path) -> tuple[str, Path]:
-    log = tmp_path / "cxx.log"
-    script = tmp_path / "cxx"
-    real = find_compiler("c++").split()[0]
-    script.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {real} "$@"\n')
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return str(script), log
-
-
-_KERNEL = """
-import numpy as np, pypto as pt
-N = pt.dim("N")
-@pt.kernel
-def cube(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
-    i = pt.axis(0)
-    y[i] = x[i] * x[i] * x[i] + 1.0
-x = np.arange(1000, dtype=np.float32)
-y = np.empty_like(x)
-cube(x, y)
-assert np.allclose(y, x ** 3 + 1, rtol=1e-6)
-print("ok")
-"""
-
-
 def test_compiled_kernels_are_cached_across_processes(run_py, tmp_path):
-    cxx, log = _counting_compiler(tmp_path)
-    env = {"CXX": cxx, "PYPTO_CACHE_DIR": str(tmp_path / "cache")}
-
-    def builds() -> int:
-        return sum(1 for line in log.read_text().splitlines() if "cube.cpp" in line) if log.exists() else 0
-
+    cxx = counting_compiler(tmp_path, "c++")
+    env = {"CXX": cxx.path, "PYPTO_CACHE_DIR": str(tmp_path / "cache")}
     for expected in (1, 1):
-        r = run_py(_KERNEL, env)
+        r = run_py(CUBE_SCRIPT, env)
         assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
-        assert builds() == expected  # the second process loads the cached object: no compiler run
+        assert cxx.count("cube.cpp") == expected  # the second process loads the cached object: no compiler run
     assert len(list((tmp_path / "cache").glob("tbb/*/*.so"))) == 1

@@ -1,7 +1,8 @@
 """Core tests run every kernel on the NumPy reference backend unless a test says otherwise.
 
 ``PYPTO_TEST_EXECUTOR=openmp pytest pypto-core/tests/test_language.py`` runs the language tests on
-another backend (the other modules check reference-specific details).
+another backend (the other modules check reference-specific details). Every test gets a private
+compile cache (``pypto.testing.fixtures``).
 """
 
 import os
@@ -9,13 +10,12 @@ import os
 import numpy as np
 import pytest
 
+from pypto.testing.fixtures import *  # noqa: F403  (pypto_env is autouse; run_py, pypto_executor, pypto_cache_dir)
 
-@pytest.fixture(autouse=True)
-def _reference_executor(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("PYPTO_EXECUTOR", os.environ.get("PYPTO_TEST_EXECUTOR", "reference"))
-    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "pypto-cache"))
-    monkeypatch.delenv("PYPTO_DUMP_IR", raising=False)
-    yield
+
+@pytest.fixture
+def pypto_executor():
+    return os.environ.get("PYPTO_TEST_EXECUTOR", "reference")
 
 
 @pytest.fixture

@@ -4,14 +4,7 @@ import numpy as np
 import pytest
 
 import pypto as pt
-
-N, M = pt.dims("N M")
-
-
-@pt.kernel
-def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
-    i = pt.axis(0)
-    c[i] = a[i] + b[i]
+from pypto.testing import M, N, softmax, vector_add
 
 
 def f32(*shape):
@@ -169,12 +162,6 @@ def test_aliasing_error_partial_overlap_and_two_outputs():
 
 
 def test_aliasing_error_softmax_in_place():
-    @pt.kernel
-    def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
-        r, c = pt.axis(0), pt.axis(1)
-        e = pt.exp(x[r, c] - pt.reduce_max(x[r, c], axis=c))
-        y[r, c] = e / pt.reduce_sum(e, axis=c)
-
     x = np.ones((2, 3), np.float32)
     with pytest.raises(pt.AliasingError, match="inside a reduction"):
         softmax(x, x)

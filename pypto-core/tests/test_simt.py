@@ -16,34 +16,7 @@ from pypto.codegen.simt import SimtRenderer
 from pypto.codegen.simt_plan import GROUPS, MAP, SINGLE, LaunchPlan, py_expr
 from pypto.ir.loops import Var
 from pypto.ir.nodes import Binary, Const
-
-M, N, K = pt.dims("M N K")
-
-
-@pt.kernel
-def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
-    i = pt.axis(0)
-    c[i] = a[i] + b[i]
-
-
-@pt.kernel
-def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
-    row, col = pt.axis(0), pt.axis(1)
-    mx = pt.reduce_max(x[row, col], axis=col)
-    e = pt.exp(x[row, col] - mx)
-    y[row, col] = e / pt.reduce_sum(e, axis=col)
-
-
-@pt.kernel
-def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
-    i = pt.axis(0)
-    out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
-
-
-@pt.kernel
-def matmul(a: pt.Tensor[float, (M, K)], b: pt.Tensor[float, (K, N)], c: pt.Tensor[float, (M, N)]):
-    i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
-    c[i, j] = pt.reduce_sum(a[i, k] * b[k, j], axis=k)
+from pypto.testing import M, N, matmul, softmax, sum_exp, vector_add
 
 
 @pt.kernel

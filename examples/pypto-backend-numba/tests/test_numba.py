@@ -11,17 +11,9 @@ import numpy as np
 import pytest
 
 import pypto as pt
+from pypto.testing import N, np_softmax, np_sum_exp, softmax, sum_exp
 from pypto_numba.launcher import NumbaLauncher, namespace
 from pypto_numba.renderer import NAMESPACE_NAMES, NumbaRenderer, render_numba
-
-M, N = pt.dims("M N")
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path / "cache"))
-    for var in ("PYPTO_EXECUTOR", "PYPTO_NUM_THREADS", "PYPTO_NUMBA_PARALLEL_MIN_WORK", "PYPTO_DUMP_IR"):
-        monkeypatch.delenv(var, raising=False)
 
 
 @pytest.fixture(params=["serial", "parallel"])
@@ -34,18 +26,6 @@ def variant(request, monkeypatch):
     return request.param
 
 
-def softmax_fn(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
-    row, col = pt.axis(0), pt.axis(1)
-    max_val = pt.reduce_max(x[row, col], axis=col)
-    exp_val = pt.exp(x[row, col] - max_val)
-    y[row, col] = exp_val / pt.reduce_sum(exp_val, axis=col)
-
-
-def numpy_softmax(x):
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
 def test_declared_through_the_entry_point():
     assert "numba" in pt.list_backends()
     info = pt.get_runtime_info()["backends"]["numba"]
@@ -54,36 +34,32 @@ def test_declared_through_the_entry_point():
 
 
 def test_generated_source_is_python_with_prange():
-    kernel = pt.kernel(executor="numba")(softmax_fn)
+    kernel = pt.kernel(executor="numba")(softmax.fn)
     source = kernel.get_code()
     ast.parse(source)
-    assert "def softmax_fn(x, y, M, N):" in source
+    assert "def softmax(x, y, M, N):" in source
     assert "_prange(0, M)" in source and "_pt_maximum_f32" in source
     assert "float64" not in source  # float32 constants are spelled _f32(...)
 
 
 def test_softmax_both_variants(variant):
-    kernel = pt.kernel(executor="numba")(softmax_fn)
+    kernel = pt.kernel(executor="numba")(softmax.fn)
     x = np.random.default_rng(0).standard_normal((37, 129)).astype(np.float32)
     x[3, 5] = np.nan
     y = pt.empty_like(x)
     kernel(x, y)
     with np.errstate(invalid="ignore"):
-        want = numpy_softmax(x)
+        want = np_softmax(x)
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-7)
     assert np.isnan(y[3]).all()  # the row max propagates NaN
 
 
 def test_full_reduction_split_into_blocks(variant):
-    @pt.kernel(executor="numba")
-    def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
-        i = pt.axis(0)
-        out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
-
+    kernel = pt.kernel(executor="numba")(sum_exp.fn)
     x = np.random.default_rng(1).standard_normal(100_003).astype(np.float32)
     out = np.zeros(1, np.float32)
-    sum_exp(x, out)
-    np.testing.assert_allclose(out[0], np.exp(x.astype(np.float64)).sum(), rtol=1e-5)
+    kernel(x, out)
+    np.testing.assert_allclose(out[0], np_sum_exp(x), rtol=1e-5)
 
 
 def test_integer_semantics_match_numpy(variant):
@@ -142,7 +118,7 @@ def test_zero_dimensional_buffers_and_fastmath(variant):
 
 def test_threads_and_threshold(monkeypatch):
     monkeypatch.setenv("PYPTO_NUM_THREADS", "1")
-    program = pt.kernel(softmax_fn).program()
+    program = pt.kernel(softmax.fn).program()
     launcher = NumbaLauncher(program.name, render_numba(program.loops), parallel=True)
     small, large = np.ones((2, 3), np.float32), np.ones((1024, 1024), np.float32)
     assert launcher.choose((small, small, 2, 3)) is launcher.serial
@@ -150,7 +126,7 @@ def test_threads_and_threshold(monkeypatch):
     assert launcher.threads == 1
     out = np.empty_like(large)
     launcher(large, out, 1024, 1024)
-    np.testing.assert_allclose(out, numpy_softmax(large), rtol=1e-6)
+    np.testing.assert_allclose(out, np_softmax(large), rtol=1e-6)
 
 
 def test_kernel_names_never_shadow_the_generated_modules_globals():

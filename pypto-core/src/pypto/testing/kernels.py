@@ -1,0 +1,70 @@
+"""The standard test kernels (float32, symbolic dims) and their NumPy references.
+
+Each reference computes in the dtype of its input: pass ``x.astype(np.float64)`` for a float64
+reference of a float32 kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import pypto as pt
+
+M, N, K = pt.dims("M N K")
+
+
+@pt.kernel
+def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
+    """``c = a + b``: the pointwise kernel (one parallel, vectorised loop; aliasing allowed)."""
+    i = pt.axis(0)
+    c[i] = a[i] + b[i]
+
+
+@pt.kernel
+def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
+    """Row-wise softmax, fused: a row max, exp, a row sum and the scaling in one loop nest."""
+    row, col = pt.axis(0), pt.axis(1)
+    max_val = pt.reduce_max(x[row, col], axis=col)
+    exp_val = pt.exp(x[row, col] - max_val)
+    y[row, col] = exp_val / pt.reduce_sum(exp_val, axis=col)
+
+
+@pt.kernel
+def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
+    """``out[0] = sum(exp(x))``: a full reduction (split into fixed blocks with an ordered combine)."""
+    i = pt.axis(0)
+    out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
+
+
+@pt.kernel
+def layernorm(x: pt.Tensor[float, (M, N)], g: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)],
+              y: pt.Tensor[float, (M, N)]):  # fmt: skip
+    """Row-wise layer normalisation (eps 1e-5) with a gain ``g`` and a bias ``b`` broadcast over rows."""
+    r, c = pt.axis(0), pt.axis(1)
+    mean = pt.reduce_mean(x[r, c], axis=c)
+    var = pt.reduce_mean((x[r, c] - mean) ** 2, axis=c)
+    y[r, c] = (x[r, c] - mean) * pt.rsqrt(var + 1e-5) * g[c] + b[c]
+
+
+@pt.kernel
+def matmul(a: pt.Tensor[float, (M, K)], b: pt.Tensor[float, (K, N)], c: pt.Tensor[float, (M, N)]):
+    """``c = a @ b`` as a sum over the axis ``k``."""
+    i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
+    c[i, j] = pt.reduce_sum(a[i, k] * b[k, j], axis=k)
+
+
+def np_softmax(x: np.ndarray) -> np.ndarray:
+    """What :data:`softmax` computes, in NumPy (in ``x``'s dtype; an all ``-inf`` row gives NaN)."""
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def np_sum_exp(x: np.ndarray) -> np.float64:
+    """What :data:`sum_exp` computes, summed in float64 (the reference for any summation order)."""
+    return np.exp(np.asarray(x, dtype=np.float64)).sum()
+
+
+def np_layernorm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+    """What :data:`layernorm` computes, in NumPy (in ``x``'s dtype)."""
+    mu = x.mean(1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(1, keepdims=True) + eps) * g + b
