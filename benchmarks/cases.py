@@ -55,7 +55,7 @@ def load_handwritten(build_dir: Path):
     """Compile benchmarks/handwritten/kernels.c with the OpenMP backend's compiler and flags."""
     import cffi
 
-    from pypto.native.toolchain import find_compiler
+    from pypto.targets.cpu.toolchain import find_compiler
 
     try:
         from pypto_openmp.plugin import BACKEND

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import pypto as pt
-from pypto.native.toolchain import Toolchain, build_shared, find_compiler
+from pypto.targets.cpu.toolchain import Toolchain, build_shared, find_compiler
 from pypto.testing import (
     CUBE_SCRIPT,
     THREADED_SUM_SCRIPT,

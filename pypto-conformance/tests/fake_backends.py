@@ -23,7 +23,7 @@ def pypto_declare_backends():
 def pypto_codegen(backend, program):
     if backend != NAME:
         return None
-    from pypto.codegen.numpy_source import render_numpy
+    from pypto.backends.numpy_source import render_numpy
     return {codegen}
 
 
@@ -38,7 +38,7 @@ def pypto_compile(backend, program, source):
 def pypto_launch(backend, program, artifact):
     if backend != NAME:
         return None
-    from pypto.codegen.numpy_support import NAMESPACE
+    from pypto.backends.numpy_support import NAMESPACE
     namespace = dict(NAMESPACE)
     exec(artifact.data.decode(), namespace)
     fn = namespace[program.reference_ir.name]

@@ -132,7 +132,7 @@ def test_unary_functions(rng, name, fn, ref, gen, dtype):
 
 
 def test_erf_reference_accuracy():
-    from pypto.codegen.numpy_support import erf
+    from pypto.backends.numpy_support import erf
 
     x = np.linspace(-7, 7, 2001)
     want = np.array([math.erf(v) for v in x])

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import pypto as pt
-from pypto.codegen.simt import SimtRenderer
-from pypto.codegen.simt_plan import GROUPS, MAP, SINGLE, LaunchPlan, py_expr
 from pypto.ir.loops import Var
 from pypto.ir.nodes import Binary, Const
+from pypto.targets.simt.plan import GROUPS, MAP, SINGLE, LaunchPlan, py_expr
+from pypto.targets.simt.render import SimtRenderer
 from pypto.testing import M, N, matmul, softmax, sum_exp, vector_add
 
 
@@ -54,7 +54,7 @@ def render(kernel, **settings):
     r = SimtRenderer()
     for key, value in settings.items():
         setattr(r, key, value)
-    return r.program(kernel.program().loops)
+    return r.render_device(kernel.program().loops)
 
 
 def kinds(plan: LaunchPlan) -> list[str]:
@@ -221,7 +221,7 @@ class FakeDeviceArray:
 
 
 def _device_view(value):
-    from pypto.codegen.simt_args import DeviceArray
+    from pypto.targets.simt.args import DeviceArray
 
     if not isinstance(value, FakeDeviceArray):
         return None
@@ -253,7 +253,7 @@ def pypto_compile(backend, program, source):
 def pypto_launch(backend, program, artifact):
     if backend != "fakegpu":
         return None
-    from pypto.codegen.simt_args import DeviceArray, DeviceBinder
+    from pypto.targets.simt.args import DeviceArray, DeviceBinder
 
     binder = DeviceBinder(program)
 
@@ -303,7 +303,7 @@ def test_device_arrays_reach_the_fast_entry_on_the_first_call(monkeypatch, tmp_p
 
 def test_simt_backend_renders_without_its_device_and_remembers_why_it_is_missing():
     from pypto.backend_api import Program
-    from pypto.codegen.simt_backend import DeviceUnavailable, SimtBackend
+    from pypto.targets.simt.backend import DeviceUnavailable, SimtBackend
 
     opened = []
 

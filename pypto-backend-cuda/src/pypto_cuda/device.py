@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pypto.codegen.simt_backend import DeviceUnavailable
+from pypto.targets.simt.backend import DeviceUnavailable
 
 DRIVER_LIBRARY = "libcuda.so.1"
 PYCUDA_HINT = "install pycuda (pip install pycuda; building it needs the CUDA toolkit and driver)"

@@ -17,8 +17,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pypto.codegen.simt import excerpt
 from pypto.errors import CompileError
+from pypto.targets.simt.render import excerpt
 
 DEFAULT_ARCH = "sm_80"
 BASE_FLAGS = ("-O3", "-std=c++17")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pypto.codegen.simt import SimtRenderer
-from pypto.codegen.simt_plan import LocalBuffer
 from pypto.dtypes import DType, bool_, float32, float64, int32, int64
 from pypto.ir.reducers import identity
+from pypto.targets.simt.plan import LocalBuffer
+from pypto.targets.simt.render import SimtRenderer
 
 WARP = 32
 

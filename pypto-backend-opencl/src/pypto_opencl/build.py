@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from pypto.codegen.simt import excerpt
 from pypto.errors import CompileError
+from pypto.targets.simt.render import excerpt
 
 from .device import Device
 

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from pypto.codegen.simt_backend import DeviceUnavailable
+from pypto.targets.simt.backend import DeviceUnavailable
 
 POCL_HINT = "pip install pypto-backend-opencl[pocl]"
 

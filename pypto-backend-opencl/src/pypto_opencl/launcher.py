@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from pypto.backend_api import Artifact, Program
-from pypto.codegen.simt_args import DeviceArray, DeviceBinder
-from pypto.codegen.simt_plan import GROUPS, MAP, KernelLaunch, LaunchPlan
 from pypto.errors import ArgumentError, PyptoError
+from pypto.targets.simt.args import DeviceArray, DeviceBinder
+from pypto.targets.simt.plan import GROUPS, MAP, KernelLaunch, LaunchPlan
 
 from .build import load_program
 from .device import Device

@@ -8,13 +8,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Backend, Program
-from pypto.codegen.simt_backend import DeviceUnavailable, SimtBackend
 from pypto.hookspecs import hookimpl
+from pypto.targets.simt.backend import DeviceUnavailable, SimtBackend
 
 from . import __version__
 
 if TYPE_CHECKING:
-    from pypto.codegen.simt_plan import LaunchPlan
+    from pypto.targets.simt.plan import LaunchPlan
 
 PYPTO_PLUGIN_API = PLUGIN_API_VERSION
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pypto.codegen.simt import SimtRenderer
 from pypto.dtypes import float64
+from pypto.targets.simt.render import SimtRenderer
 
 # 256-bit vectors at most (float4 .. double4, long4 indices): PoCL 3.0's LLVM aborts ("Cannot select",
 # "Do not know how to scalarize") or silently miscompiles 512-bit vector code (float16, double8, long8)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pypto.backend_api import PLUGIN_API_VERSION, Backend, Capabilities
 from pypto.hookspecs import hookimpl
-from pypto.native.backend import NativeBackend
+from pypto.targets.cpu.backend import NativeBackend
 
 from . import __version__
 

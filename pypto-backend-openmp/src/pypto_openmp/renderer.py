@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pypto.codegen.cpu import SimdCRenderer
 from pypto.ir.loops import Loop, LoopKernel, Write
+from pypto.targets.cpu.render import SimdCRenderer
 
 
 class OpenMPRenderer(SimdCRenderer):

@@ -1,4 +1,4 @@
-"""The TBB flavour of the core's :class:`~pypto.native.backend.NativeBackend`.
+"""The TBB flavour of the core's :class:`~pypto.targets.cpu.backend.NativeBackend`.
 
 Compiling, caching, the fast-call entry point and loading are the core's; this adds what differs
 for C++ and oneTBB: flags computed from the located wheels, the TBB version in the cache key, and
@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from pypto.backend_api import Program
-from pypto.native.backend import NativeBackend, num_threads
+from pypto.targets.cpu.backend import NativeBackend, num_threads
 
 from .locate import locate_tbb
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from pypto.native.toolchain import ToolchainError
+from pypto.targets.cpu.toolchain import ToolchainError
 
 DEVEL_DIST = "tbb-devel"
 RUNTIME_DIST = "tbb"

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from pypto.codegen.cpu import SimdCRenderer
 from pypto.dtypes import int64
 from pypto.ir.loops import Loop, LoopKernel, Var, Write
+from pypto.targets.cpu.render import SimdCRenderer
 
 from .captures import free_values
 from .runtime import INCLUDES, TASK_MIN_WORK, support_source

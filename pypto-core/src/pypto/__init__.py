@@ -16,11 +16,11 @@ module: each public name is imported the first time it is used.
 
 from typing import TYPE_CHECKING
 
-from ._version import __version__
+from pypto._version import __version__
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on first use
-    from .dtypes import DType, bool_, float32, float64, int32, int64
-    from .errors import (
+    from pypto.dtypes import DType, bool_, float32, float64, int32, int64
+    from pypto.errors import (
         AliasingError,
         ArgumentError,
         BackendNotFound,
@@ -34,8 +34,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         ShapeError,
         TracingError,
     )
-    from .hookspecs import hookimpl
-    from .lang.functions import (
+    from pypto.hookspecs import hookimpl
+    from pypto.lang.functions import (
         abs,
         axis,
         cast,
@@ -59,13 +59,13 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         tanh,
         where,
     )
-    from .lang.tensor import Tensor
-    from .lang.values import Axis, Dim
-    from .plugins import list_backends, register_plugin, reload_plugins
-    from .runtime.benchmark import BenchmarkResult, benchmark
-    from .runtime.info import get_runtime_info
-    from .runtime.kernel import Kernel, kernel
-    from .runtime.memory import empty, empty_like, zeros, zeros_like
+    from pypto.lang.tensor import Tensor
+    from pypto.lang.values import Axis, Dim
+    from pypto.plugins import list_backends, register_plugin, reload_plugins
+    from pypto.runtime.benchmark import BenchmarkResult, benchmark
+    from pypto.runtime.info import get_runtime_info
+    from pypto.runtime.kernel import Kernel, kernel
+    from pypto.runtime.memory import empty, empty_like, zeros, zeros_like
 
 
 _LAZY: dict[str, str] = {

@@ -1,5 +1,5 @@
 """``python -m pypto`` runs the ``pypto`` command."""
 
-from .cli import main
+from pypto.cli import main
 
 raise SystemExit(main())

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from .ir.kernel import KernelIR
-from .ir.loops import LoopKernel
+from pypto.ir.kernel import KernelIR
+from pypto.ir.loops import LoopKernel
 
 PLUGIN_API_VERSION = "1.1"
 """The plugin API this core implements; a plugin declaring another *major* version is skipped."""

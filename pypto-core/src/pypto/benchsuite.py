@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .lang.functions import axis, dims, exp, reduce_max, reduce_mean, reduce_sum, rsqrt, tanh
-from .lang.tensor import Tensor
-from .runtime.kernel import Kernel
-from .runtime.memory import empty
+from pypto.lang.functions import axis, dims, exp, reduce_max, reduce_mean, reduce_sum, rsqrt, tanh
+from pypto.lang.tensor import Tensor
+from pypto.runtime.kernel import Kernel
+from pypto.runtime.memory import empty
 
 _M, _N = dims("M N")
 

@@ -20,10 +20,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import _env
-from ._hashing import sha256
-from ._version import __version__
-from .backend_api import Artifact, Program
+from pypto import _env
+from pypto._hashing import sha256
+from pypto._version import __version__
+from pypto.backend_api import Artifact, Program
 
 FORMAT = 1
 

@@ -36,8 +36,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from . import get_runtime_info
-    from .cache import DiskCache
+    from pypto import get_runtime_info
+    from pypto.cache import DiskCache
 
     info = get_runtime_info()
     con = _console()
@@ -71,8 +71,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from rich.progress import Progress
     from rich.table import Table
 
-    from . import benchsuite
-    from .plugins import get_registry
+    from pypto import benchsuite
+    from pypto.plugins import get_registry
 
     reg = get_registry()
     if args.backend:
@@ -136,8 +136,8 @@ def _plot(results: list[Any], backends: list[str], path: Path) -> None:
 
 
 def _load_kernel(target: str):
-    from . import Kernel
-    from .errors import ArgumentError
+    from pypto import Kernel
+    from pypto.errors import ArgumentError
 
     path, sep, name = target.rpartition(":")
     if not sep or not path or not name:
@@ -181,7 +181,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from .cache import DiskCache
+    from pypto.cache import DiskCache
 
     cache = DiskCache()
     con = _console()
@@ -198,8 +198,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_passes(args: argparse.Namespace) -> int:
-    from .passes import format_pipeline
-    from .targets import get_target, targets
+    from pypto.passes import format_pipeline
+    from pypto.targets import get_target, targets
 
     if args.target is None:
         print(format_pipeline())
@@ -240,7 +240,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .errors import PyptoError
+    from pypto.errors import PyptoError
 
     args = parser().parse_args(argv)
     try:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import DTypeError
+from pypto.errors import DTypeError
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import pluggy
 
-from .backend_api import Artifact, Backend, BackendSpec, Launcher, Program
+from pypto.backend_api import Artifact, Backend, BackendSpec, Launcher, Program
 
 PROJECT = "pypto"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -68,7 +68,7 @@ def pypto_codegen(backend: str, program: Program) -> str | None:
     """Generate source code for ``program`` when ``backend`` is yours; else return ``None``.
 
     ``program.loops`` is the loop IR (:mod:`pypto.ir.loops`) to render; most C-like backends
-    subclass :class:`pypto.codegen.cstyle.CRenderer`. The text returned is what
+    subclass :class:`pypto.targets.cstyle.CRenderer`. The text returned is what
     ``kernel.get_code(backend=...)`` shows and what ``pypto_compile`` receives.
     """
 

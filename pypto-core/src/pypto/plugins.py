@@ -27,9 +27,18 @@ from typing import Any
 
 import pluggy
 
-from . import _env, hookspecs
-from .backend_api import PLUGIN_API_VERSION, Artifact, Availability, Backend, BackendSpec, Launcher, Program, Source
-from .errors import BackendNotFound, BackendUnavailable, CompileError, PluginError, PluginWarning
+from pypto import _env, hookspecs
+from pypto.backend_api import (
+    PLUGIN_API_VERSION,
+    Artifact,
+    Availability,
+    Backend,
+    BackendSpec,
+    Launcher,
+    Program,
+    Source,
+)
+from pypto.errors import BackendNotFound, BackendUnavailable, CompileError, PluginError, PluginWarning
 
 ENTRY_POINT_GROUP = "pypto"
 
@@ -145,7 +154,7 @@ class Registry:
         return True
 
     def _load(self) -> None:
-        from .backends import reference
+        from pypto.backends import reference
 
         self.register(reference, "reference", "pypto-core")
         disabled = {
@@ -316,7 +325,7 @@ def _entry_points(rescan: bool = False) -> list[PluginEntryPoint]:
     """
     import json
 
-    from .cache import _atomic_write, cache_dir, cache_enabled
+    from pypto.cache import _atomic_write, cache_dir, cache_enabled
 
     use_cache = cache_enabled()
     stamp = _path_stamp()

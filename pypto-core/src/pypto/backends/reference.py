@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._version import __version__
-from ..backend_api import PLUGIN_API_VERSION, Artifact, Backend, BackendSpec, Capabilities, Program, Source
-from ..hookspecs import hookimpl
+from pypto._version import __version__
+from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Backend, BackendSpec, Capabilities, Program, Source
+from pypto.hookspecs import hookimpl
 
 PYPTO_PLUGIN_API = PLUGIN_API_VERSION
 NAME = "reference"
@@ -34,7 +34,7 @@ class ReferenceBackend(Backend):
     )
 
     def render(self, program: Program) -> Source:
-        from ..codegen.numpy_source import render_numpy
+        from pypto.backends.numpy_source import render_numpy
 
         return Source(render_numpy(program.reference_ir))
 
@@ -42,7 +42,7 @@ class ReferenceBackend(Backend):
         return Artifact(NAME, source.text.encode(), ".py", {"name": program.name})
 
     def load(self, program: Program, artifact: Artifact) -> Any:
-        from ..codegen.numpy_support import NAMESPACE
+        from pypto.backends.numpy_support import NAMESPACE
 
         namespace = dict(NAMESPACE)
         code = compile(artifact.data.decode(), f"<pypto reference: {program.name}>", "exec")

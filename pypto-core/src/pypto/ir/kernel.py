@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..dtypes import DType
-from ..errors import SourceLoc
-from .affine import Affine
-from .nodes import Reduce, Store
+from pypto.dtypes import DType
+from pypto.errors import SourceLoc
+from pypto.ir.affine import Affine
+from pypto.ir.nodes import Reduce, Store
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..dtypes import DType
-from .nodes import Expr, Node, _dtype, _loc, _node, children
+from pypto.dtypes import DType
+from pypto.ir.nodes import Expr, Node, _dtype, _loc, _node, children
 
 
 @_node

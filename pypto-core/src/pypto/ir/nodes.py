@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..dtypes import DType
-from ..errors import SourceLoc
-from .affine import Affine
+from pypto.dtypes import DType
+from pypto.errors import SourceLoc
+from pypto.ir.affine import Affine
 
 UNARY_OPS = (
     "neg", "abs", "invert",

@@ -6,10 +6,10 @@ loop IR prints as indented pseudo-code.
 
 from __future__ import annotations
 
-from .affine import Affine
-from .kernel import DimEqual, IndexInBounds, KernelIR, TensorParam
-from .loops import Alloc, Assign, Block, Comment, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write
-from .nodes import Binary, Cast, Const, Expr, Extent, Index, Load, Reduce, Scalar, Unary, Where, postorder
+from pypto.ir.affine import Affine
+from pypto.ir.kernel import DimEqual, IndexInBounds, KernelIR, TensorParam
+from pypto.ir.loops import Alloc, Assign, Block, Comment, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Extent, Index, Load, Reduce, Scalar, Unary, Where, postorder
 
 _SYMBOL = {
     "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",

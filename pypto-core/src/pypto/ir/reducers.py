@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ..dtypes import DType
-from .nodes import Binary, Const, Expr
+from pypto.dtypes import DType
+from pypto.ir.nodes import Binary, Const, Expr
 
 COMBINE_OP = {"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum"}
 

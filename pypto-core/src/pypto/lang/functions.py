@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import dtypes
-from ..errors import TracingError
-from ..ir.nodes import Binary, Cast, Extent, Reduce, Unary, Where, free_axes
-from .location import user_loc
-from .values import Axis, Dim, ExprProxy, to_node
+from pypto import dtypes
+from pypto.errors import TracingError
+from pypto.ir.nodes import Binary, Cast, Extent, Reduce, Unary, Where, free_axes
+from pypto.lang.location import user_loc
+from pypto.lang.values import Axis, Dim, ExprProxy, to_node
 
 
 def axis(k: int) -> Axis:

@@ -6,7 +6,7 @@ import linecache
 import os
 import sys
 
-from ..errors import SourceLoc
+from pypto.errors import SourceLoc
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _USER_DIR = os.path.join(_PKG_DIR, "testing") + os.sep  # pypto.testing's kernels are user code

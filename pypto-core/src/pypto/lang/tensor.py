@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import dtypes
-from ..errors import TracingError
-from ..ir.affine import Affine
-from .values import AffineValue, Dim
+from pypto import dtypes
+from pypto.errors import TracingError
+from pypto.ir.affine import Affine
+from pypto.lang.values import AffineValue, Dim
 
 
 @dataclass(frozen=True)

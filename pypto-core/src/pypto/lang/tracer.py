@@ -10,13 +10,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .. import dtypes
-from ..errors import SourceLoc, TracingError
-from ..ir.affine import Affine
-from ..ir.kernel import AxisInfo, KernelIR, ScalarParam, TensorParam
-from ..ir.nodes import Expr, Index, Load, Scalar, Store, postorder
-from .tensor import TensorType
-from .values import _RESERVED, ExprProxy, TensorProxy
+from pypto import dtypes
+from pypto.errors import SourceLoc, TracingError
+from pypto.ir.affine import Affine
+from pypto.ir.kernel import AxisInfo, KernelIR, ScalarParam, TensorParam
+from pypto.ir.nodes import Expr, Index, Load, Scalar, Store, postorder
+from pypto.lang.tensor import TensorType
+from pypto.lang.values import _RESERVED, ExprProxy, TensorProxy
 
 _state = threading.local()
 

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import TracingError
-from ..ir.affine import Affine
-from ..ir.nodes import Binary, Const, Expr, Index, Load, Unary, Where
-from .location import user_loc
+from pypto import dtypes
+from pypto.errors import TracingError
+from pypto.ir.affine import Affine
+from pypto.ir.nodes import Binary, Const, Expr, Index, Load, Unary, Where
+from pypto.lang.location import user_loc
 
 if TYPE_CHECKING:
-    from .tracer import Tracer
+    from pypto.lang.tracer import Tracer
 
 _CONTROL_FLOW_HINT = (
     "a traced value has no Python truth value: use pt.where(cond, a, b) to choose between values, "
@@ -215,7 +215,7 @@ class _Operators:
         raise _no_concrete("len() of a traced value")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from . import functions
+        from pypto.lang import functions
 
         fn = functions.NUMPY_UFUNCS.get(ufunc.__name__)
         if fn is None or method != "__call__" or kwargs:

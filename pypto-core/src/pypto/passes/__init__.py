@@ -15,21 +15,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _env
-from ..ir.kernel import KernelIR
-from ..ir.loops import LoopKernel
-from ..ir.printer import format_kernel, format_loops
-from ..targets import Target
-from .fuse import fuse
-from .infer_shapes import infer_shapes
-from .infer_types import infer_types
-from .lower import lower
-from .materialize import materialize_temporaries
-from .optimize_loops import optimize_loops
-from .schedule import schedule, split_reductions
-from .simplify import simplify
-from .softmax import online_softmax
-from .verify import verify_kernel, verify_loops
+from pypto import _env
+from pypto.ir.kernel import KernelIR
+from pypto.ir.loops import LoopKernel
+from pypto.ir.printer import format_kernel, format_loops
+from pypto.passes.fuse import fuse
+from pypto.passes.infer_shapes import infer_shapes
+from pypto.passes.infer_types import infer_types
+from pypto.passes.lower import lower
+from pypto.passes.materialize import materialize_temporaries
+from pypto.passes.optimize_loops import optimize_loops
+from pypto.passes.schedule import schedule, split_reductions
+from pypto.passes.simplify import simplify
+from pypto.passes.softmax import online_softmax
+from pypto.passes.verify import verify_kernel, verify_loops
+from pypto.targets import Target
 
 PASSES: list[tuple[str, Callable[[KernelIR], KernelIR]]] = [
     ("infer_types", infer_types),            # dtypes, weak scalars, explicit casts

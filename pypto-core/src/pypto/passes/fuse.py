@@ -10,9 +10,9 @@ only sees its own values. Values written earlier in a group are forwarded to lat
 
 from __future__ import annotations
 
-from ..ir.affine import Affine
-from ..ir.kernel import Group, KernelIR
-from ..ir.nodes import Cast, Expr, Load, Node, Reduce, Store, children, transform
+from pypto.ir.affine import Affine
+from pypto.ir.kernel import Group, KernelIR
+from pypto.ir.nodes import Cast, Expr, Load, Node, Reduce, Store, children, transform
 
 
 def store_loops(s: Store) -> tuple[int, ...]:

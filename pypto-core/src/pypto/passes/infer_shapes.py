@@ -8,10 +8,10 @@ gets an :class:`IndexInBounds` check, so generated code never reads or writes ou
 
 from __future__ import annotations
 
-from ..errors import TracingError
-from ..ir.affine import Affine
-from ..ir.kernel import AxisInfo, DimEqual, IndexInBounds, KernelIR
-from ..ir.nodes import Expr, Extent, Index, Load, Store, free_axes, postorder, transform
+from pypto.errors import TracingError
+from pypto.ir.affine import Affine
+from pypto.ir.kernel import AxisInfo, DimEqual, IndexInBounds, KernelIR
+from pypto.ir.nodes import Expr, Extent, Index, Load, Store, free_axes, postorder, transform
 
 
 def _describe(tensor: str, pos: int) -> str:

@@ -7,11 +7,11 @@ store's value has the output's dtype. Backends never need to know the promotion 
 
 from __future__ import annotations
 
-from .. import dtypes
-from ..dtypes import DType
-from ..errors import DTypeError, TracingError
-from ..ir.kernel import KernelIR, ScalarParam
-from ..ir.nodes import (
+from pypto import dtypes
+from pypto.dtypes import DType
+from pypto.errors import DTypeError, TracingError
+from pypto.ir.kernel import KernelIR, ScalarParam
+from pypto.ir.nodes import (
     ARITH_OPS,
     COMPARE_OPS,
     LOGIC_OPS,

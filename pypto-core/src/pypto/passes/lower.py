@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .. import dtypes
-from ..dtypes import DType
-from ..ir.affine import Affine
-from ..ir.kernel import Group, KernelIR, TensorParam
-from ..ir.loops import (
+from pypto import dtypes
+from pypto.dtypes import DType
+from pypto.ir.affine import Affine
+from pypto.ir.kernel import Group, KernelIR, TensorParam
+from pypto.ir.loops import (
     Alloc,
     Argument,
     Assign,
@@ -32,8 +32,8 @@ from ..ir.loops import (
     Var,
     Write,
 )
-from ..ir.names import NameGen
-from ..ir.nodes import (
+from pypto.ir.names import NameGen
+from pypto.ir.nodes import (
     TRANSCENDENTAL,
     Binary,
     Cast,
@@ -52,7 +52,7 @@ from ..ir.nodes import (
     postorder,
     top_reduces,
 )
-from ..ir.reducers import combine, identity
+from pypto.ir.reducers import combine, identity
 
 I64 = dtypes.int64
 

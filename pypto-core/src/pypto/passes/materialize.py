@@ -13,10 +13,10 @@ Two cases need one:
 
 from __future__ import annotations
 
-from ..ir.affine import Affine
-from ..ir.kernel import Group, KernelIR, Temp
-from ..ir.nodes import Expr, Load, Node, Store, free_axes, top_reduces, transform
-from .fuse import accesses, store_loops
+from pypto.ir.affine import Affine
+from pypto.ir.kernel import Group, KernelIR, Temp
+from pypto.ir.nodes import Expr, Load, Node, Store, free_axes, top_reduces, transform
+from pypto.passes.fuse import accesses, store_loops
 
 
 def _replace(e: Expr, old: Expr, new: Expr) -> Expr:

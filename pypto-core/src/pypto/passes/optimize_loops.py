@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.loops import Alloc, Assign, Block, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write, walk
-from ..ir.names import NameGen
-from ..ir.nodes import Binary, Cast, Const, Expr, Unary, Where, children, map_children, postorder
+from pypto.ir.loops import Alloc, Assign, Block, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write, walk
+from pypto.ir.names import NameGen
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where, children, map_children, postorder
 
 _COMPOUND = (Unary, Binary, Where, Cast)
 

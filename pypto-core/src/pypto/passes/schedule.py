@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.kernel import KernelIR, Split
-from ..ir.nodes import REDUCE_OPS, Reduce, postorder
+from pypto.ir.kernel import KernelIR, Split
+from pypto.ir.nodes import REDUCE_OPS, Reduce, postorder
 
 SPLIT_BLOCK = 16384  # points per block of a split reduction: 64 KiB of float32, L2-resident
 

@@ -12,8 +12,8 @@ import warnings
 
 import numpy as np
 
-from ..ir.kernel import KernelIR
-from ..ir.nodes import Binary, Cast, Const, Expr, Node, Store, Unary, Where, transform
+from pypto.ir.kernel import KernelIR
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Node, Store, Unary, Where, transform
 
 _NP_BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.kernel import KernelIR, OnlineSoftmax
-from ..ir.nodes import Binary, Expr, Reduce, Unary, postorder
+from pypto.ir.kernel import KernelIR, OnlineSoftmax
+from pypto.ir.nodes import Binary, Expr, Reduce, Unary, postorder
 
 # Measured (softmax, 2 threads): per-row passes beat online softmax for rows up to about 16 KiB;
 # rows of at least this many bytes do not stay in cache between passes.

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..errors import IRVerificationError
-from ..ir.kernel import KernelIR, ScalarParam
-from ..ir.loops import Alloc, Assign, Block, Comment, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write
-from ..ir.nodes import (
+from pypto.errors import IRVerificationError
+from pypto.ir.kernel import KernelIR, ScalarParam
+from pypto.ir.loops import Alloc, Assign, Block, Comment, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write
+from pypto.ir.nodes import (
     ARITH_OPS,
     COMPARE_OPS,
     LOGIC_OPS,

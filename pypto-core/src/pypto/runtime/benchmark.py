@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ArgumentError
+from pypto.errors import ArgumentError
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import AliasingError, ArgumentError, DTypeError, ShapeError
-from ..ir.affine import Affine
-from ..ir.kernel import DimEqual, IndexInBounds, KernelIR, ScalarParam, TensorParam
-from ..ir.nodes import Load, Reduce, children
+from pypto import dtypes
+from pypto.errors import AliasingError, ArgumentError, DTypeError, ShapeError
+from pypto.ir.affine import Affine
+from pypto.ir.kernel import DimEqual, IndexInBounds, KernelIR, ScalarParam, TensorParam
+from pypto.ir.nodes import Load, Reduce, children
 
 
 def _ptype(p: TensorParam) -> str:

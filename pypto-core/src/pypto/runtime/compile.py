@@ -9,9 +9,9 @@ The key is computed once; a warm cache needs no code generation at all.
 
 from __future__ import annotations
 
-from ..backend_api import Artifact, Backend, Launcher, Program, Source
-from ..cache import DiskCache, cache_enabled, cache_key
-from ..errors import CompileError
+from pypto.backend_api import Artifact, Backend, Launcher, Program, Source
+from pypto.cache import DiskCache, cache_enabled, cache_key
+from pypto.errors import CompileError
 
 
 def render(program: Program, backend: Backend) -> Source:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .._version import __version__
+from pypto._version import __version__
 
 
 def get_runtime_info() -> dict[str, Any]:
@@ -18,8 +18,8 @@ def get_runtime_info() -> dict[str, Any]:
     The result is a plain dict (JSON-serialisable) so it can be printed, logged or attached to
     bug reports; ``pypto info`` on the command line prints the same.
     """
-    from ..cache import cache_dir, cache_enabled
-    from ..plugins import get_registry
+    from pypto.cache import cache_dir, cache_enabled
+    from pypto.plugins import get_registry
 
     reg = get_registry()
     backends: dict[str, Any] = {}

@@ -11,16 +11,16 @@ from typing import Any
 
 import numpy as np
 
-from .. import _env, plugins
-from ..backend_api import KernelOptions, Program
-from ..errors import ArgumentError, PyptoError
-from ..ir.printer import format_loops
-from ..lang.tracer import trace
-from ..passes import REFERENCE_STAGE, STAGES, Compilation, run_pipeline, stages
-from ..plugins import BackendEntry
-from ..targets import Target, get_target
-from .binding import Binder, BoundCall, alias_safe_pairs
-from .compile import compile_program, render
+from pypto import _env, plugins
+from pypto.backend_api import KernelOptions, Program
+from pypto.errors import ArgumentError, PyptoError
+from pypto.ir.printer import format_loops
+from pypto.lang.tracer import trace
+from pypto.passes import REFERENCE_STAGE, STAGES, Compilation, run_pipeline, stages
+from pypto.plugins import BackendEntry
+from pypto.runtime.binding import Binder, BoundCall, alias_safe_pairs
+from pypto.runtime.compile import compile_program, render
+from pypto.targets import Target, get_target
 
 _kernels: weakref.WeakSet[Kernel] = weakref.WeakSet()
 _env_executor = _env.executor_raw
@@ -227,7 +227,7 @@ class Kernel:
         else:
             target = None
         if stage == "traced":
-            from ..ir.printer import format_kernel
+            from pypto.ir.printer import format_kernel
 
             return format_kernel(self._trace())
         return self._compilation().text(stage, target)

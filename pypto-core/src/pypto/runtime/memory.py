@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import ArgumentError
+from pypto import dtypes
+from pypto.errors import ArgumentError
 
 
 def _shape(shape: Any) -> tuple[int, ...]:

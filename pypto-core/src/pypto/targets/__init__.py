@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..ir.loops import LoopKernel
+from pypto.ir.loops import LoopKernel
 
 LoopPass = Callable[[LoopKernel], LoopKernel]
 
@@ -28,8 +28,8 @@ class Target:
 
 def targets() -> dict[str, Target]:
     """Every target the core knows, by name."""
-    from .cpu import CPU_SIMD
-    from .simt import SIMT
+    from pypto.targets.cpu import CPU_SIMD
+    from pypto.targets.simt import SIMT
 
     return {t.name: t for t in (CPU_SIMD, SIMT)}
 

@@ -36,10 +36,22 @@ object with its own compiled state.
 
 from __future__ import annotations
 
-from .checks import assert_nan_poisons_only_its_row, assert_softmax_matches_numpy
-from .compilers import CountingCompiler, counting_compiler
-from .kernels import K, M, N, layernorm, matmul, np_layernorm, np_softmax, np_sum_exp, softmax, sum_exp, vector_add
-from .process import CUBE_SCRIPT, THREADED_SUM_SCRIPT, run_python, unavailable_script
+from pypto.testing.checks import assert_nan_poisons_only_its_row, assert_softmax_matches_numpy
+from pypto.testing.compilers import CountingCompiler, counting_compiler
+from pypto.testing.kernels import (
+    K,
+    M,
+    N,
+    layernorm,
+    matmul,
+    np_layernorm,
+    np_softmax,
+    np_sum_exp,
+    softmax,
+    sum_exp,
+    vector_add,
+)
+from pypto.testing.process import CUBE_SCRIPT, THREADED_SUM_SCRIPT, run_python, unavailable_script
 
 __all__ = [
     "CUBE_SCRIPT",

@@ -7,8 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 import pypto as pt
-
-from .kernels import np_softmax, softmax
+from pypto.testing.kernels import np_softmax, softmax
 
 
 def assert_softmax_matches_numpy(

@@ -35,7 +35,7 @@ def counting_compiler(directory: str | Path, language: str = "c") -> CountingCom
 
     It wraps the compiler pypto finds for that language (``$CC`` / ``$CXX``, else the usual names).
     """
-    from pypto.native.toolchain import find_compiler
+    from pypto.targets.cpu.toolchain import find_compiler
 
     directory = Path(directory)
     name = "cc" if language == "c" else "cxx"

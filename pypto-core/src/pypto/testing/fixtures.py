@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from .process import run_python
+from pypto.testing.process import run_python
 
 __all__ = ["pypto_cache_dir", "pypto_env", "pypto_executor", "run_py"]
 

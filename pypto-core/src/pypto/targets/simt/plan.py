@@ -1,6 +1,6 @@
 """The host side of SIMT code: which device kernels to launch, how many threads, which buffers.
 
-The SIMT renderer (:mod:`pypto.codegen.simt`) turns one loop-IR kernel into several device
+The SIMT renderer (:mod:`pypto.targets.simt.render`) turns one loop-IR kernel into several device
 kernels. It also produces a :class:`LaunchPlan`: the kernels in launch order, each with its
 iteration extents as expressions of the dims and scalar arguments, and the device buffers the host
 allocates (temporaries and scalars that live across kernels). Expressions are kept as Python source
@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..ir.loops import Read, Var
-from ..ir.nodes import Binary, Cast, Const, Expr, Unary, Where
+from pypto.ir.loops import Read, Var
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
 
 MAP, GROUPS, SINGLE = "map", "groups", "single"
 

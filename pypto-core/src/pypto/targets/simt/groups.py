@@ -15,12 +15,27 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..dtypes import DType, int64
-from ..ir.loops import Alloc, Assign, Block, Comment, Declare, If, Let, Loop, Read, Stmt, Var, Write, stmt_exprs, walk
-from ..ir.nodes import Binary, Const, Expr
-from ..ir.reducers import identity
-from . import simt_analysis as ana
-from .simt_analysis import Unsupported
+from pypto.dtypes import DType, int64
+from pypto.ir.loops import (
+    Alloc,
+    Assign,
+    Block,
+    Comment,
+    Declare,
+    If,
+    Let,
+    Loop,
+    Read,
+    Stmt,
+    Var,
+    Write,
+    stmt_exprs,
+    walk,
+)
+from pypto.ir.nodes import Binary, Const, Expr
+from pypto.ir.reducers import identity
+from pypto.targets.simt import analysis as ana
+from pypto.targets.simt.analysis import Unsupported
 
 SCRATCH = "pt_scratch"  # the reduction's local memory (an OpenCL kernel argument)
 SHAREABLE = ("vector", "parallel", "parallel_vector")
@@ -36,7 +51,7 @@ class Partial:
 
 
 class GroupSharing:
-    """The group-shared half of :class:`~pypto.codegen.simt.SimtRenderer`, mixed into it (it uses
+    """The group-shared half of :class:`~pypto.targets.simt.render.SimtRenderer`, mixed into it (it uses
     the renderer's expressions, statements and per-kernel state)."""
 
     def group_reduce_source(self, op: str, dt: DType, fn: str) -> str:
@@ -238,7 +253,7 @@ class GroupSharing:
     def shared_lanes(self, s: Loop, ind: int, rows: dict[str, tuple[Expr, ...]]) -> None:
         """A shared loop over vectors of ``lanes`` points (thread ``t`` takes vectors ``t, t + L, ...``),
         then the points left over, one at a time."""
-        from .simt_lanes import LaneWriter
+        from pypto.targets.simt.lanes import LaneWriter
 
         w, it = self.lanes, self.index_type
         accs = {a: p.op for a, p in self.st.partial.items() if a in ana.assigned(s.body)}

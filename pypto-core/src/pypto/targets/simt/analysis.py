@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from ..dtypes import DType
-from ..ir.loops import (
+from pypto.dtypes import DType
+from pypto.ir.loops import (
     Alloc,
     Assign,
     Block,
@@ -22,8 +22,8 @@ from ..ir.loops import (
     stmt_exprs,
     walk,
 )
-from ..ir.nodes import Binary, Const, Expr, children, map_children
-from ..ir.reducers import COMBINE_OP
+from pypto.ir.nodes import Binary, Const, Expr, children, map_children
+from pypto.ir.reducers import COMBINE_OP
 
 REDUCER_OF = {v: k for k, v in COMBINE_OP.items()}  # "add" -> "sum", ...
 

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..dtypes import DType, bool_, float32, float64, int32, int64
-from ..ir.loops import (
+from pypto.dtypes import DType, bool_, float32, float64, int32, int64
+from pypto.ir.loops import (
     Alloc,
     Argument,
     Assign,
@@ -33,7 +33,7 @@ from ..ir.loops import (
     Var,
     Write,
 )
-from ..ir.nodes import Binary, Cast, Const, Expr, Unary, Where
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
 
 _INFIX = {
     "add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
@@ -352,8 +352,3 @@ class CRenderer:
     def epilogue(self, k: LoopKernel) -> Iterable[str]:
         """Text after the kernel function (entry points, wrappers)."""
         return ()
-
-
-def render_c(k: LoopKernel) -> str:
-    """Plain sequential C99 for ``k`` (no pragmas): useful for reading and as a base for others."""
-    return CRenderer().render(k)

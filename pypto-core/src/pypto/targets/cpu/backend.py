@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from importlib.machinery import EXTENSION_SUFFIXES
 from typing import TYPE_CHECKING, Any
 
-from .._hashing import sha256, source_digest
-from ..backend_api import (
+from pypto._hashing import sha256, source_digest
+from pypto.backend_api import (
     PLUGIN_API_VERSION,
     Artifact,
     Availability,
@@ -26,11 +26,11 @@ from ..backend_api import (
     Program,
     Source,
 )
-from .toolchain import Toolchain, ToolchainError, build_shared, probe
+from pypto.targets.cpu.toolchain import Toolchain, ToolchainError, build_shared, probe
 
 if TYPE_CHECKING:  # imported where used: a warm process never renders code
-    from ..codegen.cstyle import CRenderer
-    from .loader import NativeLauncher
+    from pypto.targets.cpu.loader import NativeLauncher
+    from pypto.targets.cstyle import CRenderer
 
 
 def num_threads() -> int:
@@ -147,7 +147,7 @@ class NativeBackend(Backend):
         return f"_pypto_{self.name}_{program.name}_{digest}"
 
     def render(self, program: Program) -> Source:
-        from .pyentry import render_entry
+        from pypto.targets.cpu.pyentry import render_entry
 
         tc = self.toolchain_or_default()
         renderer = self.make_renderer(tc, program)
@@ -172,7 +172,9 @@ class NativeBackend(Backend):
 
     def codegen_digest(self) -> str:
         """A digest of the code generators' sources: a changed renderer never reuses stale binaries."""
-        return source_digest("pypto.codegen.cstyle", "pypto.codegen.cpu", "pypto.native.pyentry", *self.codegen_modules)
+        return source_digest(
+            "pypto.targets.cstyle", "pypto.targets.cpu.render", "pypto.targets.cpu.pyentry", *self.codegen_modules
+        )
 
     def build(self, program: Program, source: Source) -> Artifact:
         tc = self.toolchain()
@@ -188,7 +190,7 @@ class NativeBackend(Backend):
         )
 
     def load(self, program: Program, artifact: Artifact) -> NativeLauncher:
-        from .loader import NativeLauncher
+        from pypto.targets.cpu.loader import NativeLauncher
 
         threads = num_threads() if os.environ.get("PYPTO_NUM_THREADS") else 0
 

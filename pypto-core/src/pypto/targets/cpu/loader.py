@@ -9,9 +9,8 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from ..backend_api import Artifact
-from ..dtypes import DType
-from ..ir.loops import LoopKernel
+from pypto.backend_api import Artifact
+from pypto.ir.loops import LoopKernel
 
 _CFFI_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "_Bool"}
 _keep: list[Any] = []  # loaded libraries stay referenced for the life of the process
@@ -94,8 +93,3 @@ class NativeLauncher:
         status = self._fn(*conv)
         if status != 0:
             raise MemoryError(f"kernel {self.kernel.name}: out of memory for temporary buffers")
-
-
-def c_type_names(types: dict[DType, str]) -> dict[DType, str]:
-    """The renderer's C type names, for :func:`pypto.native.pyentry.render_entry`."""
-    return dict(types)

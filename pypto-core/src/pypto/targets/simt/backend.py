@@ -13,7 +13,7 @@ import json
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..backend_api import (
+from pypto.backend_api import (
     PLUGIN_API_VERSION,
     Artifact,
     Availability,
@@ -25,8 +25,8 @@ from ..backend_api import (
 )
 
 if TYPE_CHECKING:  # the renderer is imported when code is generated: plugin loading stays cheap
-    from .simt import SimtRenderer
-    from .simt_plan import LaunchPlan
+    from pypto.targets.simt.plan import LaunchPlan
+    from pypto.targets.simt.render import SimtRenderer
 
 
 class DeviceUnavailable(RuntimeError):
@@ -118,13 +118,13 @@ class SimtBackend(Backend):
     # -- the backend's steps -----------------------------------------------------------------------------------
     def render(self, program: Program) -> Source:
         """The device code, and the launch plan made with it (``get_code`` shows the plan as a comment)."""
-        from .simt import PLAN_MARKER
+        from pypto.targets.simt.render import PLAN_MARKER
 
-        code, plan = self.renderer(program).program(program.loops)
+        code, plan = self.renderer(program).render_device(program.loops)
         return Source(code, {"plan": plan}, code + "\n" + PLAN_MARKER + plan.to_json() + " */\n")
 
     def compile_key(self, program: Program) -> str:
-        from .simt import codegen_digest
+        from pypto.targets.simt.render import codegen_digest
 
         return f"{self.toolchain(program)} codegen={codegen_digest(self.renderer_module)}"
 

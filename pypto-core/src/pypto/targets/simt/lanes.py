@@ -6,7 +6,7 @@ Writing the body with OpenCL vector types (``float16``, ``vload16``, ``exp`` on 
 gives them whole SIMD registers and their vector math library. A body qualifies when every value
 that varies with the loop variable is read or written contiguously, and every operation has a
 vector form here; anything else (a gather, a boolean value, a floor division) raises
-:class:`~pypto.codegen.simt.Unsupported` and the caller renders the scalar loop instead.
+:class:`~pypto.targets.simt.render.Unsupported` and the caller renders the scalar loop instead.
 Results match the scalar code except for the order in which a reduction combines its values.
 """
 
@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..dtypes import DType, int64
-from ..ir.loops import Assign, Block, Comment, Let, Read, Stmt, Var, Write
-from ..ir.nodes import COMPARE_OPS, Binary, Cast, Expr, Unary, Where
-from ..ir.reducers import COMBINE_OP, identity
-from .simt_analysis import Unsupported, coefficient, deep
+from pypto.dtypes import DType, int64
+from pypto.ir.loops import Assign, Block, Comment, Let, Read, Stmt, Var, Write
+from pypto.ir.nodes import COMPARE_OPS, Binary, Cast, Expr, Unary, Where
+from pypto.ir.reducers import COMBINE_OP, identity
+from pypto.targets.simt.analysis import Unsupported, coefficient, deep
 
 if TYPE_CHECKING:
-    from .simt import SimtRenderer
+    from pypto.targets.simt.render import SimtRenderer
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "and": "&", "or": "|", "xor": "^",
           "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}  # fmt: skip

@@ -1,7 +1,7 @@
 """The SIMT renderer: the loop IR as device kernels for GPU-style targets (CUDA, OpenCL).
 
 One loop-IR kernel becomes a sequence of device kernels plus a host-side
-:class:`~pypto.codegen.simt_plan.LaunchPlan` (which kernels to launch, with how many threads, and
+:class:`~pypto.targets.simt.plan.LaunchPlan` (which kernels to launch, with how many threads, and
 which device buffers to allocate). The top-level statements are split into *steps*:
 
 * a top-level parallel loop whose nest is a perfect nest of independent loops (elementwise code,
@@ -35,9 +35,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from .._hashing import source_digest
-from ..dtypes import DType, bool_, float32, float64, int32, int64
-from ..ir.loops import (
+from pypto._hashing import source_digest
+from pypto.dtypes import DType, bool_, float32, float64, int32, int64
+from pypto.ir.loops import (
     Alloc,
     Argument,
     Assign,
@@ -55,12 +55,12 @@ from ..ir.loops import (
     stmt_exprs,
     walk,
 )
-from ..ir.nodes import Binary, Const, Expr, Unary
-from . import simt_analysis as ana
-from .cstyle import CRenderer
-from .simt_analysis import Unsupported
-from .simt_groups import SCRATCH, GroupSharing, Partial
-from .simt_plan import (
+from pypto.ir.nodes import Binary, Const, Expr, Unary
+from pypto.targets.cstyle import CRenderer
+from pypto.targets.simt import analysis as ana
+from pypto.targets.simt.analysis import Unsupported
+from pypto.targets.simt.groups import SCRATCH, GroupSharing, Partial
+from pypto.targets.simt.plan import (
     GROUPS,
     MAP,
     SINGLE,
@@ -280,11 +280,11 @@ class SimtRenderer(GroupSharing, CRenderer):
     # -- whole program ------------------------------------------------------------------------------------
     def render(self, k: LoopKernel) -> str:
         """Device source for ``k`` with its launch plan appended as a comment, for reading (see
-        :meth:`program`: backends take the plan as data)."""
-        source, plan = self.program(k)
+        :meth:`render_device`: backends take the plan as data)."""
+        source, plan = self.render_device(k)
         return source + "\n" + PLAN_MARKER + plan.to_json() + " */\n"
 
-    def program(self, k: LoopKernel) -> tuple[str, LaunchPlan]:
+    def render_device(self, k: LoopKernel) -> tuple[str, LaunchPlan]:
         """The device kernels' source and the host's launch plan for ``k``."""
         self.helpers.clear()
         self.kernels, self.launches = [], []
@@ -563,7 +563,7 @@ class SimtRenderer(GroupSharing, CRenderer):
 
     def map_lanes(self, lp: Loop, body: Block, gid: str, ind: int, width: int) -> None:
         """The innermost loop of a map kernel, ``width`` consecutive points per work-item."""
-        from .simt_lanes import LaneWriter
+        from pypto.targets.simt.lanes import LaneWriter
 
         it = self.index_type
         stop = self.index_expr(lp.stop, 6)
@@ -737,12 +737,12 @@ class SimtRenderer(GroupSharing, CRenderer):
 
 
 SIMT_MODULES = (
-    "pypto.codegen.cstyle",
-    "pypto.codegen.simt",
-    "pypto.codegen.simt_analysis",
-    "pypto.codegen.simt_groups",
-    "pypto.codegen.simt_lanes",
-    "pypto.codegen.simt_plan",
+    "pypto.targets.cstyle",
+    "pypto.targets.simt.render",
+    "pypto.targets.simt.analysis",
+    "pypto.targets.simt.groups",
+    "pypto.targets.simt.lanes",
+    "pypto.targets.simt.plan",
 )
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 
-from ..dtypes import DType
-from ..ir.affine import Affine
-from ..ir.kernel import KernelIR
-from ..ir.nodes import Binary, Cast, Const, Expr, Index, Load, Reduce, Scalar, Unary, Where
-from ..ir.reducers import identity
+from pypto.dtypes import DType
+from pypto.ir.affine import Affine
+from pypto.ir.kernel import KernelIR
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Index, Load, Reduce, Scalar, Unary, Where
+from pypto.ir.reducers import identity
 
 _NP_DTYPE = {
     "bool": "_np.bool_",

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .._hashing import sha256
-from ..errors import CompileError
+from pypto._hashing import sha256
+from pypto.errors import CompileError
 
 # (libmvec symbol, C function) pairs: float with 8 lanes (AVX2), double with 4 lanes (AVX2)
 _VECTOR_MATH = ("exp", "log", "sin", "cos", "tanh", "erf")
@@ -160,7 +160,7 @@ def probe(language: str, base_flags: Sequence[str], optional_flags: Sequence[str
     kept when accepted. The result is cached on disk per compiler identity."""
     import tempfile
 
-    from ..cache import cache_dir
+    from pypto.cache import cache_dir
 
     compiler = find_compiler(language)
     cpu = cpu_identity()

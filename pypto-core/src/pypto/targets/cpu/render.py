@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..dtypes import DType
-from ..ir.loops import Assign, Loop, LoopKernel, Var, walk
-from ..ir.nodes import Binary
-from .cstyle import CRenderer
+from pypto.dtypes import DType
+from pypto.ir.loops import Assign, Loop, LoopKernel, Var, walk
+from pypto.ir.nodes import Binary
+from pypto.targets.cstyle import CRenderer
 
 STREAM_HELPER = """\
 #if defined(__x86_64__) || defined(__i386__)

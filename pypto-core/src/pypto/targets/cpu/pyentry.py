@@ -10,9 +10,9 @@ Python path, which handles conversions and raises the precise, typed errors.
 
 from __future__ import annotations
 
-from ..dtypes import DType
-from ..ir.affine import Affine
-from ..ir.kernel import DimEqual, IndexInBounds, KernelIR, ScalarParam, TensorParam
+from pypto.dtypes import DType
+from pypto.ir.affine import Affine
+from pypto.ir.kernel import DimEqual, IndexInBounds, KernelIR, ScalarParam, TensorParam
 
 # buffer-protocol format characters accepted for each dtype (native byte order)
 _FORMATS = {"float32": "f", "float64": "d", "int32": "il", "int64": "lq", "bool": "?"}

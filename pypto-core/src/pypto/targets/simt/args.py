@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..backend_api import Program
-from ..errors import AliasingError, ArgumentError, DTypeError, ShapeError
-from ..ir.kernel import TensorParam
+from pypto.backend_api import Program
+from pypto.errors import AliasingError, ArgumentError, DTypeError, ShapeError
+from pypto.ir.kernel import TensorParam
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class DeviceBinder:
     """Binds calls whose array arguments are all device arrays (see the module docstring)."""
 
     def __init__(self, program: Program):
-        from ..runtime.binding import Binder
+        from pypto.runtime.binding import Binder
 
         self.core = Binder(program.reference_ir, frozenset())
         self.params = self.core.params

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..dtypes import bool_, int64
-from ..ir.loops import Alloc, Block, If, Loop, LoopKernel, Read, Stmt, Streaming, Var, Write, stmt_exprs, walk
-from ..ir.nodes import Binary, Const, postorder
-from . import Target
+from pypto.dtypes import bool_, int64
+from pypto.ir.loops import Alloc, Block, If, Loop, LoopKernel, Read, Stmt, Streaming, Var, Write, stmt_exprs, walk
+from pypto.ir.nodes import Binary, Const, postorder
+from pypto.targets import Target
 
 # Measured on the benchmark machine (2 threads): an OpenMP fork/join costs ~1.1 us, which a nest of
 # this cost repays; the TBB backend uses the same threshold, so both thread the same loops.
