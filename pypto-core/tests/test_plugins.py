@@ -1,6 +1,7 @@
 """Plugin discovery through real entry points: a dist-info directory on sys.path per test."""
 
 import textwrap
+import types
 import warnings
 
 import numpy as np
@@ -262,3 +263,28 @@ def test_default_cache_dir_follows_platformdirs(monkeypatch, xdg):
     else:
         monkeypatch.setenv("XDG_CACHE_HOME", xdg)
     assert str(cache_dir()) == platformdirs.user_cache_dir("pypto", appauthor=False)
+
+
+def test_plugin_api_1_0_backends_still_work_and_are_deprecated():
+    import pypto.backend_api as api
+
+    legacy = types.ModuleType("pypto_test_legacy_plugin")
+    exec(GOOD.replace("fakeref", "legacyref").replace("fakeoff", "legacyoff"), legacy.__dict__)
+    with pytest.warns(DeprecationWarning, match="plugin API 1.0 hooks"):
+        assert pt.register_plugin(legacy, "legacy") == ["legacyoff", "legacyref"]
+    try:
+        backend = get_registry().backend("legacyref")
+        assert isinstance(backend, api.Backend) and backend.name == "legacyref"
+        x = np.arange(5, dtype=np.float32)
+        y = np.empty_like(x)
+
+        @pt.kernel(executor="legacyref")
+        def double(a: pt.Tensor[float, (pt.dim("N"),)], b: pt.Tensor[float, (pt.dim("N"),)]):
+            i = pt.axis(0)
+            b[i] = a[i] * 2.0
+
+        double(x, y)
+        np.testing.assert_array_equal(y, 2 * x)
+        assert double.get_code() == backend.render(double.program()).text
+    finally:
+        pt.reload_plugins()

@@ -182,7 +182,7 @@ def test_import_is_fast_and_lazy():
     numpy_s = min(float(r[0]) for r in runs)
     total_s = min(float(r[1]) for r in runs)
     assert runs[-1][2:] == ["True", "False", "False"]  # no plugin loaded, no compiler toolchain imported
-    # the budget is 0.2 s for `import pypto`; NumPy's own import is most of it, so check pypto's share
-    # (robust on a loaded machine) and the total with some slack
-    assert total_s - numpy_s < 0.1, f"pypto adds {total_s - numpy_s:.3f} s to NumPy's import"
+    # `import pypto` may add at most 0.05 s to NumPy's import (it loads its public names on first use);
+    # the total is checked with slack for a loaded machine
+    assert total_s - numpy_s < 0.05, f"pypto adds {total_s - numpy_s:.3f} s to NumPy's import"
     assert total_s < 0.3, f"import pypto took {total_s:.3f} s"

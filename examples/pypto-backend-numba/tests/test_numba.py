@@ -2,7 +2,8 @@
 
 Each test compares with NumPy on the same inputs. The conformance suite (``pypto-conformance
 --backend numba``) covers the whole language; these tests cover what is particular to this backend:
-its declaration, its source, both compiled variants (serial and ``prange``) and the helpers.
+its declaration, its four steps, its source, both compiled variants (serial and ``prange``) and the
+helpers.
 """
 
 import ast
@@ -11,9 +12,14 @@ import numpy as np
 import pytest
 
 import pypto as pt
+from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Source
+from pypto.ir.loops import Loop, walk
+from pypto.plugins import get_registry
 from pypto.testing import N, np_softmax, np_sum_exp, softmax, sum_exp
+from pypto_numba import plugin
 from pypto_numba.launcher import NumbaLauncher, namespace
-from pypto_numba.renderer import NAMESPACE_NAMES, NumbaRenderer, render_numba
+from pypto_numba.plugin import BACKEND
+from pypto_numba.renderer import NAMESPACE_NAMES, NumbaRenderer
 
 
 @pytest.fixture(params=["serial", "parallel"])
@@ -31,6 +37,50 @@ def test_declared_through_the_entry_point():
     info = pt.get_runtime_info()["backends"]["numba"]
     assert info["available"] and info["distribution"] == "pypto-backend-numba"
     assert 0 < info["priority"] < 100  # above the reference, below the C backends
+    assert plugin.PYPTO_PLUGIN_API == PLUGIN_API_VERSION
+    assert plugin.pypto_backends() == [BACKEND] and get_registry().backend("numba") is BACKEND
+
+
+def test_spec():
+    spec = BACKEND.spec
+    assert spec.name == BACKEND.name == "numba" and spec.plugin_api == PLUGIN_API_VERSION
+    assert spec.target is None  # the core's loop IR, no target passes
+    assert not spec.cacheable  # the artifact is source; Numba compiles it in each process
+    assert spec.probe().available and spec.info is not None and "numba" in spec.info()["compiler"]
+    assert BACKEND.compile_key(pt.kernel(executor="numba")(softmax.fn).program()) == ""
+
+
+def test_the_plugin_module_does_not_import_numba(run_py):
+    proc = run_py(
+        """
+        import sys
+        import pypto as pt
+        from pypto.testing import softmax
+        from pypto_numba.plugin import BACKEND
+        program = pt.kernel(executor="numba")(softmax.fn).program()
+        source = BACKEND.render(program)
+        BACKEND.build(program, source)
+        assert "numba" not in sys.modules, "rendering and building must not import numba"
+        print("ok")
+        """
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_the_four_steps_by_hand(variant):
+    program = pt.kernel(executor="numba")(softmax.fn).program()
+    assert program.target is None
+    assert all(s.threads_if is None and s.streaming is None for s in walk(program.loops.body) if isinstance(s, Loop))
+    source = BACKEND.render(program)
+    assert isinstance(source, Source) and source.display == source.text
+    artifact = BACKEND.build(program, source)
+    assert isinstance(artifact, Artifact) and artifact.data.decode() == source.text
+    launcher = BACKEND.load(program, artifact)
+    assert launcher.parallel is not None  # softmax has prange loops: both variants are compiled
+    x = np.random.default_rng(2).standard_normal((37, 129)).astype(np.float32)
+    y = np.empty_like(x)
+    launcher(x, y, *x.shape)  # buffers, then dims: the loop IR's argument order
+    np.testing.assert_allclose(y, np_softmax(x), rtol=1e-5, atol=1e-7)
 
 
 def test_generated_source_is_python_with_prange():
@@ -118,8 +168,9 @@ def test_zero_dimensional_buffers_and_fastmath(variant):
 
 def test_threads_and_threshold(monkeypatch):
     monkeypatch.setenv("PYPTO_NUM_THREADS", "1")
-    program = pt.kernel(softmax.fn).program()
-    launcher = NumbaLauncher(program.name, render_numba(program.loops), parallel=True)
+    program = pt.kernel(executor="numba")(softmax.fn).program()
+    launcher = BACKEND.load(program, BACKEND.build(program, BACKEND.render(program)))
+    assert isinstance(launcher, NumbaLauncher) and launcher.parallel is not None
     small, large = np.ones((2, 3), np.float32), np.ones((1024, 1024), np.float32)
     assert launcher.choose((small, small, 2, 3)) is launcher.serial
     assert launcher.choose((large, large, 1024, 1024)) is launcher.parallel

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
+from pypto.ir.contract import CallContract
 from pypto.ir.kernel import KernelIR
 from pypto.ir.loops import LoopKernel
 
@@ -48,7 +49,8 @@ class Capabilities:
 
 @dataclass(frozen=True)
 class BackendSpec:
-    """A backend declared by a plugin through ``pypto_declare_backends``.
+    """What a backend is: its name, version, priority, target, capabilities and availability probe
+    (:attr:`Backend.spec`; plugin API 1.0 plugins return these from ``pypto_declare_backends``).
 
     ``probe`` is called (once, lazily) to learn whether the backend can run on this machine;
     ``info`` (optional) returns details for :func:`pypto.get_runtime_info` such as the device,
@@ -88,7 +90,9 @@ class Program:
     ``loops`` is the loop IR to render; ``tensor_ir`` the scheduled tensor-level IR it came from;
     ``reference_ir`` the typed, simplified program before any scheduling. ``noalias`` is true when
     no output overlaps another argument in the calls this variant serves. ``target`` names the
-    target whose passes ran on ``loops``.
+    target whose passes ran on ``loops``. ``contract`` holds the rules every call satisfies (dtypes,
+    dims, size and bounds checks, allowed aliasing): a backend that checks calls itself (a C fast
+    entry, device arrays) checks these.
     """
 
     name: str
@@ -99,6 +103,7 @@ class Program:
     noalias: bool
     ir_text: str  # canonical text of the loop IR: part of every cache key
     target: str | None = None
+    contract: CallContract | None = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +125,7 @@ class Source:
 
 @dataclass
 class Artifact:
-    """The result of ``pypto_compile``: bytes a launcher can load (a shared object, a cubin, source).
+    """The result of :meth:`Backend.build`: bytes a launcher can load (a shared object, a cubin, source).
 
     The core's disk cache stores ``data`` and ``metadata``; when an artifact comes from (or has
     been written to) the cache, ``path`` names the file holding ``data``.
@@ -135,7 +140,7 @@ class Artifact:
 
 
 class Launcher(Protocol):
-    """What ``pypto_launch`` returns: runs the compiled kernel on validated arguments.
+    """What :meth:`Backend.load` returns: runs the compiled kernel on validated arguments.
 
     Called with the arguments in :class:`~pypto.ir.loops.LoopKernel` order: C-contiguous NumPy
     arrays for buffers, NumPy scalars of the declared type for scalars, Python ints for dims.
@@ -152,8 +157,6 @@ class Backend:
     ``render`` must work without the backend's device or driver (``get_code`` on any machine);
     ``build`` must be a pure function of its inputs (its result is cached and shared by processes).
     """
-
-    PYPTO_PLUGIN_API: ClassVar[str] = PLUGIN_API_VERSION
 
     @property
     def spec(self) -> BackendSpec:

@@ -84,8 +84,9 @@ class DiskCache:
             return None  # corrupt or foreign entry: the caller rebuilds and overwrites it
         return Artifact(backend, data, meta["suffix"], meta.get("metadata", {}), str(data_path), True)
 
-    def put(self, key: str, artifact: Artifact) -> Artifact:
-        data_path, meta_path = self._paths(artifact.backend, key, artifact.suffix)
+    def put(self, backend: str, key: str, artifact: Artifact) -> Artifact:
+        """Store ``artifact`` under ``backend``'s key (where :meth:`get` looks for it)."""
+        data_path, meta_path = self._paths(backend, key, artifact.suffix)
         try:
             data_path.parent.mkdir(parents=True, exist_ok=True)
             _atomic_write(data_path, artifact.data)

@@ -79,7 +79,7 @@ def pypto_compile_key(backend: str, program: Program) -> str | None:
 
     Return a string naming the compiler identity (path and version) and every flag that affects
     the binary, when ``backend`` is yours; else ``None``. Artifacts are cached under
-    sha256(loop IR + source + backend name and version + this string + core version).
+    sha256(loop IR + backend name and version + this string + core version).
     """
 
 

@@ -200,6 +200,14 @@ class Registry:
                 self._problem(name, dist, f"{hook_name} raised {type(e).__name__}: {e}")
                 self.pm.unregister(name=name)
                 continue
+            if declared and not new_style:
+                warnings.warn(
+                    f"pypto plugin '{name}' uses the plugin API 1.0 hooks (pypto_declare_backends, pypto_codegen "
+                    "...); they still work but are deprecated: return pypto.backend_api.Backend objects from "
+                    "pypto_backends instead (see 'Write a backend plugin', section 'Migrating from plugin API 1.0')",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
             for item in declared:
                 backend: Backend | None
                 if new_style:

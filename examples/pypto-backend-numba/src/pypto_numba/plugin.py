@@ -1,7 +1,7 @@
-"""The ``numba`` backend's hook implementations (entry point ``pypto: numba``).
+"""The ``numba`` backend's plugin module (entry point ``numba = "pypto_numba.plugin"``): :data:`BACKEND`.
 
-Every hook answers only for its own backend name and returns ``None`` otherwise. The module stays
-light: the renderer needs only pypto, and Numba itself is imported when a kernel is launched.
+The module stays light: it imports only pypto. The renderer is imported when a kernel is first
+rendered, and Numba itself only when one is loaded (:meth:`NumbaBackend.load`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,17 @@ import importlib.util
 import os
 from typing import Any
 
-from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Availability, BackendSpec, Capabilities, Program
+from pypto.backend_api import (
+    PLUGIN_API_VERSION,
+    Artifact,
+    Availability,
+    Backend,
+    BackendSpec,
+    Capabilities,
+    Launcher,
+    Program,
+    Source,
+)
 from pypto.hookspecs import hookimpl
 
 from . import __version__
@@ -38,52 +48,59 @@ def info() -> dict[str, Any]:
     return {"device": "cpu (Numba threads)", "threads": threads, "compiler": compiler}
 
 
-@hookimpl
-def pypto_declare_backends() -> list[BackendSpec]:
-    return [
-        BackendSpec(
-            name=NAME,
-            version=__version__,
-            plugin_api=PLUGIN_API_VERSION,
-            priority=10,  # above the NumPy reference, below the C backends: "auto" prefers OpenMP
-            capabilities=Capabilities(notes="loop IR rendered as Python; prange loops on Numba's thread pool"),
-            probe=probe,
-            info=info,
-            description="Python source compiled by Numba (example third-party backend)",
-            package="pypto-backend-numba",
-            cacheable=False,  # the artifact is source text; Numba compiles it in each process
+SPEC = BackendSpec(
+    name=NAME,
+    version=__version__,
+    plugin_api=PLUGIN_API_VERSION,
+    priority=10,  # above the NumPy reference, below the C backends: "auto" prefers OpenMP
+    capabilities=Capabilities(notes="loop IR rendered as Python; prange loops on Numba's thread pool"),
+    probe=probe,
+    info=info,
+    description="Python source compiled by Numba (example third-party backend)",
+    package="pypto-backend-numba",
+    cacheable=False,  # the artifact is source text; Numba compiles it in each process
+    # No target: the backend renders the core's loop IR and decides itself when a parallel loop
+    # starts threads (pypto_numba.launcher.PARALLEL_MIN_WORK), from each loop's ``work`` estimate.
+    target=None,
+)
+
+
+class NumbaBackend(Backend):
+    """Loop IR -> Python source (:mod:`pypto_numba.renderer`) -> ``numba.njit`` when loaded."""
+
+    @property
+    def spec(self) -> BackendSpec:
+        return SPEC
+
+    def render(self, program: Program) -> Source:
+        from .renderer import render_numba
+
+        return Source(render_numba(program.loops))
+
+    def build(self, program: Program, source: Source) -> Artifact:
+        # Numba compiles when the launcher first runs each variant; the artifact is the source.
+        from .renderer import function_name
+
+        return Artifact(NAME, source.text.encode(), ".py", {"function": function_name(program.loops)})
+
+    def load(self, program: Program, artifact: Artifact) -> Launcher:
+        from pypto.ir.loops import Loop, walk
+
+        from .launcher import NumbaLauncher  # imports numba
+        from .renderer import is_prange
+
+        parallel = any(isinstance(s, Loop) and is_prange(s) for s in walk(program.loops.body))
+        return NumbaLauncher(
+            artifact.metadata["function"],
+            artifact.data.decode(),
+            parallel=parallel,
+            fastmath=program.options.fastmath,
         )
-    ]
+
+
+BACKEND = NumbaBackend()
 
 
 @hookimpl
-def pypto_codegen(backend: str, program: Program) -> str | None:
-    if backend != NAME:
-        return None
-    from .renderer import render_numba
-
-    return render_numba(program.loops)
-
-
-@hookimpl
-def pypto_compile(backend: str, program: Program, source: str) -> Artifact | None:
-    if backend != NAME:
-        return None
-    # Numba compiles when the launcher first runs each variant; the artifact is the source.
-    from .renderer import function_name
-
-    return Artifact(NAME, source.encode(), ".py", {"function": function_name(program.loops)})
-
-
-@hookimpl
-def pypto_launch(backend: str, program: Program, artifact: Artifact):
-    if backend != NAME:
-        return None
-    from pypto.ir.loops import Loop, walk
-
-    from .launcher import NumbaLauncher
-    from .renderer import is_prange
-
-    parallel = any(isinstance(s, Loop) and is_prange(s) for s in walk(program.loops.body))
-    source = artifact.data.decode()
-    return NumbaLauncher(artifact.metadata["function"], source, parallel=parallel, fastmath=program.options.fastmath)
+def pypto_backends() -> list[Backend]:
+    return [BACKEND]

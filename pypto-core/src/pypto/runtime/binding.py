@@ -14,9 +14,8 @@ import numpy as np
 
 from pypto import dtypes
 from pypto.errors import AliasingError, ArgumentError, DTypeError, ShapeError
-from pypto.ir.affine import Affine
-from pypto.ir.kernel import DimEqual, IndexInBounds, KernelIR, ScalarParam, TensorParam
-from pypto.ir.nodes import Load, Reduce, children
+from pypto.ir.contract import CallContract
+from pypto.ir.kernel import TensorParam
 
 
 def _ptype(p: TensorParam) -> str:
@@ -95,68 +94,18 @@ class BoundCall:
         return tuple(self.outputs)
 
 
-def alias_safe_pairs(k: KernelIR) -> frozenset[tuple[str, str]]:
-    """(input, output) pairs that may be the very same array: each point only reads what it writes.
-
-    That holds when the output is written in a single nest that also holds every read of the input,
-    all at the output's index and outside reductions.
-    """
-    assert k.groups is not None
-    ok = set()
-    outputs = [p.name for p in k.outputs]
-    inputs = [p.name for p in k.tensor_params]
-    for q in outputs:
-        for p in inputs:
-            if p == q:
-                continue
-            where = [gi for gi, g in enumerate(k.groups) for s in g.stores if s.tensor == q]
-            idxs = {s.index for g in k.groups for s in g.stores if s.tensor == q}
-            reads = []
-            for gi, g in enumerate(k.groups):
-                for s in g.stores:
-                    reads += [(gi, ix, red) for ix, red in _loads_of(s.value, p)]
-            if len(set(where)) != 1 or len(idxs) != 1:
-                continue
-            (idx,) = idxs
-            if all(gi == where[0] and ix == idx and not red for gi, ix, red in reads):
-                ok.add((p, q))
-    return frozenset(ok)
-
-
-def _loads_of(e, tensor: str) -> list[tuple[tuple[Affine, ...], bool]]:
-    out = []
-
-    def visit(n, red: bool, seen: set) -> None:
-        if (id(n), red) in seen:
-            return
-        seen.add((id(n), red))
-        if isinstance(n, Load):
-            if n.tensor == tensor:
-                out.append((n.index, red))
-            return
-        if isinstance(n, Reduce):
-            visit(n.body, True, seen)
-            return
-        for c in children(n):
-            visit(c, red, seen)
-
-    visit(e, False, set())
-    return out
-
-
 class Binder:
-    """Checks and converts the arguments of one kernel."""
+    """Checks and converts the arguments of one kernel (host arrays) against its :class:`CallContract`."""
 
-    def __init__(self, k: KernelIR, alias_ok: frozenset[tuple[str, str]]):
-        self.k = k
-        self.name = k.name
-        self.params = k.params
-        self.param_names = [p.name for p in k.params]
-        self.dims = k.dims
-        self.alias_ok = alias_ok
-        self.tensor_params = k.tensor_params
-        self.scalar_params = k.scalar_params
-        self.checks = k.checks
+    def __init__(self, contract: CallContract):
+        self.contract = contract
+        self.name = contract.name
+        self.params = contract.params
+        self.param_names = [p.name for p in contract.params]
+        self.dims = contract.dims
+        self.alias_ok = contract.alias_ok
+        self.tensor_params = contract.tensor_params
+        self.scalar_params = contract.scalar_params
 
     # -- argument mapping ----------------------------------------------------------------------
     def _collect(self, args: tuple, kwargs: dict) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -234,9 +183,9 @@ class Binder:
                 )
             arrays[p.name] = a
             user[p.name] = v if isinstance(v, np.ndarray) else a
-        dims = self._bind_dims(arrays, explicit)
-        self._run_checks(dims)
-        scalars = [self._scalar(p, values[p.name]) for p in self.scalar_params]
+        dims = self.contract.bind_dims({n: a.shape for n, a in arrays.items()}, explicit)
+        self.contract.check(dims)
+        scalars = [self.contract.scalar(p, values[p.name]) for p in self.scalar_params]
         noalias = self._check_aliasing(arrays)
         copyback = []
         ready = []
@@ -253,125 +202,6 @@ class Binder:
         by_name.update({p.name: s.item() for p, s in zip(self.scalar_params, scalars)})
         in_order = tuple(by_name[p.name] for p in self.params)
         return BoundCall(ready, scalars, [dims[d] for d in self.dims], noalias, outputs, copyback, in_order)
-
-    def _bind_dims(self, arrays: dict[str, np.ndarray], explicit: dict[str, Any]) -> dict[str, int]:
-        dims: dict[str, int] = {}
-        source: dict[str, str] = {}
-        for d, v in explicit.items():
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-                raise ArgumentError(
-                    f"{self.name}(): dim {d}={v!r} must be a non-negative int", param=d, expected="int >= 0", got=v
-                )
-            dims[d] = int(v)
-            source[d] = f"{d}={int(v)} (keyword)"
-        # plain dims first, then solve entries like N + 1 for dims that only appear that way
-        for solve in (False, True):
-            for p in self.tensor_params:
-                shape = arrays[p.name].shape
-                for pos, entry in enumerate(p.shape):
-                    if len(entry.dims) != 1 or entry.dims[0][0] in dims:
-                        continue
-                    (d, c) = entry.dims[0]
-                    if entry.plain_dim() is None and not solve:
-                        continue
-                    val, rem = divmod(shape[pos] - entry.const, c)
-                    if rem or val < 0:
-                        continue  # reported by the verification below
-                    dims[d] = val
-                    source[d] = f"{p.name}.shape[{pos}] = {shape[pos]}"
-        for p in self.tensor_params:
-            shape = arrays[p.name].shape
-            for pos, entry in enumerate(p.shape):
-                if not entry.dim_set() <= dims.keys():
-                    d = sorted(entry.dim_set() - dims.keys())[0]
-                    raise ShapeError(
-                        f"{self.name}(): cannot determine dim {d} from {p.name}.shape[{pos}] = {shape[pos]} "
-                        f"(declared {entry})",
-                        param=p.name,
-                        expected=str(entry),
-                        got=shape[pos],
-                        fix=f"pass {d}=... explicitly or fix the array's shape",
-                    )
-                want = entry.evaluate(dims)
-                if want != shape[pos]:
-                    origin = ", ".join(f"{d} = {dims[d]} from {source[d]}" for d in sorted(entry.dim_set()))
-                    decl = f"{entry} = {want}" + (f" ({origin})" if origin else "")
-                    raise ShapeError(
-                        f"{self.name}(): {p.name}.shape[{pos}] is {shape[pos]}, but the kernel declares {decl}",
-                        param=p.name,
-                        expected=want,
-                        got=shape[pos],
-                        fix="pass arrays whose sizes agree (same dim name = same size)",
-                    )
-        return dims
-
-    def _run_checks(self, dims: dict[str, int]) -> None:
-        extents = {a.index: a.extent.evaluate(dims) for a in self.k.axes if a.extent is not None}
-        for c in self.checks:
-            if isinstance(c, DimEqual):
-                va, vb = c.a.evaluate(dims), c.b.evaluate(dims)
-                if va != vb:
-                    raise ShapeError(
-                        f"{self.name}(): axis '{c.axis}' runs over {c.a_source} = {va} and also indexes "
-                        f"{c.b_source} = {vb}; these sizes must be equal",
-                        param=c.b_source.split(".")[0],
-                        expected=va,
-                        got=vb,
-                        fix="pass arrays whose sizes agree along that axis",
-                    )
-            elif isinstance(c, IndexInBounds):
-                lo = hi = c.index.without_axes().evaluate(dims)
-                empty = False
-                for ax, coeff in c.index.axes:
-                    e = extents[ax]
-                    if e == 0:
-                        empty = True
-                        break
-                    span = coeff * (e - 1)
-                    lo += min(0, span)
-                    hi += max(0, span)
-                if empty:
-                    continue
-                size = c.size.evaluate(dims)
-                if lo < 0 or hi >= size:
-                    bad = lo if lo < 0 else hi
-                    ranges = ", ".join(f"{self.k.axis_name(a)} in [0, {extents[a]})" for a, _ in c.index.axes)
-                    where = f"{c.loc}: " if c.loc else ""
-                    raise ShapeError(
-                        f"{where}{self.name}(): index {c.index.format(self.k.axis_name)} of '{c.tensor}' reaches "
-                        f"{bad}, outside {c.tensor}.shape[{c.position}] = {size}" + (f" ({ranges})" if ranges else ""),
-                        param=c.tensor,
-                        expected=f"indices in [0, {size})",
-                        got=bad,
-                        fix="make the array larger (or the iteration smaller) so every index stays in bounds",
-                    )
-
-    def _scalar(self, p: ScalarParam, v: Any) -> Any:
-        npt = p.dtype.numpy.type
-        if p.dtype.is_bool:
-            if isinstance(v, (bool, np.bool_)):
-                return np.bool_(v)
-        elif p.dtype.is_int:
-            if isinstance(v, (numbers.Integral, np.integer)) and not isinstance(v, bool):
-                lim = 2 ** (p.dtype.bits - 1)
-                if not -lim <= int(v) < lim:
-                    raise DTypeError(
-                        f"{self.name}(): scalar '{p.name}' = {v} does not fit in {p.dtype}",
-                        param=p.name,
-                        expected=f"an int in [{-lim}, {lim})",
-                        got=v,
-                        fix="declare the parameter as pt.int64",
-                    )
-                return npt(int(v))
-        elif isinstance(v, (numbers.Real, np.floating, np.integer)) and not isinstance(v, (bool, np.bool_)):
-            return npt(v)
-        raise DTypeError(
-            f"{self.name}(): scalar '{p.name}' must be a {p.dtype} value, got {type(v).__name__} {v!r}",
-            param=p.name,
-            expected=str(p.dtype),
-            got=type(v).__name__,
-            fix=f"pass a Python {'bool' if p.dtype.is_bool else 'int' if p.dtype.is_int else 'number'}",
-        )
 
     def _check_aliasing(self, arrays: dict[str, np.ndarray]) -> bool:
         noalias = True

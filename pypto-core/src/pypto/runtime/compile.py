@@ -37,7 +37,7 @@ def compile_program(program: Program, backend: Backend) -> Launcher:
         if not isinstance(artifact, Artifact):
             raise CompileError(f"backend '{spec.name}' returned no artifact for kernel '{program.name}'")
         if key:
-            artifact = cache.put(key, artifact)
+            artifact = cache.put(spec.name, key, artifact)
     launcher = backend.load(program, artifact)
     if launcher is None:
         raise CompileError(f"backend '{spec.name}' could not load the compiled kernel '{program.name}'")

@@ -14,11 +14,12 @@ import numpy as np
 from pypto import _env, plugins
 from pypto.backend_api import KernelOptions, Program
 from pypto.errors import ArgumentError, PyptoError
+from pypto.ir.contract import CallContract, alias_safe_pairs
 from pypto.ir.printer import format_loops
 from pypto.lang.tracer import trace
 from pypto.passes import REFERENCE_STAGE, STAGES, Compilation, run_pipeline, stages
 from pypto.plugins import BackendEntry
-from pypto.runtime.binding import Binder, BoundCall, alias_safe_pairs
+from pypto.runtime.binding import Binder, BoundCall
 from pypto.runtime.compile import compile_program, render
 from pypto.targets import Target, get_target
 
@@ -63,6 +64,7 @@ class Kernel:
         self._lock = threading.RLock()
         self._compilations: dict[bool, Compilation] = {}
         self._binder: Binder | None = None
+        self._contract: CallContract | None = None
         self._launchers: dict[tuple[str, bool], Callable[..., None]] = {}
         self._traced = None
         self._fast: tuple[object, Callable[..., Any], tuple[int, ...]] | None = None
@@ -90,10 +92,16 @@ class Kernel:
                     self._compilations[noalias] = c
         return c
 
+    def contract(self) -> CallContract:
+        """The rules every call of this kernel satisfies (derived once; see :mod:`pypto.ir.contract`)."""
+        if self._contract is None:
+            comp = self._compilation()
+            self._contract = CallContract.of(comp.stages["infer_shapes"], alias_safe_pairs(comp.final))
+        return self._contract
+
     def _get_binder(self) -> Binder:
         if self._binder is None:
-            comp = self._compilation()
-            self._binder = Binder(comp.stages["infer_shapes"], alias_safe_pairs(comp.final))
+            self._binder = Binder(self.contract())
         return self._binder
 
     def program(self, noalias: bool = True, backend: str | None = None) -> Program:
@@ -111,6 +119,7 @@ class Kernel:
             noalias=noalias,
             ir_text=format_loops(loops) + f"\n# options: {self.options!r}",
             target=target.name if target is not None else None,
+            contract=self.contract(),
         )
 
     def _target(self, backend: str | None) -> Target | None:

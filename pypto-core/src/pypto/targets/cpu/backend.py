@@ -153,7 +153,7 @@ class NativeBackend(Backend):
         renderer = self.make_renderer(tc, program)
         source = renderer.render(program.loops)
         if program.noalias and tc.python_include:
-            entry = render_entry(program.tensor_ir, program.loops.name, self.entry_module(program), renderer.types,
+            entry = render_entry(program.contract, program.loops.name, self.entry_module(program), renderer.types,
                                  tuple(a.name for a in program.loops.args), "pt_set_num_threads")  # fmt: skip
             source += "\n/* fast-call entry point for Python */\n" + entry
         return Source(source)

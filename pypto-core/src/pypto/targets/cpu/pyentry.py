@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pypto.dtypes import DType
 from pypto.ir.affine import Affine
-from pypto.ir.kernel import DimEqual, IndexInBounds, KernelIR, ScalarParam, TensorParam
+from pypto.ir.contract import CallContract
+from pypto.ir.kernel import DimEqual, IndexInBounds, ScalarParam, TensorParam
 
 # buffer-protocol format characters accepted for each dtype (native byte order)
 _FORMATS = {"float32": "f", "float64": "d", "int32": "il", "int64": "lq", "bool": "?"}
@@ -28,12 +29,13 @@ def _c_affine(a: Affine, axis_value: dict[int, str] | None = None) -> str:
     return "(" + " + ".join(parts) + ")"
 
 
-def render_entry(k: KernelIR, function: str, module: str, c_types: dict[DType, str], arg_order: tuple[str, ...],
+def render_entry(k: CallContract, function: str, module: str, c_types: dict[DType, str], arg_order: tuple[str, ...],
                  thread_setter: str | None = None) -> str:  # fmt: skip
     """C source of ``PyInit_<module>`` exposing ``entry(*args)`` that calls ``function``.
 
-    ``k`` is a kernel after shape inference (it carries the checks); ``arg_order`` is the C
-    function's argument order (buffers, scalars, dims); ``c_types`` maps dtypes to C type names.
+    ``k`` is the kernel's call contract (its dims, size and bounds checks are rendered as C);
+    ``arg_order`` is the C function's argument order (buffers, scalars, dims); ``c_types`` maps
+    dtypes to C type names.
     ``thread_setter`` names a C function ``void f(int)`` exposed as ``pt_set_num_threads``.
     """
     params = k.params
@@ -73,27 +75,21 @@ def render_entry(k: KernelIR, function: str, module: str, c_types: dict[DType, s
         w(f"    if (pb_{p.name}.ndim != {p.ndim} || pb_{p.name}.itemsize != {item} "
           f"|| !pt_format_ok(pb_{p.name}.format, \"{_FORMATS[p.dtype.name]}\") "
           f"|| ((size_t)pb_{p.name}.buf % {item}) != 0) goto fallback;")  # fmt: skip
-    # dims: plain entries first, then entries like N + 1 or 2 * N
-    for solve in (False, True):
-        for p in tensors:
-            for pos, e in enumerate(p.shape):
-                if len(e.dims) != 1:
-                    continue
-                d, c = e.dims[0]
-                if (e.plain_dim() is None) != solve:
-                    continue
-                size = f"(long long)pb_{p.name}.shape[{pos}]"
-                if not solve:
-                    w(f"    if (pd_{d} < 0) pd_{d} = {size};")
-                else:
-                    w(f"    if (pd_{d} < 0 && ({size} - {e.const}LL) % {c}LL == 0 && ({size} - {e.const}LL) / {c}LL >= 0) "
-                      f"pd_{d} = ({size} - {e.const}LL) / {c}LL;")  # fmt: skip
+    # dims: plain entries first, then entries like N + 1 or 2 * N (the contract's order)
+    for src in k.dim_sources:
+        d, size = src.dim, f"(long long)pb_{src.param}.shape[{src.pos}]"
+        if src.plain:
+            w(f"    if (pd_{d} < 0) pd_{d} = {size};")
+        else:
+            c, k0 = src.coeff, src.const
+            w(f"    if (pd_{d} < 0 && ({size} - {k0}LL) % {c}LL == 0 && ({size} - {k0}LL) / {c}LL >= 0) "
+              f"pd_{d} = ({size} - {k0}LL) / {c}LL;")  # fmt: skip
     for d in k.dims:
         w(f"    if (pd_{d} < 0) goto fallback;")
     for p in tensors:
         for pos, e in enumerate(p.shape):
             w(f"    if ((long long)pb_{p.name}.shape[{pos}] != {_c_affine(e)}) goto fallback;")
-    extents = {a.index: a.extent for a in k.axes}
+    extents = dict(k.extents)
     for c in k.checks:
         if isinstance(c, DimEqual):
             w(f"    if ({_c_affine(c.a)} != {_c_affine(c.b)}) goto fallback;")

@@ -45,9 +45,8 @@ class DeviceBinder:
     """Binds calls whose array arguments are all device arrays (see the module docstring)."""
 
     def __init__(self, program: Program):
-        from pypto.runtime.binding import Binder
-
-        self.core = Binder(program.reference_ir, frozenset())
+        assert program.contract is not None, "programs made by Kernel.program carry their call contract"
+        self.core = program.contract
         self.params = self.core.params
         self.order = [a.name for a in program.loops.args]
         self.kinds = {a.name: a.kind for a in program.loops.args}
@@ -70,9 +69,9 @@ class DeviceBinder:
                 self.check(p, d)
                 arrays[p.name] = d
             else:
-                values[p.name] = self.core._scalar(p, v).item()
-        dims = self.core._bind_dims(arrays, {})  # type: ignore[arg-type]  # needs only .shape
-        self.core._run_checks(dims)
+                values[p.name] = self.core.scalar(p, v).item()
+        dims = self.core.bind_dims({n: tuple(a.shape) for n, a in arrays.items()}, {})
+        self.core.check(dims)
         self.check_overlaps(arrays)
         values.update(arrays)
         values.update(dims)

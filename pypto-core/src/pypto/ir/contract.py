@@ -1,0 +1,255 @@
+"""The call contract of a kernel: what a call must satisfy, derived once from the IR.
+
+Every way of calling a kernel checks the same rules: the Python binder
+(:mod:`pypto.runtime.binding`), the C fast entry compiled into CPU kernels
+(:mod:`pypto.targets.cpu.pyentry`) and the device binder of GPU backends
+(:mod:`pypto.targets.simt.args`). The contract holds those rules as data: the parameters (dtype,
+rank, declared shape, role), how each dim is read from an array's shape, the size and bounds checks,
+and which input may be passed as the very same array as an output. Its methods raise the typed,
+explained errors; the C entry renders the same rules and falls back to them on any doubt.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pypto.errors import ArgumentError, DTypeError, ShapeError
+from pypto.ir.affine import Affine
+from pypto.ir.kernel import Check, DimEqual, IndexInBounds, KernelIR, Param, ScalarParam, TensorParam
+from pypto.ir.nodes import Load, Reduce, children
+
+
+@dataclass(frozen=True)
+class DimSource:
+    """``dim = (param.shape[pos] - const) / coeff``, used when it divides evenly and is not negative."""
+
+    dim: str
+    param: str
+    pos: int
+    const: int
+    coeff: int
+
+    @property
+    def plain(self) -> bool:
+        return self.const == 0 and self.coeff == 1
+
+
+@dataclass(frozen=True)
+class CallContract:
+    """The rules every call of one kernel must satisfy (see the module docstring)."""
+
+    name: str
+    params: tuple[Param, ...]
+    dims: tuple[str, ...]
+    dim_sources: tuple[DimSource, ...]  # in order: plain sizes first, then entries like N + 1 or 2 * N
+    checks: tuple[Check, ...]
+    extents: tuple[tuple[int, Affine], ...]  # axis -> extent, for the bounds checks
+    axis_names: tuple[tuple[int, str], ...]
+    alias_ok: frozenset[tuple[str, str]]  # (input, output) pairs that may be the very same array
+
+    @staticmethod
+    def of(k: KernelIR, alias_ok: frozenset[tuple[str, str]] = frozenset()) -> CallContract:
+        """The contract of a kernel after shape inference (``k`` carries the checks)."""
+        sources: list[DimSource] = []
+        for plain in (True, False):
+            for p in k.tensor_params:
+                for pos, e in enumerate(p.shape):
+                    if len(e.dims) == 1 and (e.plain_dim() is not None) == plain:
+                        (d, c) = e.dims[0]
+                        sources.append(DimSource(d, p.name, pos, e.const, c))
+        return CallContract(
+            name=k.name,
+            params=k.params,
+            dims=k.dims,
+            dim_sources=tuple(sources),
+            checks=k.checks,
+            extents=tuple((a.index, a.extent) for a in k.axes if a.extent is not None),
+            axis_names=tuple((a.index, a.name) for a in k.axes),
+            alias_ok=alias_ok,
+        )
+
+    @property
+    def tensor_params(self) -> tuple[TensorParam, ...]:
+        return tuple(p for p in self.params if isinstance(p, TensorParam))
+
+    @property
+    def scalar_params(self) -> tuple[ScalarParam, ...]:
+        return tuple(p for p in self.params if isinstance(p, ScalarParam))
+
+    @property
+    def outputs(self) -> tuple[TensorParam, ...]:
+        return tuple(p for p in self.tensor_params if p.role != "in")
+
+    def axis_name(self, index: int) -> str:
+        return dict(self.axis_names).get(index, f"axis{index}")
+
+    def bind_dims(self, shapes: Mapping[str, tuple[int, ...]], explicit: Mapping[str, Any]) -> dict[str, int]:
+        """The dims of a call from its arrays' shapes (and ``N=...`` keywords); every declared size is
+        checked. Raises :class:`~pypto.ShapeError` / :class:`~pypto.ArgumentError` naming the array."""
+        dims: dict[str, int] = {}
+        source: dict[str, str] = {}
+        for d, v in explicit.items():
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ArgumentError(
+                    f"{self.name}(): dim {d}={v!r} must be a non-negative int", param=d, expected="int >= 0", got=v
+                )
+            dims[d] = int(v)
+            source[d] = f"{d}={int(v)} (keyword)"
+        for s in self.dim_sources:
+            if s.dim in dims:
+                continue
+            size = shapes[s.param][s.pos]
+            val, rem = divmod(size - s.const, s.coeff)
+            if rem or val < 0:
+                continue  # reported by the verification below
+            dims[s.dim] = val
+            source[s.dim] = f"{s.param}.shape[{s.pos}] = {size}"
+        for p in self.tensor_params:
+            shape = shapes[p.name]
+            for pos, entry in enumerate(p.shape):
+                if not entry.dim_set() <= dims.keys():
+                    d = sorted(entry.dim_set() - dims.keys())[0]
+                    raise ShapeError(
+                        f"{self.name}(): cannot determine dim {d} from {p.name}.shape[{pos}] = {shape[pos]} "
+                        f"(declared {entry})",
+                        param=p.name,
+                        expected=str(entry),
+                        got=shape[pos],
+                        fix=f"pass {d}=... explicitly or fix the array's shape",
+                    )
+                want = entry.evaluate(dims)
+                if want != shape[pos]:
+                    origin = ", ".join(f"{d} = {dims[d]} from {source[d]}" for d in sorted(entry.dim_set()))
+                    decl = f"{entry} = {want}" + (f" ({origin})" if origin else "")
+                    raise ShapeError(
+                        f"{self.name}(): {p.name}.shape[{pos}] is {shape[pos]}, but the kernel declares {decl}",
+                        param=p.name,
+                        expected=want,
+                        got=shape[pos],
+                        fix="pass arrays whose sizes agree (same dim name = same size)",
+                    )
+        return dims
+
+    def check(self, dims: Mapping[str, int]) -> None:
+        """Run the kernel's size and bounds checks for these dims (raises :class:`~pypto.ShapeError`)."""
+        extents = {ax: e.evaluate(dims) for ax, e in self.extents}
+        for c in self.checks:
+            if isinstance(c, DimEqual):
+                va, vb = c.a.evaluate(dims), c.b.evaluate(dims)
+                if va != vb:
+                    raise ShapeError(
+                        f"{self.name}(): axis '{c.axis}' runs over {c.a_source} = {va} and also indexes "
+                        f"{c.b_source} = {vb}; these sizes must be equal",
+                        param=c.b_source.split(".")[0],
+                        expected=va,
+                        got=vb,
+                        fix="pass arrays whose sizes agree along that axis",
+                    )
+            elif isinstance(c, IndexInBounds):
+                lo = hi = c.index.without_axes().evaluate(dims)
+                empty = False
+                for ax, coeff in c.index.axes:
+                    e = extents[ax]
+                    if e == 0:
+                        empty = True
+                        break
+                    span = coeff * (e - 1)
+                    lo += min(0, span)
+                    hi += max(0, span)
+                if empty:
+                    continue
+                size = c.size.evaluate(dims)
+                if lo < 0 or hi >= size:
+                    bad = lo if lo < 0 else hi
+                    ranges = ", ".join(f"{self.axis_name(a)} in [0, {extents[a]})" for a, _ in c.index.axes)
+                    where = f"{c.loc}: " if c.loc else ""
+                    raise ShapeError(
+                        f"{where}{self.name}(): index {c.index.format(self.axis_name)} of '{c.tensor}' reaches "
+                        f"{bad}, outside {c.tensor}.shape[{c.position}] = {size}" + (f" ({ranges})" if ranges else ""),
+                        param=c.tensor,
+                        expected=f"indices in [0, {size})",
+                        got=bad,
+                        fix="make the array larger (or the iteration smaller) so every index stays in bounds",
+                    )
+
+    def scalar(self, p: ScalarParam, v: Any) -> Any:
+        """``v`` as a NumPy scalar of ``p``'s type (raises :class:`~pypto.DTypeError` naming ``p``)."""
+        npt = p.dtype.numpy.type
+        if p.dtype.is_bool:
+            if isinstance(v, (bool, np.bool_)):
+                return np.bool_(v)
+        elif p.dtype.is_int:
+            if isinstance(v, (numbers.Integral, np.integer)) and not isinstance(v, bool):
+                lim = 2 ** (p.dtype.bits - 1)
+                if not -lim <= int(v) < lim:
+                    raise DTypeError(
+                        f"{self.name}(): scalar '{p.name}' = {v} does not fit in {p.dtype}",
+                        param=p.name,
+                        expected=f"an int in [{-lim}, {lim})",
+                        got=v,
+                        fix="declare the parameter as pt.int64",
+                    )
+                return npt(int(v))
+        elif isinstance(v, (numbers.Real, np.floating, np.integer)) and not isinstance(v, (bool, np.bool_)):
+            return npt(v)
+        raise DTypeError(
+            f"{self.name}(): scalar '{p.name}' must be a {p.dtype} value, got {type(v).__name__} {v!r}",
+            param=p.name,
+            expected=str(p.dtype),
+            got=type(v).__name__,
+            fix=f"pass a Python {'bool' if p.dtype.is_bool else 'int' if p.dtype.is_int else 'number'}",
+        )
+
+
+def alias_safe_pairs(k: KernelIR) -> frozenset[tuple[str, str]]:
+    """(input, output) pairs that may be the very same array: each point only reads what it writes.
+
+    That holds when the output is written in a single nest that also holds every read of the input,
+    all at the output's index and outside reductions.
+    """
+    assert k.groups is not None
+    ok = set()
+    outputs = [p.name for p in k.outputs]
+    inputs = [p.name for p in k.tensor_params]
+    for q in outputs:
+        for p in inputs:
+            if p == q:
+                continue
+            where = [gi for gi, g in enumerate(k.groups) for s in g.stores if s.tensor == q]
+            idxs = {s.index for g in k.groups for s in g.stores if s.tensor == q}
+            reads = []
+            for gi, g in enumerate(k.groups):
+                for s in g.stores:
+                    reads += [(gi, ix, red) for ix, red in _loads_of(s.value, p)]
+            if len(set(where)) != 1 or len(idxs) != 1:
+                continue
+            (idx,) = idxs
+            if all(gi == where[0] and ix == idx and not red for gi, ix, red in reads):
+                ok.add((p, q))
+    return frozenset(ok)
+
+
+def _loads_of(e, tensor: str) -> list[tuple[tuple[Affine, ...], bool]]:
+    out = []
+
+    def visit(n, red: bool, seen: set) -> None:
+        if (id(n), red) in seen:
+            return
+        seen.add((id(n), red))
+        if isinstance(n, Load):
+            if n.tensor == tensor:
+                out.append((n.index, red))
+            return
+        if isinstance(n, Reduce):
+            visit(n.body, True, seen)
+            return
+        for c in children(n):
+            visit(c, red, seen)
+
+    visit(e, False, set())
+    return out
