@@ -228,7 +228,7 @@ def test_build_failure_shows_the_log_and_the_source():
 
 
 def test_out_of_resources_reports_the_limits():
-    from pypto_opencl.launcher import LaunchError
+    from pypto.errors import LaunchError
 
     x = np.ones((4, 8), np.float32)
     y = np.empty_like(x)

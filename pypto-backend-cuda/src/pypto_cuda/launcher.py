@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from pypto.backend_api import Artifact, Program
-from pypto.errors import PyptoError
+from pypto.errors import LaunchError
 from pypto.targets.simt.args import DeviceArray, DeviceBinder
-from pypto.targets.simt.plan import GROUPS, MAP, KernelLaunch, LaunchPlan
+from pypto.targets.simt.plan import GROUPS, MAP, KernelLaunch, LaunchPlan, pow2_at_least
 
 from .device import CudaDevice
 
@@ -26,14 +26,6 @@ MAP_THREADS = 256
 MAX_GRID = (2**31 - 1, 65535, 65535)
 DEFAULT_SHARED = 48 * 1024  # dynamic shared memory a kernel gets without opting in
 _FORMAT = {"float32": "f", "float64": "d", "int32": "i", "int64": "q", "bool": "B"}
-
-
-class LaunchError(PyptoError, RuntimeError):
-    """The GPU refused a launch; the message has the sizes and the device's limits."""
-
-
-def pow2_at_least(n: int) -> int:
-    return 1 << max(0, int(n) - 1).bit_length()
 
 
 def block_for_map(extents: Sequence[int], limit: int) -> tuple[int, int, int]:

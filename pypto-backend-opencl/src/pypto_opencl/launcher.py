@@ -15,24 +15,12 @@ from typing import Any
 import numpy as np
 
 from pypto.backend_api import Artifact, Program
-from pypto.errors import ArgumentError, PyptoError
+from pypto.errors import ArgumentError, LaunchError
 from pypto.targets.simt.args import DeviceArray, DeviceBinder
-from pypto.targets.simt.plan import GROUPS, MAP, KernelLaunch, LaunchPlan
+from pypto.targets.simt.plan import GROUPS, MAP, KernelLaunch, LaunchPlan, pow2_at_least, pow2_at_most
 
 from .build import load_program
 from .device import Device
-
-
-class LaunchError(PyptoError, RuntimeError):
-    """The device refused a launch (out of resources, work-group too large); the message has the limits."""
-
-
-def pow2_at_least(n: int) -> int:
-    return 1 << max(0, int(n) - 1).bit_length()
-
-
-def pow2_at_most(n: int) -> int:
-    return 1 << (max(1, int(n)).bit_length() - 1)
 
 
 class GroupPolicy:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         CompileError,
         DTypeError,
         IRVerificationError,
+        LaunchError,
         PluginError,
         PluginWarning,
         PyptoError,
@@ -84,6 +85,7 @@ _LAZY: dict[str, str] = {
     "CompileError": ".errors",
     "DTypeError": ".errors",
     "IRVerificationError": ".errors",
+    "LaunchError": ".errors",
     "PluginError": ".errors",
     "PluginWarning": ".errors",
     "PyptoError": ".errors",
@@ -168,5 +170,5 @@ __all__ = [
     "list_backends", "register_plugin", "reload_plugins", "hookimpl",
     # errors
     "PyptoError", "TracingError", "DTypeError", "ShapeError", "AliasingError", "ArgumentError", "BackendNotFound",
-    "BackendUnavailable", "CompileError", "PluginError", "PluginWarning", "IRVerificationError",
+    "BackendUnavailable", "CompileError", "LaunchError", "PluginError", "PluginWarning", "IRVerificationError",
 ]  # fmt: skip

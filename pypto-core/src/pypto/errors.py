@@ -91,6 +91,11 @@ class CompileError(PyptoError, RuntimeError):
     """A backend failed to build the generated code; the message holds the compiler's output."""
 
 
+class LaunchError(PyptoError, RuntimeError):
+    """A device refused a launch (out of resources, groups too large); the message has the sizes and
+    the device's limits."""
+
+
 class PluginError(PyptoError):
     """A plugin could not be loaded (raised instead of a warning when PYPTO_STRICT_PLUGINS=1)."""
 

@@ -125,6 +125,16 @@ class Sizes:
     local: tuple[tuple[int, ...], ...]
 
 
+def pow2_at_least(n: int) -> int:
+    """The smallest power of two >= ``n`` (1 for ``n <= 1``): group and block sizes."""
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def pow2_at_most(n: int) -> int:
+    """The largest power of two <= ``n`` (1 for ``n <= 1``): a device limit rounded down."""
+    return 1 << (max(1, int(n)).bit_length() - 1)
+
+
 def _fdiv(a: int, b: int) -> int:
     """Floor division as the generated code does it: by zero gives 0 instead of raising."""
     return a // b if b else 0
