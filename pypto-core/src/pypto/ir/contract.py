@@ -21,7 +21,7 @@ import numpy as np
 from pypto.errors import ArgumentError, DTypeError, ShapeError
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import Check, DimEqual, IndexInBounds, KernelIR, Param, ScalarParam, TensorParam
-from pypto.ir.nodes import Load, Reduce, children
+from pypto.ir.nodes import load_accesses
 
 
 @dataclass(frozen=True)
@@ -225,31 +225,10 @@ def alias_safe_pairs(k: KernelIR) -> frozenset[tuple[str, str]]:
             reads = []
             for gi, g in enumerate(k.groups):
                 for s in g.stores:
-                    reads += [(gi, ix, red) for ix, red in _loads_of(s.value, p)]
+                    reads += [(gi, ix, red) for t, ix, red in load_accesses(s.value) if t == p]
             if len(set(where)) != 1 or len(idxs) != 1:
                 continue
             (idx,) = idxs
             if all(gi == where[0] and ix == idx and not red for gi, ix, red in reads):
                 ok.add((p, q))
     return frozenset(ok)
-
-
-def _loads_of(e, tensor: str) -> list[tuple[tuple[Affine, ...], bool]]:
-    out = []
-
-    def visit(n, red: bool, seen: set) -> None:
-        if (id(n), red) in seen:
-            return
-        seen.add((id(n), red))
-        if isinstance(n, Load):
-            if n.tensor == tensor:
-                out.append((n.index, red))
-            return
-        if isinstance(n, Reduce):
-            visit(n.body, True, seen)
-            return
-        for c in children(n):
-            visit(c, red, seen)
-
-    visit(e, False, set())
-    return out

@@ -261,6 +261,25 @@ def loads(root: Node) -> Iterator[Load]:
             yield n
 
 
+def load_accesses(e: Expr) -> list[tuple[str, tuple[Affine, ...], bool]]:
+    """(tensor, index, inside a reduction) for every distinct load in ``e``."""
+    out = []
+    seen: set[tuple[int, bool]] = set()
+    stack = [(e, False)]
+    while stack:
+        n, in_reduce = stack.pop()
+        if (id(n), in_reduce) in seen:
+            continue
+        seen.add((id(n), in_reduce))
+        if isinstance(n, Load):
+            out.append((n.tensor, n.index, in_reduce))
+        elif isinstance(n, Reduce):
+            stack.append((n.body, True))
+        else:
+            stack.extend((c, in_reduce) for c in reversed(list(children(n))))
+    return out
+
+
 def top_reduces(e: Expr) -> list[Reduce]:
     """The reductions in ``e`` that are not inside another reduction, each once, in visit order."""
     out: list[Reduce] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import Group, KernelIR
-from pypto.ir.nodes import Cast, Expr, Load, Node, Reduce, Store, children, transform
+from pypto.ir.nodes import Cast, Expr, Load, Node, Store, load_accesses, transform
 
 
 def store_loops(s: Store) -> tuple[int, ...]:
@@ -27,24 +27,7 @@ def store_loops(s: Store) -> tuple[int, ...]:
 
 def accesses(s: Store) -> list[tuple[str, tuple[Affine, ...], bool]]:
     """(tensor, index, inside a reduction) for every load in the store's value."""
-    out = []
-
-    def visit(e: Expr, in_reduce: bool, seen: set) -> None:
-        key = (id(e), in_reduce)
-        if key in seen:
-            return
-        seen.add(key)
-        if isinstance(e, Load):
-            out.append((e.tensor, e.index, in_reduce))
-            return
-        if isinstance(e, Reduce):
-            visit(e.body, True, seen)
-            return
-        for c in children(e):
-            visit(c, in_reduce, seen)
-
-    visit(s.value, False, set())
-    return out
+    return load_accesses(s.value)
 
 
 def _pointwise(reads, tensor: str, index) -> bool:
