@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from pypto.dtypes import int64
-from pypto.ir.loops import Loop, LoopKernel, Var, Write
+from pypto.ir.loops import Loop, LoopKernel, Var
 from pypto.targets.cpu.render import SimdCRenderer
 
 from .captures import free_values
@@ -37,7 +37,6 @@ class TBBRenderer(SimdCRenderer):
     ):
         super().__init__(vector_math)
         self.task_min_work = task_min_work
-        self.streaming: set[str] = set()  # buffers whose writes go to an L1 block buffer
         self.counter = 0
         self.noalias = True
         self.roles: dict[str, str] = {}  # buffer arguments' roles ("in" buffers are const)
@@ -122,35 +121,15 @@ class TBBRenderer(SimdCRenderer):
     def streamed_loop(self, s: Loop, ind: int) -> None:
         """Large outputs: blocks computed into L1 buffers and streamed out; otherwise a plain parallel loop."""
         assert s.streaming is not None
-        written = s.streaming.buffers
-        self.use_stream_helper()
         B = s.streaming.block
-        points = f"({self.expr(s.stop, 12)} - {self.expr(s.start, 13)})"
-        total = " + ".join(f"{points} * (int64_t)sizeof(*{b})" for b in written)
-        aligned = " && ".join(f"((uintptr_t){b} & 63) == 0" for b in written)
         n = self.fresh()
         lo, hi = f"pt_lo{n}", f"pt_hi{n}"
-        self.emit(ind, f"if (({total}) >= {s.streaming.min_bytes}LL && {aligned}) {{")
+        self.emit(ind, f"if ({self.stream_condition(s)}) {{")
         i = ind + 1
         self.emit(i, f"const int64_t {lo} = {self.expr(s.start)}, {hi} = {self.expr(s.stop)};")
 
         def chunk(j: int, b0: str, b1: str) -> None:  # [b0, b1) are block numbers
-            for b in written:
-                t = self.buffer_ctype(self.buffers[b][0])
-                self.emit(j, f"{t} pt_buf_{b}[{B}] __attribute__((aligned(64)));")
-            self.emit(j, f"for (int64_t pt_blk = {lo} + {b0} * {B}; pt_blk < {lo} + {b1} * {B} && pt_blk < {hi}; pt_blk += {B}) {{")  # fmt: skip
-            k = j + 1
-            self.emit(k, f"const int64_t pt_m = {hi} - pt_blk < {B} ? {hi} - pt_blk : {B};")
-            self.emit(k, "#pragma omp simd")
-            self.emit(k, "for (int64_t pt_j = 0; pt_j < pt_m; pt_j++) {")
-            self.emit(k + 1, f"const int64_t {s.var} = pt_blk + pt_j;")
-            self.streaming = set(written)
-            self.stmt(s.body, k + 1)
-            self.streaming = set()
-            self.emit(k, "}")
-            for b in written:
-                self.emit(k, f"pt_stream_bytes({b} + pt_blk, pt_buf_{b}, (size_t)pt_m * sizeof(*{b}));")
-            self.emit(j, "}")
+            self.streamed_blocks(s, j, f"{lo} + {b0} * {B}", f"pt_blk < {lo} + {b1} * {B} && pt_blk < {hi}", hi)
             self.emit(j, "pt_stream_fence();  /* this task's streaming stores are complete before it ends */")
 
         values = self.chunk_lambda(s, i, n, chunk)
@@ -160,9 +139,3 @@ class TBBRenderer(SimdCRenderer):
         self.emit(ind, "} else {")
         self.parallel_loop(s, ind + 1)
         self.emit(ind, "}")
-
-    def stmt(self, s, ind: int) -> None:
-        if isinstance(s, Write) and s.buffer in self.streaming:
-            self.emit(ind, f"pt_buf_{s.buffer}[pt_j] = {self.expr(s.value)};")
-            return
-        super().stmt(s, ind)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pypto.dtypes import DType
-from pypto.ir.loops import Assign, Loop, LoopKernel, Var, walk
+from pypto.ir.loops import Assign, Loop, LoopKernel, Var, Write, walk
 from pypto.ir.nodes import Binary
 from pypto.targets.cstyle import CRenderer
 
@@ -57,6 +57,7 @@ class SimdCRenderer(CRenderer):
         self.vector_math = set(vector_math)
         self.used_math: dict[str, DType] = {}
         self.nan_flags: dict[str, tuple[str, str]] = {}  # accumulator -> (flag variable, "max" | "min")
+        self.streaming: set[str] = set()  # buffers whose writes go to an L1 block buffer
 
     # -- vector math -----------------------------------------------------------------------------
     def math_fn(self, name: str, dt: DType) -> str:
@@ -108,6 +109,9 @@ class SimdCRenderer(CRenderer):
             del self.nan_flags[acc]
 
     def stmt(self, s, ind: int) -> None:
+        if isinstance(s, Write) and s.buffer in self.streaming:
+            self.emit(ind, f"pt_buf_{s.buffer}[pt_j] = {self.expr(s.value)};")
+            return
         if isinstance(s, Assign) and s.name in self.nan_flags:
             v = s.value
             if isinstance(v, Binary) and v.op in ("maximum", "minimum") and isinstance(v.a, Var) and v.a.name == s.name:
@@ -124,6 +128,37 @@ class SimdCRenderer(CRenderer):
     def use_stream_helper(self) -> None:
         """Emit ``pt_stream_bytes`` / ``pt_stream_fence`` into this translation unit."""
         self.helpers.setdefault("pt_stream_bytes", STREAM_HELPER.replace("PT_RESTRICT", self.restrict))
+
+    # -- streamed outputs (marked by the stream_outputs pass; the backend maps them onto threads) --------
+    def stream_condition(self, s: Loop) -> str:
+        """C condition under which ``s`` streams: its outputs are large enough and 64-byte aligned."""
+        assert s.streaming is not None
+        self.use_stream_helper()
+        points = f"({self.expr(s.stop, 12)} - {self.expr(s.start, 13)})"
+        total = " + ".join(f"{points} * (int64_t)sizeof(*{b})" for b in s.streaming.buffers)
+        aligned = " && ".join(f"((uintptr_t){b} & 63) == 0" for b in s.streaming.buffers)
+        return f"({total}) >= {s.streaming.min_bytes}LL && {aligned}"
+
+    def streamed_blocks(self, s: Loop, ind: int, first: str, more: str, hi: str) -> None:
+        """``s``'s body over blocks starting at ``first`` while ``more`` holds (``hi``: the loop's end):
+        each block is computed into L1 buffers by a SIMD loop and copied out with streaming stores."""
+        assert s.streaming is not None
+        B, written = s.streaming.block, s.streaming.buffers
+        for b in written:
+            self.emit(ind, f"{self.buffer_ctype(self.buffers[b][0])} pt_buf_{b}[{B}] __attribute__((aligned(64)));")
+        self.emit(ind, f"for (int64_t pt_blk = {first}; {more}; pt_blk += {B}) {{")
+        k = ind + 1
+        self.emit(k, f"const int64_t pt_m = {hi} - pt_blk < {B} ? {hi} - pt_blk : {B};")
+        self.emit(k, "#pragma omp simd")
+        self.emit(k, "for (int64_t pt_j = 0; pt_j < pt_m; pt_j++) {")
+        self.emit(k + 1, f"const int64_t {s.var} = pt_blk + pt_j;")
+        self.streaming = set(written)
+        self.stmt(s.body, k + 1)
+        self.streaming = set()
+        self.emit(k, "}")
+        for b in written:
+            self.emit(k, f"pt_stream_bytes({b} + pt_blk, pt_buf_{b}, (size_t)pt_m * sizeof(*{b}));")
+        self.emit(ind, "}")
 
 
 def _acc_dtype(s: Loop, acc: str) -> DType | None:
