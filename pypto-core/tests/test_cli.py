@@ -116,3 +116,18 @@ def test_commands_in_a_subprocess(argv, tmp_path):
     """)
     r = subprocess.run([sys.executable, "-c", env_code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_passes_lists_the_pipeline_in_order(capsys):
+    from pypto.passes import PASSES, STAGES
+
+    code, out, _ = run(capsys, "passes")
+    assert code == 0
+    names = [line.split()[1] for line in out.splitlines() if line[:3].strip().rstrip(".").isdigit()]
+    assert tuple(names) == STAGES and names[1 : 1 + len(PASSES)] == [n for n, _ in PASSES]
+    assert "target cpu-simd" in out and "parallel_threshold, stream_outputs" in out
+    code, out, _ = run(capsys, "passes", "--target", "cpu-simd")
+    assert code == 0 and out.splitlines()[-1].split()[1] == "stream_outputs"
+    assert "pypto.targets.cpu.parallel_threshold" in out
+    code, _, err = run(capsys, "passes", "--target", "tpu")
+    assert code == 2 and "unknown target 'tpu'; known targets: cpu-simd, simt" in err
