@@ -183,6 +183,26 @@ def test_lanes_fall_back_to_scalar_code_for_strided_access():
 # -- the plan on the host ----------------------------------------------------------------------------------
 
 
+def test_split_kernels_records_the_device_kernels_as_data():
+    from pypto.ir.printer import format_loops
+    from pypto.targets.simt.split import split_kernels
+
+    loops = split_kernels(softmax.program(backend="reference").loops)
+    steps = loops.device.steps
+    assert [st.loop.var for st in steps] == ["row", "row"]  # the online and the per-row variant
+    (cond, holds), (cond2, holds2) = steps[0].when[0], steps[1].when[0]
+    assert cond == cond2 and (holds, holds2) == (True, False)
+    assert py_expr(cond, {"N": "v_N"}) == "((v_N * 4) >= 524288)"
+    text = format_loops(loops)
+    assert "softmax_k0: parallel loop over row  when ((N * 4) >= 524288)" in text
+    assert "softmax_k1: parallel loop over row  when not ((N * 4) >= 524288)" in text
+    full = split_kernels(sum_exp.program(backend="reference").loops).device
+    assert [st.loop is None for st in full.steps] == [False, True] and [t[0] for t in full.temps] == ["_partial3"]
+    # the renderer prints the recorded split: the same kernels as when it splits the loop IR itself
+    r1, r2 = SimtRenderer(), SimtRenderer()
+    assert r1.render_device(loops) == r2.render_device(softmax.program(backend="reference").loops)
+
+
 def test_plan_survives_json():
     _, plan = render(sum_exp)
     assert LaunchPlan.from_json(json.loads(plan.to_json())) == plan

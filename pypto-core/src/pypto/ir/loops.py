@@ -19,9 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pypto.dtypes import DType
 from pypto.ir.nodes import Expr, Node, _dtype, _loc, _node, children
+
+if TYPE_CHECKING:
+    from pypto.ir.device import DeviceSplit
 
 
 @_node
@@ -167,6 +171,7 @@ class LoopKernel:
     noalias: bool = True
     temps: tuple[tuple[str, DType], ...] = ()
     reducers: tuple[str, ...] = field(default=("sum", "prod", "max", "min"))
+    device: DeviceSplit | None = None  # set by the simt target's split_kernels pass
 
     def buffer_shape(self, name: str) -> tuple[Expr, ...] | None:
         for a in self.args:

@@ -157,7 +157,26 @@ def format_loops(k: LoopKernel) -> str:
             args.append(f"{a.name}: {a.dtype} {a.kind}")
     lines = [f"def {k.name}({', '.join(args)}):{'' if k.noalias else '  # outputs may alias inputs'}"]
     _format_stmt(k.body, "  ", lines)
+    if k.device is not None:
+        lines += _format_device(k)
     return "\n".join(lines)
+
+
+def _format_device(k: LoopKernel) -> list[str]:
+    """The device kernels of a split (``split_kernels``), one line each, in launch order."""
+    d = k.device
+    assert d is not None
+    out = [f"device kernels of {k.name}:"]
+    for i, st in enumerate(d.steps):
+        what = f"parallel loop over {st.loop.var}" if st.loop is not None else f"{len(st.stmts)} statement(s)"
+        when = " and ".join(("" if holds else "not ") + format_expr(c) for c, holds in st.when)
+        out.append(f"  {k.name}_k{i}: {what}" + (f"  when {when}" if when else ""))
+    if d.temps:
+        out.append("  device buffers: " + ", ".join(f"{n}: {dt}[{', '.join(format_expr(e) for e in shape)}]"
+                                                    for n, dt, shape in d.temps))  # fmt: skip
+    if d.slots:
+        out.append("  scalars passed between kernels: " + ", ".join(f"{n}: {dt}" for n, dt in d.slots))
+    return out
 
 
 def _format_stmt(s: Stmt, ind: str, out: list[str]) -> None:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 
 from pypto._hashing import source_digest
 from pypto.dtypes import DType, bool_, float32, float64, int32, int64
+from pypto.ir.device import DeviceStep
 from pypto.ir.loops import (
     Alloc,
     Argument,
@@ -44,7 +45,6 @@ from pypto.ir.loops import (
     Block,
     Comment,
     Declare,
-    If,
     Let,
     Loop,
     LoopKernel,
@@ -72,9 +72,9 @@ from pypto.targets.simt.plan import (
     host_names,
     py_expr,
 )
+from pypto.targets.simt.split import split_kernels
 
 PLAN_MARKER = "/* pypto launch plan: "
-_PARALLEL = ("parallel", "parallel_vector")
 MAX_MAP_DIMS = 3
 
 
@@ -293,19 +293,19 @@ class SimtRenderer(GroupSharing, CRenderer):
         self.temps, self.slots, self.pure, self.declared_types = {}, {}, {}, {}
         self.dtypes_used = ana.dtypes(k)
         inputs = [a.name for a in k.args if a.kind == "dim"] + [a.name for a in k.args if a.kind == "scalar"]
+        split = k.device if k.device is not None else split_kernels(k).device
+        assert split is not None
         self.host = host_names(inputs)
-        flat = self.flatten(k.body)
-        known = set(inputs)
-        self.find_pure(flat, known)
+        for name, dt, shape in split.temps:
+            self.temps[name] = self.buffers[name] = (dt, shape)
+        self.pure = {let.name: let for let in split.pure}
         lets = []
-        for name, let in self.pure.items():
-            try:
-                lets.append((name, py_expr(let.value, self.host)))
-                self.host[name] = host_names([name])[name]
-            except HostExpressionError:
-                pass
-        steps = self.steps(flat, known)
-        self.plan_slots(steps)
+        for name in split.host_lets:
+            lets.append((name, py_expr(self.pure[name].value, self.host)))
+            self.host[name] = host_names([name])[name]
+        self.slots = dict(split.slots)
+        self.declared_types = dict(split.declared)
+        steps = [self.step(st) for st in split.steps]
         for i, step in enumerate(steps):
             self.render_step(k, step, f"{k.name}_k{i}")
         buffers = [DeviceBuffer(n, dt.name, self.host_count(shape)) for n, (dt, shape) in self.temps.items()]
@@ -331,80 +331,13 @@ class SimtRenderer(GroupSharing, CRenderer):
         except HostExpressionError as e:
             raise Unsupported(f"a temporary's size is not known on the host: {e}") from None
 
-    def flatten(self, s: Stmt) -> list[Stmt]:
-        """The top-level statements, with temporaries registered as device buffers."""
-        if isinstance(s, Block):
-            return [x for b in s.body for x in self.flatten(b)]
-        if isinstance(s, Alloc):
-            self.temps[s.buffer] = (s.dtype, s.shape)
-            self.buffers[s.buffer] = (s.dtype, s.shape)
-            return self.flatten(s.body)
-        return [s]
-
-    def find_pure(self, flat: list[Stmt], known: set[str]) -> None:
-        """Lets computed from dims and scalars alone (also in branches the host decides)."""
-        for s in flat:
-            if isinstance(s, Let) and ana.only(s.value, known):
-                self.pure[s.name] = s
-                known.add(s.name)
-            elif isinstance(s, If) and ana.only(s.cond, known):
-                self.find_pure(self.flatten(s.then), known)
-                if s.orelse is not None:
-                    self.find_pure(self.flatten(s.orelse), known)
-
-    def steps(self, flat: list[Stmt], known: set[str], when: str | None = None) -> list[_Step]:
-        """Top-level statements grouped into device kernels (see the module docstring).
-
-        A branch on values of the dims (softmax's online variant for long rows) is taken on the
-        host: each branch's kernels run under its condition.
-        """
-        flat = ana.sink_declares([s for s in flat if not (isinstance(s, Let) and s.name in self.pure)], known)
-        steps: list[_Step] = []
-        run: list[Stmt] = []
-        comments: list[str] = []
-        for s in flat:
-            if isinstance(s, Comment) and not run:
-                comments.append(s.text)
-                continue
-            if isinstance(s, If) and ana.only(s.cond, set(self.host)) and not ana.declares(s, set(self.pure)):
-                if run:
-                    steps.append(_Step(run, None, comments, when))
-                    run, comments = [], []
-                cond = py_expr(s.cond, self.host)
-                steps += self.steps(self.flatten(s.then), known, _both(when, cond))
-                if s.orelse is not None:
-                    steps += self.steps(self.flatten(s.orelse), known, _both(when, f"not {cond}"))
-                continue
-            if (
-                isinstance(s, Loop)
-                and s.kind in _PARALLEL
-                and not s.reductions
-                and ana.only_all((s.start, s.stop), known)
-            ):
-                if run:
-                    steps.append(_Step(run, None, [], when))
-                    run = []
-                steps.append(_Step([s], s, comments, when))
-                comments = []
-                continue
-            run.append(s)
-        if run:
-            steps.append(_Step(run, None, comments, when))
-        return steps
-
-    def plan_slots(self, steps: list[_Step]) -> None:
-        """Scalars defined by one kernel and used by another get one-element device buffers."""
-        owner: dict[str, int] = {}
-        for i, step in enumerate(steps):
-            for s in step.stmts:
-                if isinstance(s, (Declare, Let)) and step.loop is None:
-                    owner[s.name] = i
-                    self.declared_types[s.name] = s.dtype if isinstance(s, Declare) else s.value.dtype  # type: ignore[assignment]
-        for i, step in enumerate(steps):
-            used = ana.names(step.stmts)
-            for n in used:
-                if n in owner and owner[n] != i:
-                    self.slots[n] = self.declared_types[n]
+    def step(self, st: DeviceStep) -> _Step:
+        """A step of the device split, with its host condition as a Python expression of the plan."""
+        when = None
+        for cond, holds in st.when:
+            text = py_expr(cond, self.host)
+            when = _both(when, text if holds else f"not {text}")
+        return _Step(list(st.stmts), st.loop, list(st.comments), when)
 
     # -- one device kernel ------------------------------------------------------------------------------
     def render_step(self, k: LoopKernel, step: _Step, name: str) -> None:
