@@ -26,7 +26,7 @@ from pypto.testing import (
     unavailable_script,
     vector_add,
 )
-from pypto_opencl.renderer import CPU_LANES
+from pypto_opencl.renderer import cpu_lanes
 
 _available = get_registry().backends.get("opencl")
 pytestmark = pytest.mark.skipif(
@@ -81,6 +81,25 @@ def test_layernorm_and_matmul_match_numpy():
     c = pt.empty((17, 23))
     matmul(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-5)
+
+
+def test_cpu_vectors_are_256_bits_of_the_widest_type_computed():
+    @pt.kernel
+    def with_index(a: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
+        i = pt.axis(0)
+        c[i] = a[i] + pt.cast(i, pt.float32)  # the loop variable as a value: int64 lanes
+
+    @pt.kernel
+    def doubles(a: pt.Tensor[pt.float64, (N,)], c: pt.Tensor[pt.float64, (N,)]):
+        i = pt.axis(0)
+        c[i] = a[i] * 2.0
+
+    def lanes(k):
+        return cpu_lanes(k.program(backend="opencl").loops)
+
+    assert (lanes(vector_add), lanes(softmax), lanes(with_index), lanes(doubles)) == (8, 8, 4, 4)
+    a = np.arange(1000, dtype=np.float32)
+    np.testing.assert_array_equal(with_index(a, pt.empty(1000)), a + np.arange(1000, dtype=np.float32))
 
 
 def test_float64_when_the_device_has_it():
@@ -160,7 +179,7 @@ def test_generated_code_is_opencl_with_a_launch_plan():
     assert "__kernel void softmax_k1(" in code and "pt_group_max_f32" in code
     assert "/* pypto launch plan: " in code
     if device().is_cpu:  # CPU drivers get explicit vectors
-        assert f"vload{CPU_LANES}(0, x + row * N + col)" in code and f"float{CPU_LANES}" in code
+        assert "vload8(0, x + row * N + col)" in code and "float8" in code  # 256-bit vectors of float32
     assert "cl_khr_fp64" not in code
 
 
@@ -311,7 +330,7 @@ def test_gpu_style_kernels_and_group_sizes(monkeypatch, tmp_path):
         y = pt.empty_like(x)
         sm(x, y)
         np.testing.assert_allclose(y, np_softmax(x), rtol=1e-5, atol=1e-8)
-    assert "pt_row_x" in sm.get_code() and f"vload{CPU_LANES}" not in sm.get_code()
+    assert "pt_row_x" in sm.get_code() and "vload8" not in sm.get_code()
     assert True in cached  # the variant reading each row once ran
     total = pt.kernel(sum_exp.fn)
     for n in (1, 16385, 1_000_003):
