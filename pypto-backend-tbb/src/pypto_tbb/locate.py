@@ -11,10 +11,13 @@ import functools
 import os
 import re
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pypto.targets.cpu.toolchain import ToolchainError
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 DEVEL_DIST = "tbb-devel"
 RUNTIME_DIST = "tbb"
@@ -54,6 +57,8 @@ def _files(dist: metadata.Distribution) -> list[Path]:
 
 
 def _find_headers() -> tuple[str, Path]:
+    from importlib import metadata  # here, not at import: it costs tens of milliseconds when plugins load
+
     try:
         dist = metadata.distribution(DEVEL_DIST)
     except metadata.PackageNotFoundError:
@@ -71,6 +76,8 @@ def _find_headers() -> tuple[str, Path]:
 
 
 def _find_library(include_dir: Path) -> Path:
+    from importlib import metadata
+
     candidates: list[Path] = []
     try:
         candidates += _files(metadata.distribution(RUNTIME_DIST))

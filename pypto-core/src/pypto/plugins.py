@@ -14,8 +14,6 @@ distribution names not to load (``all`` disables every third-party plugin).
 
 from __future__ import annotations
 
-import difflib
-import importlib.metadata
 import os
 import sys
 import threading
@@ -272,6 +270,8 @@ class Registry:
         entry = self.backends.get(executor)
         if entry is None:
             msg = f"executor '{executor}' is not an installed pypto backend. Installed: {self.describe_installed()}."
+            import difflib
+
             close = difflib.get_close_matches(executor, list(self.backends) + list(KNOWN_PACKAGES), n=1)
             if close and close[0] != executor:
                 msg += f" Did you mean '{close[0]}'?"
@@ -299,7 +299,14 @@ class PluginEntryPoint:
     distribution: str | None
 
     def load(self) -> Any:
-        return importlib.metadata.EntryPoint(self.name, self.value, ENTRY_POINT_GROUP).load()
+        # "module:attr" loaded directly: importlib.metadata (tens of ms to import) is needed only to scan
+        module, _, attr = self.value.split("[", 1)[0].partition(":")  # extras ("[...]") do not name objects
+        import importlib
+
+        obj: Any = importlib.import_module(module.strip())
+        for part in filter(None, attr.strip().split(".")):
+            obj = getattr(obj, part)
+        return obj
 
 
 _ENTRY_POINT_CACHE = "entry-points-v1.json"
@@ -347,6 +354,8 @@ def _entry_points(rescan: bool = False) -> list[PluginEntryPoint]:
                 ]
         except (OSError, ValueError, KeyError, TypeError):
             pass
+    import importlib.metadata
+
     found = [
         PluginEntryPoint(ep.name, ep.value, ep.dist.name if getattr(ep, "dist", None) is not None else None)
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)

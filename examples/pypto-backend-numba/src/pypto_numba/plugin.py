@@ -6,7 +6,6 @@ rendered, and Numba itself only when one is loaded (:meth:`NumbaBackend.load`).
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import os
 from typing import Any
@@ -41,6 +40,8 @@ def info() -> dict[str, Any]:
     """Details for ``pt.get_runtime_info()`` and ``pypto info``."""
     value = os.environ.get("PYPTO_NUM_THREADS") or os.environ.get("NUMBA_NUM_THREADS") or ""
     threads = int(value) if value.isdigit() else os.cpu_count()
+    import importlib.metadata  # imported here: it costs tens of milliseconds at plugin load
+
     try:
         compiler = f"numba {importlib.metadata.version('numba')}, llvmlite {importlib.metadata.version('llvmlite')}"
     except importlib.metadata.PackageNotFoundError:
