@@ -39,13 +39,16 @@ def test_softmax_code_is_fused_parallel_and_vectorised():
     assert "#pragma omp parallel for schedule(static)" in code
     # rows that fit in cache: max, sum (writing exp once), scale: three passes over a cached row;
     # long rows: block-wise online max/sum, then the write
-    short_rows = code.split("} else {", 1)[1]
-    assert short_rows.split("return pt_status")[0].count("#pragma omp simd") == 3
+    short_rows = code.split("if (N * 4 >= 524288)", 1)[1].split("\n    } else {\n", 1)[1]
+    threaded, serial = short_rows.split("return pt_status")[0].split("} else {", 1)
+    assert threaded.count("#pragma omp simd") == 3 and serial.count("#pragma omp simd") == 3
     assert "if (N * 4 >= 524288)" in code
     assert "reduction(max:" in code and "reduction(+:" in code
     assert "const float *restrict x" in code and "float *restrict y" in code
     assert "#pragma omp declare simd notinbranch\nfloat expf(float);" in code
-    assert "if(16 * M * N >= 524288)" in code  # no fork/join for tiny problems (cost-weighted points)
+    # no fork/join for tiny problems (cost-weighted points), and no OpenMP runtime call either
+    assert "if (16 * M * N >= 524288) {\n            #pragma omp parallel for" in code
+    assert " if(" not in code and "omp parallel" not in serial
     assert "malloc" not in code.split("fast-call")[0]  # no temporaries
 
 
