@@ -20,7 +20,7 @@ import numpy as np
 
 from pypto.errors import ArgumentError, DTypeError, ShapeError
 from pypto.ir.affine import Affine
-from pypto.ir.kernel import Check, DimEqual, IndexInBounds, KernelIR, Param, ScalarParam, TensorParam
+from pypto.ir.kernel import Check, DimEqual, IndexInBounds, KernelIR, Param, ParamViews, ScalarParam
 from pypto.ir.nodes import load_accesses
 
 
@@ -40,7 +40,7 @@ class DimSource:
 
 
 @dataclass(frozen=True)
-class CallContract:
+class CallContract(ParamViews):
     """The rules every call of one kernel must satisfy (see the module docstring)."""
 
     name: str
@@ -72,18 +72,6 @@ class CallContract:
             axis_names=tuple((a.index, a.name) for a in k.axes),
             alias_ok=alias_ok,
         )
-
-    @property
-    def tensor_params(self) -> tuple[TensorParam, ...]:
-        return tuple(p for p in self.params if isinstance(p, TensorParam))
-
-    @property
-    def scalar_params(self) -> tuple[ScalarParam, ...]:
-        return tuple(p for p in self.params if isinstance(p, ScalarParam))
-
-    @property
-    def outputs(self) -> tuple[TensorParam, ...]:
-        return tuple(p for p in self.tensor_params if p.role != "in")
 
     def axis_name(self, index: int) -> str:
         return dict(self.axis_names).get(index, f"axis{index}")

@@ -118,8 +118,26 @@ class Group:
     online: OnlineSoftmax | None = None  # set for softmax-style nests with an online variant
 
 
+class ParamViews:
+    """The parameters of a kernel by kind (for records with a ``params`` field)."""
+
+    params: tuple[Param, ...]
+
+    @property
+    def tensor_params(self) -> tuple[TensorParam, ...]:
+        return tuple(p for p in self.params if isinstance(p, TensorParam))
+
+    @property
+    def scalar_params(self) -> tuple[ScalarParam, ...]:
+        return tuple(p for p in self.params if isinstance(p, ScalarParam))
+
+    @property
+    def outputs(self) -> tuple[TensorParam, ...]:
+        return tuple(p for p in self.tensor_params if p.role != "in")
+
+
 @dataclass(frozen=True)
-class KernelIR:
+class KernelIR(ParamViews):
     """An immutable kernel: passes return new records with :meth:`replace`."""
 
     name: str
@@ -162,18 +180,6 @@ class KernelIR:
                 return a.name
         return f"axis{index}"
 
-    @property
-    def tensor_params(self) -> tuple[TensorParam, ...]:
-        return tuple(p for p in self.params if isinstance(p, TensorParam))
-
-    @property
-    def scalar_params(self) -> tuple[ScalarParam, ...]:
-        return tuple(p for p in self.params if isinstance(p, ScalarParam))
-
     def argument_names(self) -> tuple[str, ...]:
         """Call order of generated functions: tensors, then scalars (declaration order), then dims."""
         return tuple(p.name for p in self.tensor_params) + tuple(p.name for p in self.scalar_params) + self.dims
-
-    @property
-    def outputs(self) -> tuple[TensorParam, ...]:
-        return tuple(p for p in self.tensor_params if p.role in ("out", "inout"))
