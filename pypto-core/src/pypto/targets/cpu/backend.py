@@ -141,7 +141,7 @@ class NativeBackend(Backend):
             target="cpu-simd",
         )
 
-    # -- hooks --------------------------------------------------------------------------------------
+    # -- the backend's steps -----------------------------------------------------------------------
     def entry_module(self, program: Program) -> str:
         digest = sha256(program.ir_text.encode()).hexdigest()[:12]
         return f"_pypto_{self.name}_{program.name}_{digest}"
