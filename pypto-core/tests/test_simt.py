@@ -203,6 +203,42 @@ def test_split_kernels_records_the_device_kernels_as_data():
     assert r1.render_device(loops) == r2.render_device(softmax.program(backend="reference").loops)
 
 
+def test_plan_launch_records_how_each_device_kernel_runs():
+    from pypto.ir.device import StepLaunch
+    from pypto.ir.printer import format_loops
+    from pypto.targets.simt.launch import plan_launch
+
+    def launches(kernel):
+        return [st.launch for st in plan_launch(kernel.program(backend="reference").loops).device.steps]
+
+    assert launches(vector_add) == [StepLaunch(MAP, map_dims=1, vector_loops=((0, "i"),))]
+    assert launches(matmul) == [StepLaunch(MAP, map_dims=2, vector_loops=())]  # k walks b by columns
+    assert launches(column_sum) == [StepLaunch(MAP, map_dims=1)]  # a thread per column, summing down it
+    online, rows = launches(softmax)
+    assert rows.kind == GROUPS and rows.cached_rows == ("x", "y")
+    assert [v for _, v in rows.vector_loops] == ["col", "col", "col"]
+    assert [x.kind for x in launches(sum_exp)] == [GROUPS, SINGLE]
+    assert launches(transpose)[0].vector_loops == ()  # x is read across rows: no vector form
+    # the printer shows the choice; the renderer prints exactly it
+    text = format_loops(plan_launch(softmax.program(backend="reference").loops))
+    assert "[groups; rows kept in local memory: x, y; vector form: col (#0), col (#1), col (#2)]" in text
+    _, plan = render(softmax)
+    assert [k.kind for k in plan.kernels] == [online.kind, rows.kind] and plan.kernels[1].cached is not None
+
+    # a loop without a vector form stays scalar even where a loop of the same name has one
+    @pt.kernel
+    def counts(x: pt.Tensor[float, (M, N)], pos: pt.Tensor[int, (M,)], total: pt.Tensor[float, (M,)]):
+        r, c = pt.axis(0), pt.axis(1)
+        pos[r] = pt.reduce_sum(x[r, c] > 0, axis=c)
+        total[r] = pt.reduce_sum(x[r, c], axis=c)
+
+    (launch,) = launches(counts)
+    assert launch.kind == GROUPS and launch.vector_loops == ((1, "c"),)
+    source, _ = render(counts, lanes=8)
+    body = source.split("void counts_k0(")[1].split("\n}\n")[0]
+    assert body.count("vload8(") == 1
+
+
 def test_plan_survives_json():
     _, plan = render(sum_exp)
     assert LaunchPlan.from_json(json.loads(plan.to_json())) == plan

@@ -18,17 +18,52 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class StepLaunch:
+    """How one device kernel runs, chosen by the ``simt`` target's ``plan_launch`` pass.
+
+    ``kind`` is ``"map"`` (one thread per point of the ``map_dims`` outermost independent loops),
+    ``"groups"`` (one work-group per iteration of the step's parallel loop, its threads sharing the
+    inner loops) or ``"single"`` (one work-group runs the step; its loops shared by the threads
+    when ``shared``, run by every thread alike otherwise). ``cached_rows`` are the buffers a groups
+    kernel may keep in local memory (a backend that caches rows renders that variant too);
+    ``vector_loops`` the loops whose bodies have a form over vectors of contiguous points (used by
+    backends with vector lanes), as (place, variable): the place is the loop's number among the
+    kernel's shared loops in the order they are printed (0 for a map kernel's innermost loop).
+    """
+
+    kind: str
+    map_dims: int = 1
+    shared: bool = True
+    cached_rows: tuple[str, ...] = ()
+    vector_loops: tuple[tuple[int, str], ...] = ()
+
+    def describe(self) -> str:
+        text = {
+            "map": f"map over {self.map_dims} loop(s)",
+            "groups": "groups",
+            "single": "single group" + ("" if self.shared else ", every thread alike"),
+        }[self.kind]
+        if self.cached_rows:
+            text += "; rows kept in local memory: " + ", ".join(self.cached_rows)
+        if self.vector_loops:
+            text += "; vector form: " + ", ".join(f"{v} (#{n})" for n, v in self.vector_loops)
+        return text
+
+
+@dataclass(frozen=True)
 class DeviceStep:
     """One device kernel to be: a top-level parallel loop (``loop``), or a run of other statements.
 
     ``when`` lists host conditions, each with the truth value it must have, under which the kernel
     runs (a branch the host decides from the dims, such as softmax's online variant for long rows).
+    ``launch`` is how it runs (set by ``plan_launch``).
     """
 
     stmts: tuple[Stmt, ...]
     loop: Loop | None = None
     comments: tuple[str, ...] = ()
     when: tuple[tuple[Expr, bool], ...] = ()
+    launch: StepLaunch | None = None
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,11 @@
 
 Its pass ``split_kernels`` (:mod:`pypto.targets.simt.split`) records which top-level statements
 become which device kernel, under which host condition, and what lives between kernels (device
-buffers, scalars passed on in one-element buffers). The SIMT renderer
-(:mod:`pypto.targets.simt.render`) prints each kernel (``map``, ``groups`` or ``single``) and the
-host's launch plan, which backends receive as data.
+buffers, scalars passed on in one-element buffers); ``plan_launch``
+(:mod:`pypto.targets.simt.launch`) records how each kernel runs (``map``, ``groups`` or ``single``,
+rows kept in local memory, loops with a vector form). The SIMT renderer
+(:mod:`pypto.targets.simt.render`) prints those kernels and the host's launch plan, which backends
+receive as data.
 """
 
 from __future__ import annotations
@@ -18,11 +20,22 @@ def _split_kernels(k):  # imported on use: loading the target list stays cheap
     return split_kernels(k)
 
 
+def _plan_launch(k):
+    from pypto.targets.simt.launch import plan_launch
+
+    return plan_launch(k)
+
+
 _split_kernels.__name__ = "split_kernels"
 _split_kernels.__module__ = "pypto.targets.simt.split"
+_plan_launch.__name__ = "plan_launch"
+_plan_launch.__module__ = "pypto.targets.simt.launch"
 
 SIMT = Target(
     "simt",
-    (("split_kernels", _split_kernels),),  # device kernels in launch order, host conditions, slots
+    (
+        ("split_kernels", _split_kernels),  # device kernels in launch order, host conditions, slots
+        ("plan_launch", _plan_launch),  # map / groups / single, cached rows, vector loops
+    ),
     "device kernels over work-groups of threads (CUDA, OpenCL)",
 )

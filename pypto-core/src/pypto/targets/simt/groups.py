@@ -232,17 +232,24 @@ class GroupSharing:
         outer, self.st.strided = self.st.strided, s
         rows = self.unfilled_rows(s)
         self.st.last_width = 1
-        if self.lanes > 1 and not ana.holds_loops(s.body):
+        place, self.shared_count = self.shared_count, self.shared_count + 1
+        if self.lanes > 1 and not ana.holds_loops(s.body) and self.vector_ok is None:  # plan_launch tries
             mark, written = len(self.lines), {b: set(o) for b, o in self.st.written.items()}
             filled = set(self.st.filled)
             try:
                 self.shared_lanes(s, ind, rows)
+                self.vector_found[place] = s.var
                 self.st.strided = outer
                 self.st.last_width = self.lanes
                 return
             except Unsupported:
                 del self.lines[mark:]
                 self.st.written, self.st.filled = written, filled
+        elif self.lanes > 1 and self.vector_ok and place in self.vector_ok:
+            self.shared_lanes(s, ind, rows)
+            self.st.strided = outer
+            self.st.last_width = self.lanes
+            return
         start, stop = self.index_expr(s.start, 12), self.index_expr(s.stop, 10)
         self.emit(ind, f"for ({self.index_type} {s.var} = {start} + pt_lid; {s.var} < {stop}; {s.var} += pt_L) {{")
         self.fill_rows(rows, ind + 1)

@@ -2,7 +2,8 @@
 
 One loop-IR kernel becomes a sequence of device kernels plus a host-side
 :class:`~pypto.targets.simt.plan.LaunchPlan` (which kernels to launch, with how many threads, and
-which device buffers to allocate). The top-level statements are split into *steps*:
+which device buffers to allocate). The ``simt`` target's passes split the top-level statements into
+*steps* (``split_kernels``) and choose how each runs (``plan_launch``); this module prints them:
 
 * a top-level parallel loop whose nest is a perfect nest of independent loops (elementwise code,
   a matmul's output loops) becomes a ``map`` kernel: one thread per point of up to three loops
@@ -72,7 +73,6 @@ from pypto.targets.simt.plan import (
     host_names,
     py_expr,
 )
-from pypto.targets.simt.split import split_kernels
 
 PLAN_MARKER = "/* pypto launch plan: "
 MAX_MAP_DIMS = 3
@@ -153,6 +153,11 @@ class SimtRenderer(GroupSharing, CRenderer):
         self.slots: dict[str, DType] = {}  # device scalars living across kernels -> 1-element buffers
         self.declared_types: dict[str, DType] = {}
         self.dtypes_used: set[DType] = set()  # every type in the kernel (OpenCL enables fp64 on demand)
+        # shared loops (by place) printed over vectors of lanes, from the step's launch; None: try
+        # each and note the places that print (what plan_launch does)
+        self.vector_ok: set[int] | None = set()
+        self.vector_found: dict[int, str] = {}
+        self.shared_count = 0  # shared loops printed so far in the kernel
 
     # -- types and literals ------------------------------------------------------------------------
     def literal(self, value: object, dt: DType) -> str:
@@ -285,29 +290,16 @@ class SimtRenderer(GroupSharing, CRenderer):
         return source + "\n" + PLAN_MARKER + plan.to_json() + " */\n"
 
     def render_device(self, k: LoopKernel) -> tuple[str, LaunchPlan]:
-        """The device kernels' source and the host's launch plan for ``k``."""
-        self.helpers.clear()
-        self.kernels, self.launches = [], []
-        self.args = {a.name: a for a in k.args}
-        self.buffers = {a.name: (a.dtype, a.shape) for a in k.args if a.kind == "buffer"}
-        self.temps, self.slots, self.pure, self.declared_types = {}, {}, {}, {}
-        self.dtypes_used = ana.dtypes(k)
+        """The device kernels' source and the host's launch plan for ``k`` (split and planned by the
+        ``simt`` target's passes; a kernel that was not is run through them first)."""
+        from pypto.targets.simt.launch import planned
+
+        k = planned(k)
+        assert k.device is not None
+        lets = self.setup(k)
         inputs = [a.name for a in k.args if a.kind == "dim"] + [a.name for a in k.args if a.kind == "scalar"]
-        split = k.device if k.device is not None else split_kernels(k).device
-        assert split is not None
-        self.host = host_names(inputs)
-        for name, dt, shape in split.temps:
-            self.temps[name] = self.buffers[name] = (dt, shape)
-        self.pure = {let.name: let for let in split.pure}
-        lets = []
-        for name in split.host_lets:
-            lets.append((name, py_expr(self.pure[name].value, self.host)))
-            self.host[name] = host_names([name])[name]
-        self.slots = dict(split.slots)
-        self.declared_types = dict(split.declared)
-        steps = [self.step(st) for st in split.steps]
-        for i, step in enumerate(steps):
-            self.render_step(k, step, f"{k.name}_k{i}")
+        for i, st in enumerate(k.device.steps):
+            self.render_step(k, st, f"{k.name}_k{i}")
         buffers = [DeviceBuffer(n, dt.name, self.host_count(shape)) for n, (dt, shape) in self.temps.items()]
         buffers += [DeviceBuffer(f"_v_{n}", dt.name, "1") for n, dt in self.slots.items()]
         plan = LaunchPlan(tuple(self.launches), tuple(buffers), tuple(inputs), (), {"kernel": k.name})
@@ -321,6 +313,30 @@ class SimtRenderer(GroupSharing, CRenderer):
             *self.kernels,
         ]
         return "\n".join(out) + "\n", plan
+
+    def setup(self, k: LoopKernel) -> list[tuple[str, str]]:
+        """Start rendering ``k`` (already split): its buffers, device scalars and pure values; returns
+        the host lets (name, Python expression)."""
+        self.helpers.clear()
+        self.kernels, self.launches = [], []
+        self.args = {a.name: a for a in k.args}
+        self.buffers = {a.name: (a.dtype, a.shape) for a in k.args if a.kind == "buffer"}
+        self.temps, self.slots, self.pure, self.declared_types = {}, {}, {}, {}
+        self.dtypes_used = ana.dtypes(k)
+        inputs = [a.name for a in k.args if a.kind == "dim"] + [a.name for a in k.args if a.kind == "scalar"]
+        split = k.device
+        assert split is not None
+        self.host = host_names(inputs)
+        for name, dt, shape in split.temps:
+            self.temps[name] = self.buffers[name] = (dt, shape)
+        self.pure = {let.name: let for let in split.pure}
+        lets = []
+        for name in split.host_lets:
+            lets.append((name, py_expr(self.pure[name].value, self.host)))
+            self.host[name] = host_names([name])[name]
+        self.slots = dict(split.slots)
+        self.declared_types = dict(split.declared)
+        return lets
 
     def host_count(self, shape: tuple[Expr, ...]) -> str:
         count: Expr = Const(1, dtype=int64)
@@ -340,27 +356,26 @@ class SimtRenderer(GroupSharing, CRenderer):
         return _Step(list(st.stmts), st.loop, list(st.comments), when)
 
     # -- one device kernel ------------------------------------------------------------------------------
-    def render_step(self, k: LoopKernel, step: _Step, name: str) -> None:
-        loop = step.loop
-        if loop is not None:
-            chain = self.map_chain(loop)
-            if len(chain) > 1 or not ana.holds_loops(chain[-1].body) or not self.rows_in_memory(loop):
-                self.render_map(k, step, name, chain)
-                return
-            try:
-                self.render_groups(k, step, name)
-                return
-            except Unsupported:
-                self.render_map(k, step, name, [loop])
-                return
-        try:
-            self.render_single(k, step, name, shared=True)
-        except Unsupported:
-            self.render_single(k, step, name, shared=False)
+    def render_step(self, k: LoopKernel, st: DeviceStep, name: str) -> None:
+        """Print one step the way ``plan_launch`` chose (:class:`~pypto.ir.device.StepLaunch`)."""
+        launch = st.launch
+        assert launch is not None, "plan_launch has not run"
+        step = self.step(st)
+        self.vector_ok = {n for n, _ in launch.vector_loops} if self.lanes > 1 else set()
+        if launch.kind == MAP:
+            assert step.loop is not None
+            chain = self.map_chain(step.loop)[: launch.map_dims]
+            vector = self.lanes > 1 and not self.grid_stride and 0 in self.vector_ok
+            self.render_map(k, step, name, chain, self.lanes if vector else 1)
+        elif launch.kind == GROUPS:
+            self.render_groups(k, step, name, launch.cached_rows if self.cache_rows else ())
+        else:
+            self.render_single(k, step, name, launch.shared)
 
     def begin(self) -> list[str]:
         self.lines = []
         self.st = _KernelState()
+        self.shared_count = 0
         return self.lines
 
     def map_chain(self, loop: Loop) -> list[Loop]:
@@ -438,22 +453,14 @@ class SimtRenderer(GroupSharing, CRenderer):
                 self.st.buffers.add(slot)
         return loads, stores
 
-    def render_map(self, k: LoopKernel, step: _Step, name: str, chain: list[Loop]) -> None:
+    def render_map(self, k: LoopKernel, step: _Step, name: str, chain: list[Loop], width: int) -> None:
         """One thread per point of the chain's loops (dimension 0 = the innermost loop), or per
-        ``lanes`` consecutive points of the innermost loop when its body has a vector form."""
+        ``width`` consecutive points of the innermost loop (its body's vector form)."""
         dims = list(reversed(chain))
         extents = [Binary("sub", lp.stop, lp.start, dtype=int64) for lp in dims]
-        widths = [self.lanes, 1] if self.lanes > 1 and not self.grid_stride else [1]
-        for width in widths:
-            body = self.begin()
-            loads, _ = self.load_slots(step.stmts, 1, single=False)
-            try:
-                self.map_body(chain, extents, 1, width)
-            except Unsupported:
-                if width == widths[-1]:
-                    raise
-                continue
-            break
+        body = self.begin()
+        loads, _ = self.load_slots(step.stmts, 1, single=False)
+        self.map_body(chain, extents, 1, width)
         pre = self.preamble(step.stmts, 1, [e for lp in chain for e in (lp.start, lp.stop)])
         ext = tuple(py_expr(e, self.host) for e in extents)
         launch, text = self.finish_kernel(k, name, step, [*pre, *loads, *body], MAP, ext, None, False)
@@ -510,21 +517,18 @@ class SimtRenderer(GroupSharing, CRenderer):
         self.emit(ind + 1, "}")
         self.emit(ind, "}")
 
-    def render_groups(self, k: LoopKernel, step: _Step, name: str) -> None:
-        """One work-group per iteration of the step's parallel loop; the group shares its inner loops."""
+    def render_groups(self, k: LoopKernel, step: _Step, name: str, cached_rows: tuple[str, ...]) -> None:
+        """One work-group per iteration of the step's parallel loop; the group shares its inner loops.
+        With ``cached_rows``, a second variant keeps those rows in local memory (the host picks one)."""
         loop = step.loop
         assert loop is not None
         hint = self.host_hint(loop.body, {loop.var: loop.start})
         plain, text = self.groups_kernel(k, step, name, loop, hint, ())
-        rows = self.cacheable_rows(loop) if self.cache_rows else ()
+        rows = tuple((b, lp) for b, lp in self.cacheable_rows(loop) if b in cached_rows)
         if rows:
-            try:
-                cached, ctext = self.groups_kernel(k, step, name + "_rows", loop, hint, rows)
-            except Unsupported:
-                pass
-            else:
-                text += "\n" + ctext
-                plain = replace(plain, cached=cached)
+            cached, ctext = self.groups_kernel(k, step, name + "_rows", loop, hint, rows)
+            text += "\n" + ctext
+            plain = replace(plain, cached=cached)
         self.add((plain, text), step.when)
 
     def groups_kernel(self, k: LoopKernel, step: _Step, name: str, loop: Loop, hint: str | None,
@@ -676,6 +680,8 @@ SIMT_MODULES = (
     "pypto.targets.simt.groups",
     "pypto.targets.simt.lanes",
     "pypto.targets.simt.plan",
+    "pypto.targets.simt.split",
+    "pypto.targets.simt.launch",
 )
 
 
