@@ -20,7 +20,7 @@ import pypto as pt
 from pypto.testing import layernorm, softmax, sum_exp, vector_add
 
 HERE = Path(__file__).resolve().parent
-N_ = pt.dim("N")
+M_, N_ = pt.dims("M N")
 
 
 # -- the kernels, written once in pypto ------------------------------------------------------------
@@ -34,7 +34,20 @@ def gelu(x: pt.Tensor[float, (N_,)], y: pt.Tensor[float, (N_,)]):
     y[i] = 0.5 * v * (1.0 + pt.tanh(0.7978845608 * (v + 0.044715 * v * v * v)))
 
 
-PYPTO_KERNELS = {"vector_add": vector_add, "softmax": softmax, "sum_exp": sum_exp, "layernorm": layernorm, "gelu": gelu}
+@pt.kernel
+def column_sum(x: pt.Tensor[float, (M_, N_)], y: pt.Tensor[float, (N_,)]):
+    i, j = pt.axis(0), pt.axis(1)
+    y[j] = pt.reduce_sum(x[i, j], axis=i)
+
+
+PYPTO_KERNELS = {
+    "vector_add": vector_add,
+    "softmax": softmax,
+    "sum_exp": sum_exp,
+    "layernorm": layernorm,
+    "gelu": gelu,
+    "column_sum": column_sum,
+}
 
 
 # -- hand-written C ---------------------------------------------------------------------------------
@@ -185,7 +198,15 @@ def _numba_kernels(nb):
                 * (np.float32(1.0) + np.tanh(np.float32(0.7978845608) * (v + np.float32(0.044715) * v * v * v)))
             )
 
-    return vadd, softmax_nb, sum_exp_nb, layernorm_nb, gelu_nb
+    @njit(parallel=True, fastmath=True)
+    def column_sum_nb(x, y):  # as a Numba user writes it: a thread per column, summing down it
+        for j in prange(x.shape[1]):
+            s = np.float32(0.0)
+            for i in range(x.shape[0]):
+                s += x[i, j]
+            y[j] = s
+
+    return vadd, softmax_nb, sum_exp_nb, layernorm_nb, gelu_nb, column_sum_nb
 
 
 def build_cases(comp: Competitors, names: list[str] | None = None) -> list[Case]:
@@ -396,6 +417,26 @@ def build_cases(comp: Competitors, names: list[str] | None = None) -> list[Case]
 
     if want("gelu_16M"):
         _gelu_case()
+
+    def _column_sum_case() -> None:  # a function of its own: its lambdas must not see the other cases' arrays
+        m = 4096
+        x = rng.random((m, m), dtype=np.float32)
+        y = pt.empty(m)
+        case = Case("column_sum_4096", "sum down the columns, 4096x4096 float32", 4 * m * m,
+                    lambda: x.astype(np.float64).sum(0), lambda: y, tolerance={"rtol": 1e-5, "atol": 0})  # fmt: skip
+        pypto_impls(case, "column_sum", (x, y))
+        case.impls["numpy"] = lambda: np.sum(x, axis=0, out=y)
+        if nb:
+            case.impls["numba"] = lambda: nb[5](x, y)
+        if torch:
+            tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+            case.impls["torch"] = lambda: torch.sum(tx, 0, out=ty)
+            f = comp.compiled(lambda t: t.sum(0))
+            case.impls["torch.compile"] = lambda: ty.copy_(f(tx))
+        cases.append(case)
+
+    if want("column_sum_4096"):
+        _column_sum_case()
 
     if comp.missing:
         for c in cases:

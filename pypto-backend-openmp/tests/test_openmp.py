@@ -19,14 +19,18 @@ from pypto.testing import (
     THREADED_SUM_SCRIPT,
     M,
     N,
+    assert_column_reductions_match_numpy,
     assert_nan_poisons_only_its_row,
     assert_softmax_matches_numpy,
+    assert_transposes_match_numpy,
+    column_stats,
     counting_compiler,
     np_softmax,
     np_sum_exp,
     run_python,
     softmax,
     sum_exp,
+    transpose_add,
     unavailable_script,
     vector_add,
 )
@@ -56,6 +60,30 @@ def test_sum_exp_is_split_in_fixed_blocks():
     code = sum_exp.get_code()
     assert "_partial" in code and "16384" in code
     assert code.count("#pragma omp parallel for") == 1
+
+
+def test_column_reductions_walk_rows_in_blocks():
+    code = column_stats.get_code()
+    assert "reduced in parallel into partial rows" in code
+    # the rows are read along their length, the partial rows combined in block order
+    assert "for (int64_t i = _rlo; i < _rhi; i++) {" in code and "x[i * N + j]" in code
+    assert "_rowpart_sum_1[_r * N + j]" in code
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (1, 1), (7, 3), (300, 1031), (4100, 70), (3, 20_000)])
+def test_column_reductions_match_numpy(shape):
+    assert_column_reductions_match_numpy(shape, rtol=2e-5, atol=1e-6)
+
+
+def test_transposes_walk_tiles():
+    code = transpose_add.get_code()
+    assert "tiles of 32 x 32 points over c and r" in code
+    assert "for (int64_t r = _blo; r < _bhi; r++) {" in code
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (31, 33), (64, 1000), (1031, 129)])
+def test_transposes_match_numpy(shape):
+    assert_transposes_match_numpy(shape)
 
 
 def test_static_shapes_are_constants():

@@ -14,8 +14,10 @@ from pypto.testing import (
     THREADED_SUM_SCRIPT,
     M,
     N,
+    assert_column_reductions_match_numpy,
     assert_nan_poisons_only_its_row,
     assert_softmax_matches_numpy,
+    assert_transposes_match_numpy,
     np_sum_exp,
     vector_add,
 )
@@ -42,6 +44,16 @@ def cube_reductions(
 @pytest.mark.parametrize("shape", [(1, 1), (3, 7), (64, 1031), (300, 130), (1000, 600), (3, 140_001)])
 def test_softmax_matches_numpy(shape):
     assert_softmax_matches_numpy(shape, rtol=2e-6, atol=1e-7, reference_dtype=np.float64)
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (1, 1), (7, 3), (300, 1031), (4100, 70), (3, 20_000)])
+def test_column_reductions_match_numpy(shape):
+    assert_column_reductions_match_numpy(shape, rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (31, 33), (1031, 129)])
+def test_transposes_match_numpy(shape):
+    assert_transposes_match_numpy(shape)
 
 
 @pytest.mark.parametrize("n", [0, 1, 255, 100_003, 5_000_001])

@@ -185,3 +185,28 @@ def test_import_is_fast_and_lazy():
     # `import pypto` may add at most 0.05 s to NumPy's import (it loads its public names on first use);
     # NumPy's own import time depends on the machine's load and is not pypto's to check
     assert total_s - numpy_s < 0.05, f"pypto adds {total_s - numpy_s:.3f} s to NumPy's import"
+
+
+def test_block_columns_walks_rows_for_cpu_targets_only():
+    from pypto.ir.loops import Loop, walk
+    from pypto.targets.cpu.columns import block_columns
+    from pypto.testing import column_softmax, column_stats
+
+    loops = column_stats.program(backend="reference").loops
+    # lowered for every target: a parallel loop over columns, each reduction walking down a column
+    (top,) = [s for s in loops.body.body if isinstance(s, Loop)]
+    assert top.var == "j" and top.kind == "parallel"
+    out = block_columns(loops)
+    text = column_stats.ir("block_columns", backend="openmp")
+    assert "i in blocks of _rowblk rows reduced in parallel into partial rows of j" in text
+    # one walk along each row block folds all three reductions; then the partial rows are combined
+    (fold,) = [s for s in walk(out.body) if isinstance(s, Loop) and s.var == "i"]
+    assert fold.body.var == "j" and fold.body.kind == "vector" and len(fold.body.body.body) == 4
+    # several phases down each column (the column max feeds the sums): blocks of columns instead
+    assert "rows walked along each block" in column_softmax.ir("block_columns", backend="openmp")
+    # row reductions and device targets are left alone
+    from pypto.passes import pipeline
+    from pypto.targets import get_target
+
+    assert "block_columns" not in [name for name, _ in pipeline(get_target("simt"))]
+    assert block_columns(softmax.program(backend="reference").loops) == softmax.program(backend="reference").loops

@@ -1,4 +1,5 @@
-"""Fused kernels as users write them: softmax, log-softmax, layernorm, rmsnorm, gelu (tanh form).
+"""Fused kernels as users write them: softmax (along rows and down columns), column statistics, log-softmax,
+layernorm, rmsnorm, gelu (tanh form).
 
 Kernel annotations are evaluated when the factory runs: no ``from __future__ import annotations``.
 """
@@ -44,6 +45,68 @@ def softmax(dt):
         y[row, col] = exp_val / sum_val
 
     return softmax
+
+
+def _column_softmax_ref(x):
+    v = _f64(x)
+    e = np.exp(v - v.max(axis=0, keepdims=True, initial=-np.inf))
+    return {"y": e / e.sum(axis=0, keepdims=True)}
+
+
+@case(
+    dtypes=FLOATS,
+    sizes=SIZES_2D,
+    values={"x": normal(4.0)},
+    functions=("exp",),
+    tolerances=ROW_REDUCTION,
+    reference=_column_softmax_ref,
+)
+def column_softmax(dt):
+    """Softmax down the columns (``dim=0``): every reduction and the store walk a column."""
+
+    def column_softmax(x: pt.Tensor[dt, (M, N)], y: pt.Tensor[dt, (M, N)]):
+        row, col = pt.axis(0), pt.axis(1)
+        max_val = pt.reduce_max(x[row, col], axis=row)
+        exp_val = pt.exp(x[row, col] - max_val)
+        y[row, col] = exp_val / pt.reduce_sum(exp_val, axis=row)
+
+    return column_softmax
+
+
+def _column_stats_ref(x, dy):
+    v = _f64(x)
+    mean = v.mean(axis=0) if v.shape[0] else np.full(v.shape[1], np.nan)
+    with np.errstate(all="ignore"):
+        var = ((v - mean) ** 2).mean(axis=0) if v.shape[0] else np.full(v.shape[1], np.nan)
+    return {"mean": mean, "std": np.sqrt(var + EPS), "db": _f64(dy).sum(axis=0)}
+
+
+@case(
+    dtypes=FLOATS,
+    sizes=SIZES_2D,
+    values={"x": normal(2.0), "dy": span(-0.5, 1.5)},
+    functions=("sqrt",),
+    tolerances=ROW_REDUCTION,
+    reference=_column_stats_ref,
+)
+def column_stats(dt):
+    """Per-column mean, standard deviation (two passes down each column) and a bias gradient
+    ``db[j] = sum_i dy[i, j]``, as in batch norm and a linear layer's backward."""
+
+    def column_stats(
+        x: pt.Tensor[dt, (M, N)],
+        dy: pt.Tensor[dt, (M, N)],
+        mean: pt.Tensor[dt, (N,)],
+        std: pt.Tensor[dt, (N,)],
+        db: pt.Tensor[dt, (N,)],
+    ):
+        i, j = pt.axis(0), pt.axis(1)
+        mu = pt.reduce_mean(x[i, j], axis=i)
+        mean[j] = mu
+        std[j] = pt.sqrt(pt.reduce_mean((x[i, j] - mu) * (x[i, j] - mu), axis=i) + EPS)
+        db[j] = pt.reduce_sum(dy[i, j], axis=i)
+
+    return column_stats
 
 
 def _log_softmax_ref(x):

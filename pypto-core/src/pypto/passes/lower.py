@@ -393,7 +393,8 @@ class _Lowerer:
             return stmts
         # estimated cost of the nest, for the backend's "is it worth starting threads" decision
         work: Expr = _i64(sum(point_cost(s.value) for s in g.stores))
-        for a in g.loops:
+        reduced = {a for s in g.stores for r in top_reduces(s.value) for a in r.axes}
+        for a in (*g.loops, *sorted(reduced - set(g.loops))):  # a column sum walks its columns' rows too
             work = mul(work, self.extent(a))
         pairs = dict(g.online.pairs) if g.online is not None else {}
         online: list[Stmt] = []

@@ -36,19 +36,28 @@ object with its own compiled state.
 
 from __future__ import annotations
 
-from pypto.testing.checks import assert_nan_poisons_only_its_row, assert_softmax_matches_numpy
+from pypto.testing.checks import (
+    assert_column_reductions_match_numpy,
+    assert_nan_poisons_only_its_row,
+    assert_softmax_matches_numpy,
+    assert_transposes_match_numpy,
+)
 from pypto.testing.compilers import CountingCompiler, counting_compiler
 from pypto.testing.kernels import (
     K,
     M,
     N,
+    column_softmax,
+    column_stats,
     layernorm,
     matmul,
+    np_column_stats,
     np_layernorm,
     np_softmax,
     np_sum_exp,
     softmax,
     sum_exp,
+    transpose_add,
     vector_add,
 )
 from pypto.testing.process import CUBE_SCRIPT, THREADED_SUM_SCRIPT, run_python, unavailable_script
@@ -56,21 +65,27 @@ from pypto.testing.process import CUBE_SCRIPT, THREADED_SUM_SCRIPT, run_python, 
 __all__ = [
     "CUBE_SCRIPT",
     "THREADED_SUM_SCRIPT",
+    "assert_column_reductions_match_numpy",
     "assert_nan_poisons_only_its_row",
     "assert_softmax_matches_numpy",
+    "assert_transposes_match_numpy",
     "CountingCompiler",
     "K",
     "M",
     "N",
     "counting_compiler",
+    "column_softmax",
+    "column_stats",
     "layernorm",
     "matmul",
+    "np_column_stats",
     "np_layernorm",
     "np_softmax",
     "np_sum_exp",
     "run_python",
     "softmax",
     "sum_exp",
+    "transpose_add",
     "unavailable_script",
     "vector_add",
 ]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 import pypto as pt
-from pypto.testing.kernels import np_softmax, softmax
+from pypto.testing.kernels import column_softmax, column_stats, np_column_stats, np_softmax, softmax, transpose_add
 
 
 def assert_softmax_matches_numpy(
@@ -37,3 +37,32 @@ def assert_nan_poisons_only_its_row(kernel: Callable = softmax, seed: int = 1) -
     kernel(x, y)
     if not np.isnan(y[2]).all() or np.isnan(y[[0, 1, 3]]).any():
         raise AssertionError(f"a NaN at x[2, 57] must give exactly row 2 NaN; NaN per row: {np.isnan(y).sum(1)}")
+
+
+def assert_column_reductions_match_numpy(shape: tuple[int, int], *, rtol: float, atol: float, seed: int = 0) -> None:
+    """Reductions down the columns of a float32 ``shape`` input (``default_rng(seed)``; one NaN when the
+    input has at least 3 x 5 elements) against NumPy in float64: :data:`column_stats` (sum, max, root mean
+    square) and :data:`column_softmax` (compared with the softmax of the transpose)."""
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    if shape[0] >= 3 and shape[1] >= 5:
+        x[2, 4] = np.nan
+    outs = [np.zeros(shape[1], np.float32) for _ in range(3)]
+    column_stats(x, *outs)
+    for name, got, want in zip(("total", "top", "rms"), outs, np_column_stats(x.astype(np.float64))):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=f"column_stats: {name}")
+    y = np.empty_like(x)
+    column_softmax(x, y)
+    if shape[0] and shape[1]:
+        np.testing.assert_allclose(y, np_softmax(x.astype(np.float64).T).T, rtol=rtol, atol=atol,
+                                   err_msg="column_softmax")  # fmt: skip
+
+
+def assert_transposes_match_numpy(shape: tuple[int, int], seed: int = 0) -> None:
+    """:data:`transpose_add` on float32 inputs of ``shape`` (``x``) and its transpose's shape (``w``) gives
+    exactly ``x.T + w`` (one addition per element: no rounding to differ)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(shape[::-1]).astype(np.float32)
+    y = np.empty_like(w)
+    transpose_add(x, w, y)
+    np.testing.assert_array_equal(y, x.T + w)

@@ -53,6 +53,36 @@ def matmul(a: pt.Tensor[float, (M, K)], b: pt.Tensor[float, (K, N)], c: pt.Tenso
     c[i, j] = pt.reduce_sum(a[i, k] * b[k, j], axis=k)
 
 
+@pt.kernel
+def column_stats(x: pt.Tensor[float, (M, N)], total: pt.Tensor[float, (N,)], top: pt.Tensor[float, (N,)],
+                 rms: pt.Tensor[float, (N,)]):  # fmt: skip
+    """Reductions down the columns: a sum, a max (NaN propagates) and a root mean square."""
+    i, j = pt.axis(0), pt.axis(1)
+    total[j] = pt.reduce_sum(x[i, j], axis=i)
+    top[j] = pt.reduce_max(x[i, j], axis=i)
+    rms[j] = pt.sqrt(pt.reduce_mean(x[i, j] * x[i, j], axis=i))
+
+
+@pt.kernel
+def column_softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
+    """Softmax down the columns: every reduction and the store walk a column."""
+    row, col = pt.axis(0), pt.axis(1)
+    e = pt.exp(x[row, col] - pt.reduce_max(x[row, col], axis=row))
+    y[row, col] = e / pt.reduce_sum(e, axis=row)
+
+
+@pt.kernel
+def transpose_add(x: pt.Tensor[float, (M, N)], w: pt.Tensor[float, (N, M)], y: pt.Tensor[float, (N, M)]):
+    """``y = x.T + w``: contiguous writes, reads of ``x`` a row apart at every step."""
+    r, c = pt.axis(0), pt.axis(1)
+    y[c, r] = x[r, c] + w[c, r]
+
+
+def np_column_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    with np.errstate(all="ignore"):
+        return x.sum(0), x.max(0, initial=-np.inf), np.sqrt((x * x).sum(0) / x.shape[0])
+
+
 def np_softmax(x: np.ndarray) -> np.ndarray:
     """What :data:`softmax` computes, in NumPy (in ``x``'s dtype; an all ``-inf`` row gives NaN)."""
     e = np.exp(x - x.max(axis=1, keepdims=True))

@@ -1,7 +1,12 @@
 """The ``cpu-simd`` target (OpenMP, TBB): threads over outer loops, SIMD inner loops.
 
-Its passes annotate the loop IR:
+Its passes rewrite and annotate the loop IR:
 
+* ``block_columns`` (:mod:`pypto.targets.cpu.columns`): a parallel loop over columns whose inner
+  loops walk down the columns (a column sum) becomes a loop over blocks of columns whose inner loops
+  walk along rows, keeping per-column partial results in arrays.
+* ``tile_transposes`` (:mod:`pypto.targets.cpu.tiles`): a nest writing contiguously while reading an
+  input a row apart at every step (a transpose) is walked in square tiles that stay in L1.
 * ``parallel_threshold``: a parallel loop starts threads only when its nest's estimated cost
   (``Loop.work``: points times a per-point cost) reaches :data:`PARALLEL_MIN_WORK`; below it,
   fork/join (OpenMP) or waking workers (TBB) costs more than it saves.
@@ -19,6 +24,8 @@ from pypto.dtypes import bool_, int64
 from pypto.ir.loops import Alloc, Block, If, Loop, LoopKernel, Read, Stmt, Streaming, Var, Write, stmt_exprs, walk
 from pypto.ir.nodes import Binary, Const, postorder
 from pypto.targets import Target
+from pypto.targets.cpu.columns import block_columns
+from pypto.targets.cpu.tiles import tile_transposes
 
 # Measured on the benchmark machine (2 threads): an OpenMP fork/join costs ~1.1 us, which a nest of
 # this cost repays; the TBB backend uses the same threshold, so both thread the same loops.
@@ -93,6 +100,8 @@ def stream_outputs(k: LoopKernel, min_bytes: int = STREAM_MIN_BYTES, block: int 
 CPU_SIMD = Target(
     "cpu-simd",
     (
+        ("block_columns", block_columns),            # column loops walk rows: contiguous reads
+        ("tile_transposes", tile_transposes),        # strided reads in tiles that stay in L1
         ("parallel_threshold", parallel_threshold),  # fork threads only for nests worth it
         ("stream_outputs", stream_outputs),          # non-temporal stores for large 1-D outputs
     ),

@@ -1,0 +1,93 @@
+"""What the ``cpu-simd`` loop rewrites share: integer expressions, fresh names, the loops they rewrite."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from pypto.dtypes import int64
+from pypto.ir.loops import Alloc, Block, If, Loop, LoopKernel, Read, Stmt, Var, stmt_exprs, walk
+from pypto.ir.nodes import Binary, Const, Expr, postorder
+
+PARALLEL = ("parallel", "parallel_vector")
+
+
+def i64(v: int) -> Const:
+    return Const(v, dtype=int64)
+
+
+def ibin(op: str, a: Expr, b: Expr) -> Expr:
+    """An int64 ``Binary``."""
+    return Binary(op, a, b, dtype=int64)
+
+
+def extent(lp: Loop) -> Expr:
+    """The loop's trip count."""
+    return lp.stop if isinstance(lp.start, Const) and lp.start.value == 0 else ibin("sub", lp.stop, lp.start)
+
+
+def ceil_div(a: Expr, b: Expr) -> Expr:
+    return ibin("floordiv", ibin("add", a, ibin("sub", b, i64(1))), b)
+
+
+def flat(s: Stmt) -> list[Stmt]:
+    """The statements of ``s`` with nested blocks spliced in."""
+    return [x for b in s.body for x in flat(b)] if isinstance(s, Block) else [s]
+
+
+def var_names(e: Expr) -> set[str]:
+    return {n.name for n in postorder(e) if isinstance(n, Var)}
+
+
+def reads_a_row_apart(loop: Loop, along: str) -> bool:
+    """Whether ``loop``'s body reads a buffer at ``[..., loop var, ..., along + c]``: contiguous in
+    ``along``, a row apart from one step of ``loop`` to the next."""
+    for st in walk(loop.body):
+        for e in stmt_exprs(st):
+            for n in postorder(e):
+                if isinstance(n, Read) and len(n.index) >= 2:
+                    last = var_names(n.index[-1])
+                    if along in last and loop.var not in last and any(loop.var in var_names(ix) for ix in n.index[:-1]):
+                        return True
+    return False
+
+
+class Names:
+    """Fresh names for a kernel: none that its arguments, statements or expressions use."""
+
+    def __init__(self, k: LoopKernel):
+        self.taken = {a.name for a in k.args}
+        for st in walk(k.body):
+            for attr in ("name", "var", "buffer"):
+                v = getattr(st, attr, None)
+                if isinstance(v, str):
+                    self.taken.add(v)
+            for e in stmt_exprs(st):
+                self.taken |= var_names(e)
+
+    def fresh(self, base: str) -> str:
+        name, n = base, 1
+        while name in self.taken:
+            n += 1
+            name = f"{base}{n}"
+        self.taken.add(name)
+        return name
+
+
+def rewrite_parallel_loops(k: LoopKernel, fn: Callable[[Loop, Names], Stmt | None]) -> LoopKernel:
+    """``k`` with each parallel loop outside other loops replaced by ``fn(loop, names)`` (kept when it
+    returns None)."""
+    names = Names(k)
+
+    def visit(s: Stmt) -> Stmt:
+        if isinstance(s, Block):
+            return Block(tuple(visit(b) for b in s.body))
+        if isinstance(s, Alloc):
+            return replace(s, body=visit(s.body))
+        if isinstance(s, If):
+            return replace(s, then=visit(s.then), orelse=None if s.orelse is None else visit(s.orelse))
+        if isinstance(s, Loop) and s.kind in PARALLEL and not s.reductions:
+            return fn(s, names) or s
+        return s
+
+    return replace(k, body=visit(k.body))
