@@ -20,6 +20,7 @@ from pypto.testing import (
     M,
     N,
     assert_column_reductions_match_numpy,
+    assert_contractions_match_numpy,
     assert_nan_poisons_only_its_row,
     assert_softmax_matches_numpy,
     assert_transposes_match_numpy,
@@ -73,6 +74,22 @@ def test_column_reductions_walk_rows_in_blocks():
 @pytest.mark.parametrize("shape", [(0, 5), (1, 1), (7, 3), (300, 1031), (4100, 70), (3, 20_000)])
 def test_column_reductions_match_numpy(shape):
     assert_column_reductions_match_numpy(shape, rtol=2e-5, atol=1e-6)
+
+
+def test_contractions_run_in_register_tiles_with_the_epilogue_fused():
+    from pypto.testing import dense_relu
+
+    code = dense_relu.get_code()
+    assert "contraction over k in register tiles of 8 x 32 (i x j)" in code
+    assert "float _acc[256];" in code  # the register tile, on the stack
+    stores = [line for line in code.splitlines() if line.strip().startswith("y[")]
+    # y is written only from the register tile, through the fused epilogue (bias, then the maximum)
+    assert stores and all("_acc" in line and "bias[" in line for line in stores)
+
+
+@pytest.mark.parametrize("mkn", [(1, 1, 1), (8, 1, 32), (9, 3, 33), (64, 200, 100), (130, 64, 257)])
+def test_contractions_match_numpy(mkn):
+    assert_contractions_match_numpy(*mkn, rtol=1e-5, atol=1e-5)
 
 
 def test_transposes_walk_tiles():

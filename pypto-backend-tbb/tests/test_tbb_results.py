@@ -15,6 +15,7 @@ from pypto.testing import (
     M,
     N,
     assert_column_reductions_match_numpy,
+    assert_contractions_match_numpy,
     assert_nan_poisons_only_its_row,
     assert_softmax_matches_numpy,
     assert_transposes_match_numpy,
@@ -49,6 +50,11 @@ def test_softmax_matches_numpy(shape):
 @pytest.mark.parametrize("shape", [(0, 5), (1, 1), (7, 3), (300, 1031), (4100, 70), (3, 20_000)])
 def test_column_reductions_match_numpy(shape):
     assert_column_reductions_match_numpy(shape, rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mkn", [(1, 1, 1), (9, 3, 33), (130, 64, 257)])
+def test_contractions_match_numpy(mkn):
+    assert_contractions_match_numpy(*mkn, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("shape", [(0, 3), (1, 1), (31, 33), (1031, 129)])

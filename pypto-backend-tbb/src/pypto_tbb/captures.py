@@ -9,7 +9,7 @@ parameters makes them plain local values again, and lets buffer pointers keep ``
 from __future__ import annotations
 
 from pypto.dtypes import DType
-from pypto.ir.loops import Declare, Let, Loop, Read, Var, Write, stmt_exprs, walk
+from pypto.ir.loops import Alloc, Declare, Let, Loop, Read, Var, Write, stmt_exprs, walk
 from pypto.ir.nodes import Expr, postorder
 
 
@@ -20,6 +20,7 @@ def free_values(s: Loop, shapes: dict[str, tuple[Expr, ...]]) -> tuple[list[str]
     """
     defined: set[str] = set()
     buffers: set[str] = set()
+    inner: set[str] = set()  # buffers allocated inside the body (register tiles, packed panels)
     used: dict[str, DType] = {}
     exprs: list[Expr] = []
     for st in walk(s.body):
@@ -27,6 +28,8 @@ def free_values(s: Loop, shapes: dict[str, tuple[Expr, ...]]) -> tuple[list[str]
             defined.add(st.var)
         elif isinstance(st, (Let, Declare)):
             defined.add(st.name)
+        elif isinstance(st, Alloc):
+            inner.add(st.buffer)
         elif isinstance(st, Write):
             buffers.add(st.buffer)
         exprs.extend(stmt_exprs(st))
@@ -35,6 +38,7 @@ def free_values(s: Loop, shapes: dict[str, tuple[Expr, ...]]) -> tuple[list[str]
         for n in postorder(e):
             if isinstance(n, Read):
                 buffers.add(n.buffer)
+    buffers -= inner
     for b in buffers:
         exprs.extend(shapes.get(b, ())[1:])
     for e in exprs:

@@ -122,12 +122,16 @@ class Write(Stmt):
 
 @_node
 class Alloc(Stmt):
-    """A temporary buffer of ``shape`` that lives while ``body`` runs (heap memory in C)."""
+    """A temporary buffer of ``shape`` that lives while ``body`` runs (heap memory in C).
+
+    A ``local`` buffer has a small constant shape and lives on the stack (a register tile), where a
+    compiler may keep it in registers."""
 
     buffer: str
     dtype: DType
     shape: tuple[Expr, ...]
     body: Stmt
+    local: bool = False
 
 
 @_node

@@ -208,7 +208,8 @@ def _format_stmt(s: Stmt, ind: str, out: list[str]) -> None:
     elif isinstance(s, Write):
         out.append(f"{ind}{s.buffer}[{', '.join(format_expr(i) for i in s.index)}] = {format_expr(s.value)}")
     elif isinstance(s, Alloc):
-        out.append(f"{ind}alloc {s.buffer}: {s.dtype}[{', '.join(format_expr(d) for d in s.shape)}]:")
+        local = "local " if s.local else ""
+        out.append(f"{ind}{local}alloc {s.buffer}: {s.dtype}[{', '.join(format_expr(d) for d in s.shape)}]:")
         _format_stmt(s.body, ind + "  ", out)
     elif isinstance(s, If):
         out.append(f"{ind}if {format_expr(s.cond)}:")

@@ -296,6 +296,12 @@ class CRenderer:
         t = self.buffer_ctype(s.dtype)
         count = " * ".join(self.expr(d, 13) for d in s.shape) or "1"
         self.buffers[s.buffer] = (s.dtype, s.shape)
+        if s.local:  # a small constant shape: on the stack, where the compiler may keep it in registers
+            self.emit(ind, "{")
+            self.emit(ind + 1, f"{t} {s.buffer}[{count}];")
+            self.stmt(s.body, ind + 1)
+            self.emit(ind, "}")
+            return
         self.emit(ind, f"{t} *{s.buffer} = ({t} *)malloc(sizeof({t}) * (size_t)({count} > 0 ? {count} : 1));")
         self.emit(ind, f"if ({s.buffer} == NULL) {{ pt_status = 1; }} else {{")
         self.stmt(s.body, ind + 1)

@@ -7,7 +7,17 @@ from collections.abc import Callable
 import numpy as np
 
 import pypto as pt
-from pypto.testing.kernels import column_softmax, column_stats, np_column_stats, np_softmax, softmax, transpose_add
+from pypto.testing.kernels import (
+    batched_matmul,
+    column_softmax,
+    column_stats,
+    dense_relu,
+    matmul,
+    np_column_stats,
+    np_softmax,
+    softmax,
+    transpose_add,
+)
 
 
 def assert_softmax_matches_numpy(
@@ -66,3 +76,24 @@ def assert_transposes_match_numpy(shape: tuple[int, int], seed: int = 0) -> None
     y = np.empty_like(w)
     transpose_add(x, w, y)
     np.testing.assert_array_equal(y, x.T + w)
+
+
+def assert_contractions_match_numpy(m: int, k: int, n: int, *, rtol: float, atol: float, seed: int = 0) -> None:
+    """:data:`matmul`, :data:`dense_relu` and :data:`batched_matmul` (3 batches) on float32 inputs of sizes
+    ``m x k`` times ``k x n`` (``default_rng(seed)``, values in [-1, 1)) against NumPy in float64."""
+    rng = np.random.default_rng(seed)
+
+    def rand(*shape: int) -> np.ndarray:
+        return (rng.random(shape) * 2 - 1).astype(np.float32)
+
+    a, b, w, bias = rand(m, k), rand(k, n), rand(n, k), rand(n)
+    c = np.empty((m, n), np.float32)
+    matmul(a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=rtol, atol=atol, err_msg="matmul")
+    dense_relu(a, w, bias, c)
+    want = np.maximum(a.astype(np.float64) @ w.T + bias, 0.0)
+    np.testing.assert_allclose(c, want, rtol=rtol, atol=atol, err_msg="dense_relu")
+    ab, bb = rand(3, m, k), rand(3, k, n)
+    cb = np.empty((3, m, n), np.float32)
+    batched_matmul(ab, bb, cb)
+    np.testing.assert_allclose(cb, ab.astype(np.float64) @ bb, rtol=rtol, atol=atol, err_msg="batched_matmul")

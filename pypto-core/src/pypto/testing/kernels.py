@@ -78,6 +78,24 @@ def transpose_add(x: pt.Tensor[float, (M, N)], w: pt.Tensor[float, (N, M)], y: p
     y[c, r] = x[r, c] + w[c, r]
 
 
+@pt.kernel
+def dense_relu(x: pt.Tensor[float, (M, K)], w: pt.Tensor[float, (N, K)], bias: pt.Tensor[float, (N,)],
+               y: pt.Tensor[float, (M, N)]):  # fmt: skip
+    """A dense layer with its epilogue: ``y = relu(x @ w.T + bias)`` (the weight stored transposed)."""
+    i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
+    y[i, j] = pt.maximum(pt.reduce_sum(x[i, k] * w[j, k], axis=k) + bias[j], 0.0)
+
+
+B = pt.dim("B")
+
+
+@pt.kernel
+def batched_matmul(a: pt.Tensor[float, (B, M, K)], b: pt.Tensor[float, (B, K, N)], c: pt.Tensor[float, (B, M, N)]):
+    """``c[q] = a[q] @ b[q]`` for every batch index ``q``."""
+    q, i, j, k = pt.axis(0), pt.axis(1), pt.axis(2), pt.axis(3)
+    c[q, i, j] = pt.reduce_sum(a[q, i, k] * b[q, k, j], axis=k)
+
+
 def np_column_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     with np.errstate(all="ignore"):
         return x.sum(0), x.max(0, initial=-np.inf), np.sqrt((x * x).sum(0) / x.shape[0])

@@ -5,6 +5,8 @@ Its passes rewrite and annotate the loop IR:
 * ``block_columns`` (:mod:`pypto.targets.cpu.columns`): a parallel loop over columns whose inner
   loops walk down the columns (a column sum) becomes a loop over blocks of columns whose inner loops
   walk along rows, keeping per-column partial results in arrays.
+* ``block_contractions`` (:mod:`pypto.targets.cpu.contractions`): a contraction (matmul, batched
+  matmul, dense layer) with its epilogue becomes register-tiled micro-kernels over panels of columns.
 * ``tile_transposes`` (:mod:`pypto.targets.cpu.tiles`): a nest writing contiguously while reading an
   input a row apart at every step (a transpose) is walked in square tiles that stay in L1.
 * ``parallel_threshold``: a parallel loop starts threads only when its nest's estimated cost
@@ -25,6 +27,7 @@ from pypto.ir.loops import Alloc, Block, If, Loop, LoopKernel, Read, Stmt, Strea
 from pypto.ir.nodes import Binary, Const, postorder
 from pypto.targets import Target
 from pypto.targets.cpu.columns import block_columns
+from pypto.targets.cpu.contractions import block_contractions
 from pypto.targets.cpu.tiles import tile_transposes
 
 # Measured on the benchmark machine (2 threads): an OpenMP fork/join costs ~1.1 us, which a nest of
@@ -101,6 +104,7 @@ CPU_SIMD = Target(
     "cpu-simd",
     (
         ("block_columns", block_columns),            # column loops walk rows: contiguous reads
+        ("block_contractions", block_contractions),  # matmuls in register tiles, epilogues fused
         ("tile_transposes", tile_transposes),        # strided reads in tiles that stay in L1
         ("parallel_threshold", parallel_threshold),  # fork threads only for nests worth it
         ("stream_outputs", stream_outputs),          # non-temporal stores for large 1-D outputs

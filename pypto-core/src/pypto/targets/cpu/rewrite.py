@@ -74,6 +74,25 @@ class Names:
         return name
 
 
+def walk_loops(k: LoopKernel, fn: Callable[[Loop, Names], Stmt | None]) -> LoopKernel:
+    """``k`` with loops replaced by ``fn(loop, names)``, outermost first: a loop ``fn`` keeps (returns
+    None for) is searched inside."""
+    names = Names(k)
+
+    def visit(s: Stmt) -> Stmt:
+        if isinstance(s, Block):
+            return Block(tuple(visit(b) for b in s.body))
+        if isinstance(s, Alloc):
+            return replace(s, body=visit(s.body))
+        if isinstance(s, If):
+            return replace(s, then=visit(s.then), orelse=None if s.orelse is None else visit(s.orelse))
+        if isinstance(s, Loop) and not s.reductions:
+            return fn(s, names) or replace(s, body=visit(s.body))
+        return s
+
+    return replace(k, body=visit(k.body))
+
+
 def rewrite_parallel_loops(k: LoopKernel, fn: Callable[[Loop, Names], Stmt | None]) -> LoopKernel:
     """``k`` with each parallel loop outside other loops replaced by ``fn(loop, names)`` (kept when it
     returns None)."""
