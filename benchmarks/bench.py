@@ -79,13 +79,16 @@ def run_case(case, repeat: int, warmup: int, progress) -> dict:
     for k, ts in times.items():
         med = statistics.median(ts)
         results[k] = {"median_ms": med * 1e3, "min_ms": min(ts) * 1e3, "gbs": case.bytes_moved / med / 1e9}
+        if case.flops:
+            results[k]["gflops"] = case.flops / med / 1e9
     base_c = results.get("C", {}).get("median_ms")
     base_np = results.get("numpy", {}).get("median_ms")
     for v in results.values():
         if "median_ms" in v:
             v["vs_C"] = v["median_ms"] / base_c if base_c else None
             v["vs_numpy"] = v["median_ms"] / base_np if base_np else None
-    return {"title": case.title, "bytes": case.bytes_moved, "results": results, "skipped": case.skipped}
+    return {"title": case.title, "bytes": case.bytes_moved, "flops": case.flops, "results": results,
+            "skipped": case.skipped}  # fmt: skip
 
 
 def dispatch_overhead(comp, repeat: int) -> dict:
@@ -198,8 +201,14 @@ def stream_ceiling(comp, repeat: int) -> dict:
     triad = [timed(lambda: comp.c.stream_triad(pa, pb, pc, 3.0, n)) for _ in range(repeat)]
     read = [timed(lambda: comp.c.stream_read(pa, n)) for _ in range(repeat)]
     copy = [timed(lambda: np.copyto(c, a)) for _ in range(repeat)]
+    iters = 2_000_000
+    peak = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        flops = comp.c.fma_peak(iters)
+        peak.append(flops / (time.perf_counter() - t0))
     return {"triad_gbs": 12 * n / statistics.median(triad) / 1e9, "read_gbs": 4 * n / statistics.median(read) / 1e9,
-            "numpy_copy_gbs": 8 * n / statistics.median(copy) / 1e9}  # fmt: skip
+            "numpy_copy_gbs": 8 * n / statistics.median(copy) / 1e9, "peak_gflops": max(peak) / 1e9}  # fmt: skip
 
 
 def print_table(report: dict) -> None:
@@ -212,7 +221,8 @@ def print_table(report: dict) -> None:
                 continue
             vs_c = f"{r['vs_C']:.2f}x C" if r.get("vs_C") else ""
             vs_np = f"{1 / r['vs_numpy']:.2f}x faster than NumPy" if r.get("vs_numpy") else ""
-            print(f"  {impl:22s} {r['median_ms']:9.3f} ms {r['gbs']:7.1f} GB/s  {vs_c:>9s}  {vs_np}")
+            rate = f"{r['gflops']:7.1f} GFLOP/s" if "gflops" in r else f"{r['gbs']:7.1f} GB/s   "
+            print(f"  {impl:22s} {r['median_ms']:9.3f} ms {rate}  {vs_c:>9s}  {vs_np}")
     if report.get("dispatch_us"):
         print("\nper-call overhead, 3 arrays of 8 floats:")
         for k, v in report["dispatch_us"].items():
@@ -227,7 +237,8 @@ def print_table(report: dict) -> None:
         s = report["stream"]
         print(
             f"\nbandwidth ceiling (hand-written, {report['threads']} threads): triad {s['triad_gbs']:.1f} GB/s, "
-            f"read {s['read_gbs']:.1f} GB/s; NumPy copy {s['numpy_copy_gbs']:.1f} GB/s"
+            f"read {s['read_gbs']:.1f} GB/s; NumPy copy {s['numpy_copy_gbs']:.1f} GB/s; "
+            f"peak float32 FMA rate {s.get('peak_gflops', 0):.0f} GFLOP/s"
         )
 
 

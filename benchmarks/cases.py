@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import pypto as pt
-from pypto.testing import layernorm, softmax, sum_exp, vector_add
+from pypto.testing import layernorm, matmul, softmax, sum_exp, vector_add
 
 HERE = Path(__file__).resolve().parent
 M_, N_ = pt.dims("M N")
@@ -40,6 +40,12 @@ def column_sum(x: pt.Tensor[float, (M_, N_)], y: pt.Tensor[float, (N_,)]):
     y[j] = pt.reduce_sum(x[i, j], axis=i)
 
 
+@pt.kernel
+def transpose(x: pt.Tensor[float, (M_, N_)], y: pt.Tensor[float, (N_, M_)]):
+    i, j = pt.axis(0), pt.axis(1)
+    y[j, i] = x[i, j]
+
+
 PYPTO_KERNELS = {
     "vector_add": vector_add,
     "softmax": softmax,
@@ -47,6 +53,8 @@ PYPTO_KERNELS = {
     "layernorm": layernorm,
     "gelu": gelu,
     "column_sum": column_sum,
+    "matmul": matmul,
+    "transpose": transpose,
 }
 
 
@@ -61,6 +69,7 @@ void layernorm(const float*, const float*, const float*, float*, int64_t, int64_
 void gelu(const float*, float*, int64_t);
 void stream_triad(const float*, const float*, float*, float, int64_t);
 float stream_read(const float*, int64_t);
+double fma_peak(int64_t);
 """
 
 
@@ -140,6 +149,7 @@ class Case:
     impls: dict[str, Callable[[], object]] = field(default_factory=dict)
     tolerance: dict = field(default_factory=lambda: {"rtol": 2e-5, "atol": 1e-6})
     skipped: dict[str, str] = field(default_factory=dict)
+    flops: int = 0  # floating-point operations, for compute-bound cases (reported as GFLOP/s)
 
 
 def _numba_kernels(nb):
@@ -206,7 +216,17 @@ def _numba_kernels(nb):
                 s += x[i, j]
             y[j] = s
 
-    return vadd, softmax_nb, sum_exp_nb, layernorm_nb, gelu_nb, column_sum_nb
+    @njit(parallel=True, fastmath=True)
+    def matmul_nb(a, b, c):  # as a Numba user writes it, in the cache-friendly i-k-j order
+        for i in prange(a.shape[0]):
+            for j in range(b.shape[1]):
+                c[i, j] = 0.0
+            for k in range(a.shape[1]):
+                aik = a[i, k]
+                for j in range(b.shape[1]):
+                    c[i, j] += aik * b[k, j]
+
+    return vadd, softmax_nb, sum_exp_nb, layernorm_nb, gelu_nb, column_sum_nb, matmul_nb
 
 
 def build_cases(comp: Competitors, names: list[str] | None = None) -> list[Case]:
@@ -437,6 +457,43 @@ def build_cases(comp: Competitors, names: list[str] | None = None) -> list[Case]
 
     if want("column_sum_4096"):
         _column_sum_case()
+
+    def _matmul_case(m: int, n: int, k: int) -> None:  # a function of its own: its lambdas keep their arrays
+        name = f"matmul_{m}" if m == n == k else f"matmul_{m}x{n}x{k}"
+        if not want(name):
+            return
+        a, b = rng.random((m, k), dtype=np.float32) - 0.5, rng.random((k, n), dtype=np.float32) - 0.5
+        c = pt.empty((m, n))
+        case = Case(name, f"matmul c = a @ b, {m}x{k} times {k}x{n} float32", 4 * (m * k + k * n + m * n),
+                    lambda: a.astype(np.float64) @ b, lambda: c, tolerance={"rtol": 1e-4, "atol": 1e-4},
+                    flops=2 * m * n * k)  # fmt: skip
+        pypto_impls(case, "matmul", (a, b, c))
+        case.impls["numpy"] = lambda: np.matmul(a, b, out=c)  # OpenBLAS sgemm, 2 threads
+        if nb:
+            case.impls["numba"] = lambda: nb[6](a, b, c)
+        if torch:
+            ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
+            case.impls["torch"] = lambda: torch.matmul(ta, tb, out=tc)
+        cases.append(case)
+
+    for m, n, k in ((256, 256, 256), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 64)):
+        _matmul_case(m, n, k)
+
+    def _transpose_case() -> None:  # a function of its own: its lambdas must not see the other cases' arrays
+        m = 4096
+        x = rng.random((m, m), dtype=np.float32)
+        y = pt.empty((m, m))
+        case = Case("transpose_4096", "transpose y = x.T, 4096x4096 float32", 8 * m * m, lambda: x.T, lambda: y,
+                    tolerance={"rtol": 0, "atol": 0})  # fmt: skip
+        pypto_impls(case, "transpose", (x, y))
+        case.impls["numpy"] = lambda: np.copyto(y, x.T)
+        if torch:
+            tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+            case.impls["torch"] = lambda: ty.copy_(tx.T)
+        cases.append(case)
+
+    if want("transpose_4096"):
+        _transpose_case()
 
     if comp.missing:
         for c in cases:

@@ -68,7 +68,9 @@ def render(report: dict, command: str) -> str:
             "",
             f"### {case['title']} (`{name}`)",
             "",
-            "| implementation | median ms | GB/s | × hand-written C | speed-up over NumPy |",
+            "| implementation | median ms | "
+            + ("GFLOP/s" if case.get("flops") else "GB/s")
+            + " | × hand-written C | speed-up over NumPy |",
             "|---|---|---|---|---|",
         ]
         rows = sorted(case["results"].items(), key=lambda kv: kv[1].get("median_ms", 1e99))
@@ -78,7 +80,8 @@ def render(report: dict, command: str) -> str:
                 continue
             vs_c = f"{r['vs_C']:.2f}" if r.get("vs_C") else "—"
             vs_np = f"{1 / r['vs_numpy']:.2f}" if r.get("vs_numpy") else "—"
-            lines.append(f"| {impl} | {_ms(r['median_ms'])} | {r['gbs']:.1f} | {vs_c} | {vs_np} |")
+            rate = r["gflops"] if case.get("flops") else r["gbs"]
+            lines.append(f"| {impl} | {_ms(r['median_ms'])} | {rate:.1f} | {vs_c} | {vs_np} |")
     if d:
         lines += [
             "",
@@ -95,7 +98,8 @@ def render(report: dict, command: str) -> str:
             "### Bandwidth ceiling",
             "",
             f"STREAM-style triad {s['triad_gbs']:.1f} GB/s, read-only {s['read_gbs']:.1f} GB/s, "
-            f"NumPy copy {s['numpy_copy_gbs']:.1f} GB/s (hand-written C, {report['threads']} threads).",
+            f"NumPy copy {s['numpy_copy_gbs']:.1f} GB/s (hand-written C, {report['threads']} threads). "
+            f"Peak float32 multiply-add rate {s.get('peak_gflops', 0):.0f} GFLOP/s (independent FMA chains).",
         ]
     lines += ["", "![speed-up over NumPy](results.png)", "", END]
     return "\n".join(lines)

@@ -96,3 +96,26 @@ float stream_read(const float *restrict a, int64_t n) {
     for (int64_t i = 0; i < n; i++) s += a[i];
     return s;
 }
+
+/* The machine's peak float32 multiply-add rate: independent vector FMA chains (no memory traffic).
+   Returns the floating-point operations done (2 per lane per FMA), for the caller to time. */
+double fma_peak(int64_t iters) {
+    double total = 0.0;
+    #pragma omp parallel reduction(+:total)
+    {
+        float acc[12][16];
+        for (int c = 0; c < 12; c++)
+            for (int l = 0; l < 16; l++) acc[c][l] = 1.0f + 1e-7f * (float)(c * 16 + l);
+        const float m = 0.999999f, a = 1e-7f;
+        for (int64_t it = 0; it < iters; it++)
+            for (int c = 0; c < 12; c++) {
+                #pragma omp simd
+                for (int l = 0; l < 16; l++) acc[c][l] = acc[c][l] * m + a;
+            }
+        float s = 0.0f;
+        for (int c = 0; c < 12; c++)
+            for (int l = 0; l < 16; l++) s += acc[c][l];
+        total += 2.0 * 12 * 16 * (double)iters + (s == 12345.0f);  /* s keeps the chains alive */
+    }
+    return total;
+}

@@ -94,11 +94,11 @@ def test_contractions_match_numpy(mkn):
 
 def test_transposes_walk_tiles():
     code = transpose_add.get_code()
-    assert "tiles of 32 x 32 points over c and r" in code
+    assert "tiles of 128 x 128 points over c and r (full ones in 8 x 8 micro-tiles)" in code
     assert "for (int64_t r = _blo; r < _bhi; r++) {" in code
 
 
-@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (31, 33), (64, 1000), (1031, 129)])
+@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (31, 33), (64, 1000), (1031, 129), (256, 384)])
 def test_transposes_match_numpy(shape):
     assert_transposes_match_numpy(shape)
 

@@ -57,7 +57,7 @@ def test_contractions_match_numpy(mkn):
     assert_contractions_match_numpy(*mkn, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (31, 33), (1031, 129)])
+@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (31, 33), (1031, 129), (256, 384)])
 def test_transposes_match_numpy(shape):
     assert_transposes_match_numpy(shape)
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pypto.dtypes import int64
-from pypto.ir.loops import Block, Comment, Let, Loop, LoopKernel, Stmt, Var, Write, walk
-from pypto.ir.nodes import Expr
+from pypto.dtypes import bool_, int64
+from pypto.ir.loops import Block, Comment, If, Let, Loop, LoopKernel, Stmt, Var, Write, walk
+from pypto.ir.nodes import Binary, Expr
 from pypto.targets.cpu.rewrite import (
     PARALLEL,
     Names,
@@ -34,7 +34,10 @@ from pypto.targets.cpu.rewrite import (
     var_names,
 )
 
-TILE = 32  # points per tile side: a 32 x 32 tile of float64 in and out is 16 KiB, within L1
+TILE = 128  # points per tile side (a tile's rows of the input stay in L1 and the TLB while it is walked)
+MICRO = 8  # points per side of the micro-tiles a full tile is walked in: constant loops a compiler unrolls
+# into vector shuffles (measured here, 4096 x 4096 float32, 2 threads: 13 ms against 23 ms for a 32 x 32
+# tile with a vector inner loop, and 7.5 ms for a plain copy)
 
 
 def _contiguous_write(inner: Loop) -> bool:
@@ -71,6 +74,19 @@ def _tiled(outer: Loop, names: Names) -> Stmt | None:
         Block((*body[:-1], replace(inner, start=v[blo], stop=v[bhi], kind="vector"))),
         "serial",
     )
+    # a full tile: micro-tiles of constant size, each point's indices as lets
+    ma, mb, p, q = fresh("_ma"), fresh("_mb"), fresh("_p"), fresh("_q")
+
+    def at(lo: str, m: str, x: str) -> Expr:
+        return ibin("add", v[lo], ibin("add", ibin("mul", Var(m, dtype=int64), i64(MICRO)), Var(x, dtype=int64)))
+
+    point = Loop(q, i64(0), i64(MICRO), Block((Let(inner.var, at(blo, mb, q)), *flat(inner.body))), "serial")
+    micro = Loop(ma, i64(0), i64(TILE // MICRO), Loop(mb, i64(0), i64(TILE // MICRO), Loop(
+        p, i64(0), i64(MICRO), Block((Let(outer.var, at(alo, ma, p)), *body[:-1], point)), "serial"), "serial"),
+        "serial")  # fmt: skip
+    full = Binary("and", Binary("eq", ibin("sub", v[ahi], v[alo]), i64(TILE), dtype=bool_),
+                  Binary("eq", ibin("sub", v[bhi], v[blo]), i64(TILE), dtype=bool_), dtype=bool_)  # fmt: skip
+    points = If(full, micro, points)
     tile_col = Loop(tb, i64(0), Var(nb, dtype=int64), Block((
         Let(blo, ibin("add", inner.start, ibin("mul", v[tb], i64(TILE)))),
         Let(bhi, ibin("minimum", inner.stop, ibin("add", v[blo], i64(TILE)))),
@@ -82,7 +98,8 @@ def _tiled(outer: Loop, names: Names) -> Stmt | None:
         tile_col,
     )), "parallel" if outer.kind in PARALLEL else "serial", (), outer.work)  # fmt: skip
     return Block((
-        Comment(f"tiles of {TILE} x {TILE} points over {outer.var} and {inner.var}: strided reads stay in L1"),
+        Comment(f"tiles of {TILE} x {TILE} points over {outer.var} and {inner.var} (full ones in {MICRO} x {MICRO} "
+                "micro-tiles): strided reads stay in cache"),
         Let(na, count(outer)),
         Let(nb, count(inner)),
         tile_row,
