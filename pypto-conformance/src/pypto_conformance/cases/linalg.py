@@ -28,6 +28,9 @@ def _wide(x):
         {"M": 3, "K": 1031, "N": 4},
         {"M": 3, "K": 0, "N": 4},
         {"M": 0, "K": 3, "N": 2},
+        {"M": 16, "K": 8, "N": 64},  # whole register tiles (8 x 32 for float32)
+        {"M": 19, "K": 40, "N": 70},  # row and column tiles left over
+        {"M": 300, "K": 3, "N": 2},  # tall and skinny
     ),
     values=VALUES,
     tolerances=DOT,
@@ -64,3 +67,49 @@ def batched_matmul(dt):
         c[n, i, j] = pt.reduce_sum(a[n, i, k] * w[n, k, j], axis=k)
 
     return batched_matmul
+
+
+def _dense_ref(x, w, bias):
+    return {"y": np.maximum(_wide(x) @ _wide(w).T + _wide(bias), 0)}
+
+
+@case(
+    dtypes=NUMERIC,
+    sizes=(
+        {"M": 1, "K": 1, "N": 1},
+        {"M": 9, "K": 33, "N": 40},
+        {"M": 17, "K": 5, "N": 65},
+        {"M": 2, "K": 0, "N": 3},
+    ),
+    values={"x": span(-1.0, 1.0), "w": span(-0.25, 1.0), "bias": span(-1.0, 1.0)},
+    tolerances=DOT,
+    reference=_dense_ref,
+)
+def dense_relu(dt):
+    """A dense layer with its weight stored ``(out, in)`` and a fused epilogue: ``relu(x @ w.T + bias)``."""
+
+    def dense_relu(x: pt.Tensor[dt, (M, K)], w: pt.Tensor[dt, (N, K)], bias: pt.Tensor[dt, (N,)],
+                   y: pt.Tensor[dt, (M, N)]):  # fmt: skip
+        i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
+        y[i, j] = pt.maximum(pt.reduce_sum(x[i, k] * w[j, k], axis=k) + bias[j], 0)
+
+    return dense_relu
+
+
+@case(
+    dtypes=NUMERIC,
+    sizes=({"M": 1, "K": 1}, {"M": 33, "K": 70}, {"M": 5, "K": 0}, {"M": 0, "K": 4}),
+    values={"a": span(-0.25, 1.0), "v": span(-0.25, 1.0), "u": span(-0.25, 1.0)},
+    tolerances=DOT,
+    reference=lambda a, v, u: {"y": _wide(a) @ _wide(v), "z": _wide(u) @ _wide(a)},
+)
+def matvec(dt):
+    """Matrix-vector products both ways: ``y = a @ v`` (along rows) and ``z = u @ a`` (down columns)."""
+
+    def matvec(a: pt.Tensor[dt, (M, K)], v: pt.Tensor[dt, (K,)], u: pt.Tensor[dt, (M,)], y: pt.Tensor[dt, (M,)],
+               z: pt.Tensor[dt, (K,)]):  # fmt: skip
+        i, k = pt.axis(0), pt.axis(1)
+        y[i] = pt.reduce_sum(a[i, k] * v[k], axis=k)
+        z[k] = pt.reduce_sum(a[i, k] * u[i], axis=i)
+
+    return matvec

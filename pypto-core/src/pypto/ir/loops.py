@@ -81,6 +81,7 @@ class Loop(Stmt):
     work: Expr | None = None  # estimated cost of the whole nest: points x cost per point
     threads_if: Expr | None = None  # parallel loops: start threads only when this holds (else run serially)
     streaming: Streaming | None = None  # outputs written with non-temporal stores when large
+    dynamic: bool = False  # parallel loops of few, long iterations: each handed to the next free thread
 
 
 LOOP_KINDS = ("serial", "parallel", "vector", "parallel_vector")

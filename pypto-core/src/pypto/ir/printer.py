@@ -192,6 +192,8 @@ def _format_stmt(s: Stmt, ind: str, out: list[str]) -> None:
         notes = ""
         if s.threads_if is not None:
             notes += f"  # threads if {format_expr(s.threads_if)}"
+        if s.dynamic:
+            notes += ("  #" if not notes else ";") + " iterations to the next free thread"
         if s.streaming is not None:
             st = s.streaming
             notes += ("  #" if not notes else ";") + (

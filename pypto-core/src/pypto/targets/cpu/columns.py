@@ -212,7 +212,7 @@ class _Interchange:
             columns(fill),
             Loop(rows.var, Var(rlo, dtype=int64), Var(rhi, dtype=int64), columns(fold), "serial"),
         ]
-        phase1 = Loop(t, i64(0), ibin("mul", NRB, NCB), Block(tuple(task)), "parallel", (), L.work)
+        phase1 = Loop(t, i64(0), ibin("mul", NRB, NCB), Block(tuple(task)), "parallel", (), L.work, dynamic=True)
         # phase 2: each column's partials combined in block order, then the statements after the loop
         self.offset = None
         finals = {n: self.fresh(f"_cols_{n}") for n in ops}

@@ -182,7 +182,7 @@ class _Contraction:
         ))  # fmt: skip
         kind = "parallel" if rows.kind in PARALLEL else "serial"
         panels = ceil_div(extent(cols), i64(nr))
-        main = Loop(jb, i64(0), panels, panel, kind, (), rows.work)
+        main = Loop(jb, i64(0), panels, panel, kind, (), rows.work, dynamic=True)
         note = Comment(
             f"{self.acc.name}: contraction over {self.k} in register tiles of {MR} x {nr} ({rows.var} x {cols.var}), "
             f"each panel of {nr} columns of the factor without {rows.var} packed first"

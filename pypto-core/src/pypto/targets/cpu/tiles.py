@@ -96,7 +96,7 @@ def _tiled(outer: Loop, names: Names) -> Stmt | None:
         Let(alo, ibin("add", outer.start, ibin("mul", v[ta], i64(TILE)))),
         Let(ahi, ibin("minimum", outer.stop, ibin("add", v[alo], i64(TILE)))),
         tile_col,
-    )), "parallel" if outer.kind in PARALLEL else "serial", (), outer.work)  # fmt: skip
+    )), "parallel" if outer.kind in PARALLEL else "serial", (), outer.work, dynamic=True)  # fmt: skip
     return Block((
         Comment(f"tiles of {TILE} x {TILE} points over {outer.var} and {inner.var} (full ones in {MICRO} x {MICRO} "
                 "micro-tiles): strided reads stay in cache"),
