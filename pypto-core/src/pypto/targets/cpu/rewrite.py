@@ -53,17 +53,26 @@ def reads_a_row_apart(loop: Loop, along: str) -> bool:
 
 
 class Names:
-    """Fresh names for a kernel: none that its arguments, statements or expressions use."""
+    """Fresh names for a kernel: none that its arguments, statements or expressions use (collected on the
+    first request: most kernels have nothing to rewrite)."""
 
     def __init__(self, k: LoopKernel):
-        self.taken = {a.name for a in k.args}
-        for st in walk(k.body):
-            for attr in ("name", "var", "buffer"):
-                v = getattr(st, attr, None)
-                if isinstance(v, str):
-                    self.taken.add(v)
-            for e in stmt_exprs(st):
-                self.taken |= var_names(e)
+        self.kernel = k
+        self._taken: set[str] | None = None
+
+    @property
+    def taken(self) -> set[str]:
+        if self._taken is None:
+            k = self.kernel
+            self._taken = {a.name for a in k.args}
+            for st in walk(k.body):
+                for attr in ("name", "var", "buffer"):
+                    v = getattr(st, attr, None)
+                    if isinstance(v, str):
+                        self._taken.add(v)
+                for e in stmt_exprs(st):
+                    self._taken |= var_names(e)
+        return self._taken
 
     def fresh(self, base: str) -> str:
         name, n = base, 1
