@@ -83,9 +83,12 @@ class Names:
         return name
 
 
-def walk_loops(k: LoopKernel, fn: Callable[[Loop, Names], Stmt | None]) -> LoopKernel:
-    """``k`` with loops replaced by ``fn(loop, names)``, outermost first: a loop ``fn`` keeps (returns
-    None for) is searched inside."""
+def walk_loops(
+    k: LoopKernel, fn: Callable[[Loop, Names], Stmt | None], *, outer_parallel_only: bool = False
+) -> LoopKernel:
+    """``k`` with loops replaced by ``fn(loop, names)``, outermost first; a loop ``fn`` keeps (returns None
+    for) is searched inside, unless ``outer_parallel_only``: then only parallel loops outside other loops
+    are offered."""
     names = Names(k)
 
     def visit(s: Stmt) -> Stmt:
@@ -95,9 +98,11 @@ def walk_loops(k: LoopKernel, fn: Callable[[Loop, Names], Stmt | None]) -> LoopK
             return replace(s, body=visit(s.body))
         if isinstance(s, If):
             return replace(s, then=visit(s.then), orelse=None if s.orelse is None else visit(s.orelse))
-        if isinstance(s, Loop) and not s.reductions:
-            return fn(s, names) or replace(s, body=visit(s.body))
-        return s
+        if not isinstance(s, Loop) or s.reductions:
+            return s
+        if outer_parallel_only:
+            return (fn(s, names) if s.kind in PARALLEL else None) or s
+        return fn(s, names) or replace(s, body=visit(s.body))
 
     return replace(k, body=visit(k.body))
 
@@ -105,17 +110,4 @@ def walk_loops(k: LoopKernel, fn: Callable[[Loop, Names], Stmt | None]) -> LoopK
 def rewrite_parallel_loops(k: LoopKernel, fn: Callable[[Loop, Names], Stmt | None]) -> LoopKernel:
     """``k`` with each parallel loop outside other loops replaced by ``fn(loop, names)`` (kept when it
     returns None)."""
-    names = Names(k)
-
-    def visit(s: Stmt) -> Stmt:
-        if isinstance(s, Block):
-            return Block(tuple(visit(b) for b in s.body))
-        if isinstance(s, Alloc):
-            return replace(s, body=visit(s.body))
-        if isinstance(s, If):
-            return replace(s, then=visit(s.then), orelse=None if s.orelse is None else visit(s.orelse))
-        if isinstance(s, Loop) and s.kind in PARALLEL and not s.reductions:
-            return fn(s, names) or s
-        return s
-
-    return replace(k, body=visit(k.body))
+    return walk_loops(k, fn, outer_parallel_only=True)
