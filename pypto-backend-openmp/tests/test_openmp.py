@@ -26,6 +26,7 @@ from pypto.testing import (
     assert_transposes_match_numpy,
     column_stats,
     counting_compiler,
+    matmul,
     np_softmax,
     np_sum_exp,
     run_python,
@@ -90,6 +91,28 @@ def test_contractions_run_in_register_tiles_with_the_epilogue_fused():
 @pytest.mark.parametrize("mkn", [(1, 1, 1), (8, 1, 32), (9, 3, 33), (64, 200, 100), (130, 64, 257)])
 def test_contractions_match_numpy(mkn):
     assert_contractions_match_numpy(*mkn, rtol=1e-5, atol=1e-5)
+
+
+def test_schedule_hints_shape_the_code_and_the_cache_key():
+    tiled = pt.tile(i=16, j=64)(pt.kernel(matmul.fn, executor="openmp"))
+    code = tiled.get_code()
+    assert "tasks of 64 columns" in code and "blocks of 16 rows" in code
+    assert tiled.program().ir_text != matmul.program(backend="openmp").ir_text
+    rng = np.random.default_rng(3)
+    a, b = rng.random((37, 29), np.float32), rng.random((29, 70), np.float32)
+    c = np.empty((37, 70), np.float32)
+    tiled(a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5)
+
+    @pt.kernel(executor="openmp", schedule=pt.Schedule(order=("c", "r"), parallel=False))
+    def scale(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
+        r, c = pt.axis(0), pt.axis(1)
+        y[r, c] = x[r, c] * 2.0
+
+    code = scale.get_code()
+    assert "omp parallel" not in code and code.index("for (int64_t c = 0;") < code.index("for (int64_t r = 0;")
+    x = rng.random((5, 300), np.float32)
+    np.testing.assert_array_equal(scale(x, np.empty_like(x)), 2 * x)
 
 
 def test_transposes_walk_tiles():

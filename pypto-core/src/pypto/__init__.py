@@ -32,10 +32,12 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         PluginError,
         PluginWarning,
         PyptoError,
+        ScheduleError,
         ShapeError,
         TracingError,
     )
     from pypto.hookspecs import hookimpl
+    from pypto.ir.schedule import Schedule
     from pypto.lang.functions import (
         abs,
         axis,
@@ -65,7 +67,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from pypto.plugins import list_backends, register_plugin, reload_plugins
     from pypto.runtime.benchmark import BenchmarkResult, benchmark
     from pypto.runtime.info import get_runtime_info
-    from pypto.runtime.kernel import Kernel, kernel
+    from pypto.runtime.kernel import Kernel, kernel, tile
     from pypto.runtime.memory import empty, empty_like, zeros, zeros_like
 
 
@@ -89,6 +91,7 @@ _LAZY: dict[str, str] = {
     "PluginError": ".errors",
     "PluginWarning": ".errors",
     "PyptoError": ".errors",
+    "ScheduleError": ".errors",
     "ShapeError": ".errors",
     "TracingError": ".errors",
     # .hookspecs
@@ -133,6 +136,9 @@ _LAZY: dict[str, str] = {
     # .runtime.kernel
     "Kernel": ".runtime.kernel",
     "kernel": ".runtime.kernel",
+    "tile": ".runtime.kernel",
+    # .ir.schedule
+    "Schedule": ".ir.schedule",
     # .runtime.memory
     "empty": ".runtime.memory",
     "empty_like": ".runtime.memory",
@@ -162,7 +168,7 @@ __all__ = [
     # types
     "DType", "bool_", "float32", "float64", "int32", "int64", "Tensor", "Axis", "Dim",
     # language
-    "kernel", "Kernel", "axis", "dim", "dims", "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf",
+    "kernel", "Kernel", "tile", "Schedule", "axis", "dim", "dims", "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf",
     "sigmoid", "abs", "maximum", "minimum", "where", "cast",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean",
     # runtime
@@ -171,4 +177,5 @@ __all__ = [
     # errors
     "PyptoError", "TracingError", "DTypeError", "ShapeError", "AliasingError", "ArgumentError", "BackendNotFound",
     "BackendUnavailable", "CompileError", "LaunchError", "PluginError", "PluginWarning", "IRVerificationError",
+    "ScheduleError",
 ]  # fmt: skip

@@ -64,6 +64,11 @@ class ArgumentError(_ArgumentProblem, TypeError):
     """Arguments are missing, unexpected, or of a kind that cannot be passed to a kernel."""
 
 
+class ScheduleError(_ArgumentProblem, ValueError):
+    """A schedule hint (``@pt.tile``, ``pt.kernel(schedule=...)``) names an axis the kernel does not
+    have, or a value the nest's schedule cannot use."""
+
+
 class TracingError(PyptoError):
     """The kernel's Python source cannot be turned into a kernel; points at the offending line."""
 

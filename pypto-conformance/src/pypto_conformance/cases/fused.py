@@ -109,6 +109,34 @@ def column_stats(dt):
     return column_stats
 
 
+@case(
+    dtypes=FLOATS,
+    sizes=SIZES_2D,
+    values={"x": normal(2.0), "dy": span(-0.5, 1.5)},
+    functions=("sqrt",),
+    tolerances=ROW_REDUCTION,
+    reference=_column_stats_ref,
+)
+def column_stats_tiled(dt):
+    """:func:`column_stats` in the user's blocks of 5 rows and 24 columns (``pt.Schedule`` through ``@pt.tile``)."""
+
+    @pt.tile(i=5, j=24)
+    def column_stats_tiled(
+        x: pt.Tensor[dt, (M, N)],
+        dy: pt.Tensor[dt, (M, N)],
+        mean: pt.Tensor[dt, (N,)],
+        std: pt.Tensor[dt, (N,)],
+        db: pt.Tensor[dt, (N,)],
+    ):
+        i, j = pt.axis(0), pt.axis(1)
+        mu = pt.reduce_mean(x[i, j], axis=i)
+        mean[j] = mu
+        std[j] = pt.sqrt(pt.reduce_mean((x[i, j] - mu) * (x[i, j] - mu), axis=i) + EPS)
+        db[j] = pt.reduce_sum(dy[i, j], axis=i)
+
+    return column_stats_tiled
+
+
 def _log_softmax_ref(x):
     v = _f64(x)
     shifted = v - v.max(axis=1, keepdims=True, initial=-np.inf)

@@ -49,6 +49,30 @@ def matmul(dt):
 @case(
     dtypes=NUMERIC,
     sizes=(
+        {"M": 1, "K": 1, "N": 1},
+        {"M": 17, "K": 9, "N": 100},  # blocks of rows and tasks of columns left over, one block of k
+        {"M": 40, "K": 65, "N": 24},  # five blocks of k, the last of one point
+        {"M": 3, "K": 0, "N": 4},  # no k at all: zeros
+    ),
+    values=VALUES,
+    tolerances=DOT,
+    reference=lambda a, w: {"c": _wide(a) @ _wide(w)},
+)
+def matmul_tiled(dt):
+    """A matrix product with the user's tiles: blocks of 12 rows, tasks of 40 columns (neither a multiple of
+    the register tile) and blocks of 16 points of ``k``, through ``@pt.tile``."""
+
+    @pt.tile(i=12, j=40, k=16)
+    def matmul_tiled(a: pt.Tensor[dt, (M, K)], w: pt.Tensor[dt, (K, N)], c: pt.Tensor[dt, (M, N)]):
+        i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
+        c[i, j] = pt.reduce_sum(a[i, k] * w[k, j], axis=k)
+
+    return matmul_tiled
+
+
+@case(
+    dtypes=NUMERIC,
+    sizes=(
         {"B": 1, "M": 1, "K": 1, "N": 1},
         {"B": 3, "M": 7, "K": 33, "N": 5},
         {"B": 2, "M": 24, "K": 127, "N": 9},

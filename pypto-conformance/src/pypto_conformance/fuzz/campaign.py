@@ -27,6 +27,7 @@ def run_campaign(
         database=None,
         deadline=None,
         print_blob=False,
+        report_multiple_bugs=False,  # one smallest failing kernel, not a group of them
         verbosity=Verbosity.quiet,
         phases=(Phase.explicit, Phase.generate, Phase.shrink),
         suppress_health_check=list(HealthCheck),

@@ -329,8 +329,10 @@ def evaluate(program: Program, arrays: dict[str, np.ndarray]) -> Approx:
     """The program's output (shaped like the ``out`` parameter) and its error bound."""
     result = Evaluator(program, arrays)(program.root)
     full = (program.m, program.n)
-    if program.store == "full":
+    if program.store in ("full", "trans"):
         v, e = np.broadcast_to(result.v, full), np.broadcast_to(result.e, full)
+        if program.store == "trans":
+            v, e = v.T, e.T
     else:
         keep = {"row": (program.m, 1), "col": (1, program.n), "all": (1, 1)}[program.store]
         shape = program.out_shape()

@@ -282,7 +282,7 @@ class Builder:
 
 
 def _stores(x: Node) -> list[str]:
-    stores = ["full"]
+    stores = ["full", "trans"]
     has = {a for a in "ij" if a in x.axes and a in x.sized}
     if "j" in has:
         stores.append("row")
@@ -308,11 +308,12 @@ def programs(draw: Callable, family: str, dtypes: frozenset[str] = frozenset(rul
         x = b.numeric(depth, mode)
         store = draw(st.sampled_from(_stores(x)))
         root = x
-        if store != "full":
+        if store not in ("full", "trans"):
             over = {"row": ("j",), "col": ("i",), "all": ("i", "j")}[store]
             op = draw(st.sampled_from(["sum", "max", "min", "prod"] + (["mean"] if mode == "float" else [])))
             if op == "prod":
                 x = b.near_one(x, (m if "i" in over else 1) * (n if "j" in over else 1))
             root = reduce(op, x, over, m, n)
     seed = draw(st.integers(0, 2**32 - 1))
-    return Program(m, n, root, store, seed, tuple(tensors_of(root)))
+    swapped = draw(st.booleans())
+    return Program(m, n, root, store, seed, tuple(tensors_of(root)), swapped)

@@ -442,28 +442,30 @@ class Program:
     m: int
     n: int
     root: Node  # for reduced stores, a Reduce over the axes the store drops
-    store: str  # "full": out[i, j]; "row": out[i]; "col": out[j]; "all": out[0]
+    store: str  # "full": out[i, j]; "trans": out[j, i]; "row": out[i]; "col": out[j]; "all": out[0]
     seed: int
     tensors: tuple[Tensor, ...] = field(default=())
+    swapped: bool = False  # axes declared in the other order: ``j, i = pt.axis(0), pt.axis(1)``
 
     @property
     def out_dtype(self) -> str:
         return self.root.dtype
 
     def out_shape(self) -> tuple[int, ...]:
-        return {"full": (self.m, self.n), "row": (self.m,), "col": (self.n,), "all": (1,)}[self.store]
+        return {"full": (self.m, self.n), "trans": (self.n, self.m), "row": (self.m,), "col": (self.n,), "all": (1,)}[
+            self.store
+        ]
 
     def source(self) -> str:
         """The kernel's Python source."""
         params = [f"{t.name}: pt.Tensor[{_dtype_source(t.dtype)}, {t.shape_source()}]" for t in self.tensors]
-        out_shape = {"full": "(M, N)", "row": "(M,)", "col": "(N,)", "all": "(1,)"}[self.store]
+        out_shape = {"full": "(M, N)", "trans": "(N, M)", "row": "(M,)", "col": "(N,)", "all": "(1,)"}[self.store]
         params.append(f"out: pt.Tensor[{_dtype_source(self.out_dtype)}, {out_shape}]")
-        target = {"full": "out[i, j]", "row": "out[i]", "col": "out[j]", "all": "out[0]"}[self.store]
-        return (
-            f"def fuzz_kernel({', '.join(params)}):\n"
-            f"    i, j = pt.axis(0), pt.axis(1)\n"
-            f"    {target} = {render(self.root)}\n"
-        )
+        target = {"full": "out[i, j]", "trans": "out[j, i]", "row": "out[i]", "col": "out[j]", "all": "out[0]"}[
+            self.store
+        ]
+        axes = "j, i = pt.axis(0), pt.axis(1)" if self.swapped else "i, j = pt.axis(0), pt.axis(1)"
+        return f"def fuzz_kernel({', '.join(params)}):\n    {axes}\n    {target} = {render(self.root)}\n"
 
     def __repr__(self) -> str:  # what hypothesis prints for a falsifying example
         return f"Program(M={self.m}, N={self.n}, seed={self.seed}):\n{self.source()}"

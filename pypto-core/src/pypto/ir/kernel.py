@@ -14,6 +14,8 @@ from pypto.dtypes import DType
 from pypto.errors import SourceLoc
 from pypto.ir.affine import Affine
 from pypto.ir.nodes import Reduce, Store
+from pypto.ir.schedule import NestSchedule, Schedule
+from pypto.targets.machine import Machine
 
 
 @dataclass(frozen=True)
@@ -112,10 +114,19 @@ class Group:
 
     stores: tuple[Store, ...]
     loops: tuple[int, ...]
-    parallel: int | None = None  # axis whose loop runs in parallel
-    vector: int | None = None  # axis whose loop is vectorised
     split: Split | None = None  # set for full reductions split into blocks
     online: OnlineSoftmax | None = None  # set for softmax-style nests with an online variant
+    schedule: NestSchedule | None = None  # set by the schedule pass
+
+    @property
+    def parallel(self) -> int | None:
+        """The axis whose loop runs in parallel."""
+        return self.schedule.parallel if self.schedule is not None else None
+
+    @property
+    def vector(self) -> int | None:
+        """The axis whose loop is vectorised."""
+        return self.schedule.vector if self.schedule is not None else None
 
 
 class ParamViews:
@@ -149,6 +160,8 @@ class KernelIR(ParamViews):
     temps: tuple[Temp, ...] = ()
     groups: tuple[Group, ...] | None = None
     loc: SourceLoc | None = None
+    machine: Machine | None = None  # what the schedule pass targets (None: a generic CPU)
+    hints: Schedule | None = None  # the user's schedule hints
 
     def replace(self, **changes) -> KernelIR:
         return dataclasses.replace(self, **changes)

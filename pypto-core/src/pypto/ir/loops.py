@@ -26,6 +26,7 @@ from pypto.ir.nodes import Expr, Node, _dtype, _loc, _node, children
 
 if TYPE_CHECKING:
     from pypto.ir.device import DeviceSplit
+    from pypto.ir.schedule import NestSchedule
 
 
 @_node
@@ -82,6 +83,7 @@ class Loop(Stmt):
     threads_if: Expr | None = None  # parallel loops: start threads only when this holds (else run serially)
     streaming: Streaming | None = None  # outputs written with non-temporal stores when large
     dynamic: bool = False  # parallel loops of few, long iterations: each handed to the next free thread
+    schedule: NestSchedule | None = None  # on a nest's outermost loop: the schedule it was lowered with
 
 
 LOOP_KINDS = ("serial", "parallel", "vector", "parallel_vector")

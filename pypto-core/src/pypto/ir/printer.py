@@ -42,6 +42,10 @@ def format_kernel(k: KernelIR) -> str:
         else:
             sig.append(f"{p.name}: {p.dtype} scalar")
     lines.append(f"kernel {k.name}({', '.join(sig)})")
+    if k.hints is not None and not k.hints.empty:
+        lines.append(f"  hints: {k.hints!r}")
+    if k.groups is not None and any(g.schedule is not None for g in k.groups) and k.machine is not None:
+        lines.append(f"  machine: {k.machine.describe()}")
     for a in k.axes:
         ext = f" in [0, {a.extent})" if a.extent is not None else ""
         src = f"  (from {a.extent_source})" if a.extent_source else ""
@@ -79,10 +83,8 @@ def format_kernel(k: KernelIR) -> str:
         for gi, g in enumerate(k.groups):
             ids.clear()  # number each nest's values afresh
             attrs = [f"loops=({', '.join(name(a) for a in g.loops)})"]
-            if g.parallel is not None:
-                attrs.append(f"parallel={name(g.parallel)}")
-            if g.vector is not None:
-                attrs.append(f"vector={name(g.vector)}")
+            if g.schedule is not None:
+                attrs.append(f"schedule: {g.schedule.describe(name)}")
             if g.split is not None:
                 attrs.append(f"split=blocks of {g.split.block}")
             if g.online is not None:

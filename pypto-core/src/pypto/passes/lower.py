@@ -9,6 +9,7 @@ results, then a serial combine in block order.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -381,6 +382,8 @@ class _Lowerer:
             where = f"{s.loc.filename.rsplit('/', 1)[-1]}:{s.loc.lineno}: " if s.loc else ""
             text = s.loc.text.strip() if s.loc and s.loc.text else f"store {s.tensor}"
             stmts.append(Comment(where + text))
+        if g.schedule is not None:
+            stmts.append(Comment("schedule: " + g.schedule.describe(self.k.axis_name)))
         if g.split is not None:
             red: dict[Reduce, Var] = {}
             for s in sinks:
@@ -407,7 +410,8 @@ class _Lowerer:
             sinks = [_Sink(s.value, buffer=s.tensor, index=s.index) for s in g.stores]
         if self.noalias and len(g.stores) == 1:
             sinks[0].value = self.plan_write_through(g, g.stores[0])
-        passes = self.emit(list(g.loops), sinks, {}, parallel=g.parallel, vector=g.vector, work=work)
+        passes = _scheduled(self.emit(list(g.loops), sinks, {}, parallel=g.parallel, vector=g.vector, work=work), g)
+        online = _scheduled(online, g)
         if not pairs:
             return stmts + passes
         rmax = next(iter(pairs))
@@ -575,6 +579,23 @@ def _bind_shared(values: list[Expr], fresh) -> tuple[list[Let], list[Expr]]:
     for e in order:
         rebuild(e)
     return lets, [rebuild(v) for v in values]
+
+
+def _scheduled(stmts: list[Stmt], g: Group) -> list[Stmt]:
+    """``stmts`` with the nest's schedule on its outermost loops (where the target passes find it)."""
+    if g.schedule is None:
+        return stmts
+
+    def mark(s: Stmt) -> Stmt:
+        if isinstance(s, Loop):
+            return dataclasses.replace(s, schedule=g.schedule)
+        if isinstance(s, Block):
+            return Block(tuple(mark(b) for b in s.body))
+        if isinstance(s, If):
+            return dataclasses.replace(s, then=mark(s.then), orelse=None if s.orelse is None else mark(s.orelse))
+        return s
+
+    return [mark(s) for s in stmts]
 
 
 def lower(k: KernelIR, noalias: bool = True) -> LoopKernel:

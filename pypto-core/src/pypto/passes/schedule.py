@@ -1,22 +1,40 @@
-"""Scheduling: which loops run in parallel, which are vectorised, which reductions are split.
+"""Scheduling: a :class:`~pypto.ir.schedule.NestSchedule` for every loop nest, and split reductions.
 
-* A nest with loops runs its outermost loop in parallel and vectorises its innermost loop (a
-  one-loop nest does both).
-* A nest without loops is a full reduction (``out[0] = pt.reduce_sum(...)``): its reductions are
-  *split* into blocks of a fixed number of points, reduced in parallel, and the per-block partial
-  results are combined in block order. The block size does not depend on the thread count, so
-  the result is bit-for-bit the same with 1 or 64 threads. Only associative reducers (sum, prod,
-  max, min) are split.
+``split_reductions`` marks nests without loops (``out[0] = pt.reduce_sum(...)``): their reductions
+are *split* into blocks of a fixed number of points, reduced in parallel, and the per-block partial
+results are combined in block order. The block size does not depend on the thread count, so the
+result is bit-for-bit the same with 1 or 64 threads. Only associative reducers are split.
+
+``schedule`` classifies every nest with loops by its access pattern (see
+:data:`pypto.ir.schedule.PATTERNS`) and decides, from the shapes and strides of its accesses and the
+target's :class:`~pypto.targets.machine.Machine`:
+
+* the loop order (outer to inner) and which loop runs on threads (the outermost) and which is
+  vectorised (the innermost);
+* tile sizes: the sides of a transpose's tiles (a tile's input lines fill a quarter of L1); the
+  columns per panel of a contraction (one register tile wide by default);
+* a contraction's register tile: two vectors wide, as many rows as the vector registers hold (8 with
+  32 registers, 6 with 16) and the operand packed into panels (the factor without the row axis).
+
+The user's hints (``@pt.tile``, ``pt.kernel(schedule=...)``) override these choices; a hint that
+names an axis no nest can use, or a size a pattern cannot use, is a :class:`~pypto.errors.ScheduleError`.
+Lowering and the target's passes (``block_columns``, ``block_contractions``, ``tile_transposes``)
+apply the schedule; ``kernel.ir("schedule")`` prints it.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from pypto.ir.kernel import KernelIR, Split
-from pypto.ir.nodes import REDUCE_OPS, Reduce, postorder
+from pypto.errors import ScheduleError
+from pypto.ir.kernel import Group, KernelIR, Split
+from pypto.ir.nodes import REDUCE_OPS, Binary, Cast, Load, Reduce, loads, postorder, top_reduces
+from pypto.ir.schedule import NestSchedule, Schedule
+from pypto.targets.machine import Machine, host_cpu
 
 SPLIT_BLOCK = 16384  # points per block of a split reduction: 64 KiB of float32, L2-resident
+LINE = 64  # bytes per cache line
+MICRO = 8  # a full transpose tile is walked in micro-tiles of this side (see pypto.targets.cpu.tiles)
 
 
 def split_reductions(k: KernelIR, block: int = SPLIT_BLOCK) -> KernelIR:
@@ -32,12 +50,306 @@ def split_reductions(k: KernelIR, block: int = SPLIT_BLOCK) -> KernelIR:
     return k.replace(groups=tuple(groups))
 
 
+# -- access patterns ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Contraction:
+    rows: int  # i
+    cols: int  # j
+    red: int  # k
+    packed: tuple[str, ...]  # tensors read by the factor without i
+
+
+def _factors(e):
+    """``(a, b)`` when ``e`` is a product ``a * b`` (through casts)."""
+    while isinstance(e, Cast):
+        e = e.x
+    if isinstance(e, Binary) and e.op == "mul":
+        return e.a, e.b
+    return None
+
+
+def _axes(e) -> set[int]:
+    return {a for ld in loads(e) for ix in ld.index for a in ix.axis_set()}
+
+
+def contraction(g: Group) -> _Contraction | None:
+    """The nest as a contraction ``f(reduce_sum(a[.., i, k] * b[.., k, j], axis=k))``, or None."""
+    if len(g.stores) != 1 or len(g.loops) < 2:
+        return None
+    s = g.stores[0]
+    i, j = g.loops[-2], g.loops[-1]
+    if not s.index or j not in s.index[-1].axis_set():
+        return None
+    reds = top_reduces(s.value)
+    if len(reds) != 1 or reds[0].op != "sum" or len(reds[0].axes) != 1:
+        return None
+    (r,) = reds
+    if any(isinstance(n, Reduce) for n in postorder(r.body) if n is not r):
+        return None
+    pair = _factors(r.body)
+    if pair is None:
+        return None
+    for a, b in (pair, pair[::-1]):
+        ax_a, ax_b = _axes(a), _axes(b)
+        if j not in ax_a and i not in ax_b and i in ax_a and j in ax_b:
+            return _Contraction(i, j, r.axes[0], tuple(sorted({ld.tensor for ld in loads(b)})))
+    return None
+
+
+def _strided(ld: Load, inner: int, along: int | None = None) -> bool:
+    """Whether ``ld`` moves a whole row per step of ``inner`` (``inner`` in a non-last index and
+    not in the last), reading contiguously along ``along`` when given."""
+    if len(ld.index) < 2:
+        return False
+    last = ld.index[-1].axis_set()
+    if inner in last or not any(inner in ix.axis_set() for ix in ld.index[:-1]):
+        return False
+    return along is None or along in last
+
+
+def classify(g: Group) -> tuple[str, _Contraction | None]:
+    """The nest's access pattern (see :data:`pypto.ir.schedule.PATTERNS`)."""
+    if not g.loops:
+        return "full-reduction", None
+    c = contraction(g)
+    if c is not None:
+        return "contraction", c
+    inner = g.loops[-1]
+    reduces = [r for s in g.stores for r in top_reduces(s.value)]
+    if reduces:
+        for r in reduces:
+            for a in r.axes:
+                if a not in g.loops and any(_strided(ld, a, inner) for ld in loads(r.body)):
+                    return "columns", None
+        return "rows", None
+    stores_along = all(s.index and inner in s.index[-1].axis_set() for s in g.stores)
+    if len(g.loops) >= 2 and stores_along and any(_strided(ld, inner) for s in g.stores for ld in loads(s.value)):
+        return "transpose", None
+    return "map", None
+
+
+# -- tile sizes from the machine ---------------------------------------------------------------------
+
+
+def register_tile(machine: Machine, itemsize: int) -> tuple[int, int]:
+    """Rows x columns of a contraction's register tile: two vectors wide, and as many rows as leave
+    three registers for the loaded row of ``b`` and a broadcast value (at most 8)."""
+    return max(1, min(8, (machine.vector_registers - 3) // 2)), 2 * machine.lanes(itemsize)
+
+
+def transpose_tile(machine: Machine) -> int:
+    """Sides of a transpose's tiles: a power of two whose input lines take about a quarter of L1,
+    between 32 and 256."""
+    side = 32
+    while side * 2 <= 256 and side * 2 * LINE * 4 <= machine.l1:
+        side *= 2
+    return side
+
+
+# -- the pass ----------------------------------------------------------------------------------------
+
+
+class _Scheduler:
+    def __init__(self, k: KernelIR):
+        self.k = k
+        self.machine = k.machine if k.machine is not None else host_cpu()
+        self.cpu = self.machine.name != "simt"
+        self.hints = k.hints if k.hints is not None else Schedule()
+        self.used: set[str] = set()  # hinted axes some nest used
+        self.allowed: list[str] = []  # what each nest would have accepted (for error messages)
+        names = {a.name: a.index for a in k.axes}
+        for where, axis in self._hinted_axes():
+            if axis not in names:
+                raise ScheduleError(
+                    f"{where}: kernel '{k.name}' has no axis '{axis}'; its axes are "
+                    f"{', '.join(sorted(names)) or '(none)'}",
+                    param=axis,
+                    expected=f"one of {sorted(names)}",
+                    got=axis,
+                    fix="use the name of a variable given pt.axis(...) in the kernel",
+                )
+        self.index = names
+
+    def _hinted_axes(self):
+        h = self.hints
+        for a, _ in h.tile:
+            yield "tile", a
+        for a in h.order or ():
+            yield "order", a
+        if isinstance(h.parallel, str):
+            yield "parallel", h.parallel
+
+    def name(self, axis: int) -> str:
+        return self.k.axis_name(axis)
+
+    def where(self, gi: int, g: Group) -> str:
+        s = g.stores[0]
+        text = s.loc.text.strip() if s.loc is not None and s.loc.text else f"store {s.tensor}"
+        return f"nest {gi} ({text})"
+
+    def tile(self, axis: int, default: int | None, hinted: list[str]) -> int | None:
+        n = self.hints.tile_of(self.name(axis))
+        if n is None:
+            return default
+        self.used.add(self.name(axis))
+        hinted.append(f"tile {self.name(axis)}")
+        return n
+
+    def nest(self, gi: int, g: Group) -> Group:
+        pattern, c = classify(g)
+        if pattern == "full-reduction":
+            return replace(g, schedule=NestSchedule(pattern, (), None, None))
+        hinted: list[str] = []
+        order = self.order(gi, g, pattern, hinted)
+        if order != g.loops:  # the pattern as the nest will be walked
+            pattern, c = classify(replace(g, loops=order))
+        parallel = self.parallel(gi, g, order, hinted)
+        sched = NestSchedule(pattern, order, parallel, order[-1])
+        where = self.where(gi, g)
+        if pattern == "contraction":
+            assert c is not None
+            sched = self.contraction(gi, g, c, sched, hinted)
+        elif pattern == "transpose" or (pattern == "map" and len(order) >= 2):
+            a, b = order[-2], order[-1]
+            side = transpose_tile(self.machine) if pattern == "transpose" and self.cpu else None
+            ta, tb = self.tile(a, side, hinted), self.tile(b, side, hinted)
+            if ta is not None or tb is not None:
+                sched = replace(sched, tiles=((a, ta or side or tb), (b, tb or side or ta)))  # type: ignore[arg-type]
+            self.allowed.append(f"{where}: {self.name(a)}, {self.name(b)} (sides of square tiles)")
+        elif pattern == "columns":
+            red = next(a for s in g.stores for r in top_reduces(s.value) for a in r.axes if a not in g.loops)
+            rows, cols = self.tile(red, None, hinted), self.tile(order[-1], None, hinted)
+            tiles = tuple((a, n) for a, n in ((red, rows), (order[-1], cols)) if n is not None)
+            sched = replace(sched, tiles=tiles)
+            self.allowed.append(
+                f"{where}: {self.name(red)} (rows per block), {self.name(order[-1])} (columns per block)"
+            )
+        else:
+            self.allowed.append(f"{where}: none (a {pattern} nest has no tiles)")
+        return replace(g, loops=order, schedule=replace(sched, hinted=tuple(hinted)))
+
+    def order(self, gi: int, g: Group, pattern: str, hinted: list[str]) -> tuple[int, ...]:
+        want = self.hints.order
+        if want is None or {self.name(a) for a in g.loops} != set(want):
+            return g.loops
+        if pattern not in ("map", "transpose"):
+            raise ScheduleError(
+                f"order={want!r}: {self.where(gi, g)} is a {pattern} nest, whose loop order the schedule fixes; "
+                "only nests without reductions take an order",
+                param="order",
+                expected="the axes of a nest without reductions",
+                got=want,
+            )
+        self.used.update(want)
+        hinted.append("order")
+        return tuple(self.index[a] for a in want)
+
+    def parallel(self, gi: int, g: Group, order: tuple[int, ...], hinted: list[str]) -> int | None:
+        p = self.hints.parallel
+        if p is None:
+            return order[0]
+        if p is False:
+            hinted.append("parallel")
+            return None
+        if p not in {self.name(a) for a in order}:
+            return order[0]
+        if self.name(order[0]) != p:
+            raise ScheduleError(
+                f"parallel={p!r}: only the outermost loop of a nest runs on threads, and the outermost loop of "
+                f"{self.where(gi, g)} is {self.name(order[0])!r} (loops {', '.join(self.name(a) for a in order)}); "
+                f"allowed: {self.name(order[0])!r} or False",
+                param="parallel",
+                expected=f"{self.name(order[0])!r} or False",
+                got=p,
+                fix="name the outermost axis, reorder the nest with order=..., or pass parallel=False",
+            )
+        self.used.add(p)
+        hinted.append("parallel")
+        return order[0]
+
+    def contraction(self, gi: int, g: Group, c: _Contraction, sched: NestSchedule, hinted: list[str]) -> NestSchedule:
+        where = self.where(gi, g)
+        if not self.cpu:  # SIMT targets record the hints; their contraction tiles are their own
+            sizes = [(a, self.tile(a, None, hinted)) for a in (c.rows, c.cols, c.red)]
+            self.allowed.append(f"{where}: {self.name(c.rows)}, {self.name(c.cols)}, {self.name(c.red)} (recorded)")
+            tiles = tuple((a, n) for a, n in sizes if n is not None)
+            return replace(sched, tiles=tiles)
+        dt = g.stores[0].value.dtype
+        itemsize = dt.itemsize if dt is not None else 4
+        lanes = self.machine.lanes(itemsize)
+        mr, nr = register_tile(self.machine, itemsize)
+        if self.hints.register is not None:
+            mr, nr = self.hints.register
+            regs = self.machine.vector_registers
+            if nr % lanes or mr > 16 or mr * (nr // lanes) > regs - 3:
+                raise ScheduleError(
+                    f"register={self.hints.register!r}: {where} needs a register tile of at most 16 rows whose "
+                    f"columns are a multiple of {lanes} ({self.machine.vector_bytes}-byte vectors of {dt}) and whose "
+                    f"rows x vectors leave 3 of the {regs} vector registers free",
+                    param="register",
+                    expected=f"(rows, columns) with columns a multiple of {lanes}, rows x columns / {lanes} <= {regs - 3}",
+                    got=self.hints.register,
+                    fix=f"try register={register_tile(self.machine, itemsize)!r} (this machine's default)",
+                )
+            hinted.append("register")
+        mc = self.tile(c.rows, None, hinted)
+        nc = self.tile(c.cols, nr, hinted)
+        kc = self.tile(c.red, None, hinted)
+        self.allowed.append(
+            f"{where}: {self.name(c.rows)} (rows per block; best a multiple of {mr}), "
+            f"{self.name(c.cols)} (columns per task; best a multiple of {nr}), "
+            f"{self.name(c.red)} (points of the reduction per block)"
+        )
+        tiles = ((c.rows, mc),) if mc is not None else ()
+        tiles += ((c.cols, nc),) + (((c.red, kc),) if kc is not None else ())  # type: ignore[assignment]
+        return replace(sched, tiles=tiles, register=(mr, nr), pack=c.packed)
+
+    def run(self) -> KernelIR:
+        assert self.k.groups is not None
+        groups = tuple(self.nest(gi, g) for gi, g in enumerate(self.k.groups))
+        for a, _ in self.hints.tile:
+            if a not in self.used:
+                raise ScheduleError(
+                    f"tile {a}=...: no loop nest of kernel '{self.k.name}' tiles axis '{a}'; tiles allowed: "
+                    + ("; ".join(self.allowed) or "none (the kernel has no loop nests)"),
+                    param=a,
+                    expected="an axis a nest tiles",
+                    got=dict(self.hints.tile)[a],
+                )
+        if self.hints.size is not None and not self.used:
+            raise ScheduleError(
+                f"size={self.hints.size}: no loop nest of kernel '{self.k.name}' has tiles; tiles allowed: "
+                + ("; ".join(self.allowed) or "none"),
+                param="size",
+                expected="a kernel with a tiled nest",
+                got=self.hints.size,
+            )
+        p = self.hints.parallel
+        if isinstance(p, str) and p not in self.used:
+            raise ScheduleError(
+                f"parallel={p!r}: no loop nest of kernel '{self.k.name}' has a loop over '{p}' to run on threads "
+                "(a reduced axis is not a loop of its own)",
+                param="parallel",
+                expected="the outermost axis of a nest, or False",
+                got=p,
+            )
+        if self.hints.order is not None and "order" not in {h for g in groups if g.schedule for h in g.schedule.hinted}:
+            nests = "; ".join(
+                f"{self.where(gi, g)}: ({', '.join(self.name(a) for a in g.loops)})"
+                for gi, g in enumerate(groups) if g.loops
+            )  # fmt: skip
+            raise ScheduleError(
+                f"order={self.hints.order!r}: no loop nest of kernel '{self.k.name}' has exactly these axes; "
+                f"nests: {nests or 'none'}",
+                param="order",
+                expected="the axes of one of the kernel's nests",
+                got=self.hints.order,
+            )
+        return self.k.replace(groups=groups, machine=self.machine)
+
+
 def schedule(k: KernelIR) -> KernelIR:
-    """Choose the parallel and the vector loop of every nest."""
-    assert k.groups is not None
-    groups = []
-    for g in k.groups:
-        if g.loops:
-            g = replace(g, parallel=g.loops[0], vector=g.loops[-1])
-        groups.append(g)
-    return k.replace(groups=tuple(groups))
+    """A :class:`NestSchedule` for every nest (see the module docstring)."""
+    return _Scheduler(k).run()

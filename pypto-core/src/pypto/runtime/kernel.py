@@ -16,6 +16,7 @@ from pypto.backend_api import KernelOptions, Program
 from pypto.errors import ArgumentError, PyptoError
 from pypto.ir.contract import CallContract, alias_safe_pairs
 from pypto.ir.printer import format_loops
+from pypto.ir.schedule import Schedule
 from pypto.lang.tracer import trace
 from pypto.passes import REFERENCE_STAGE, STAGES, Compilation, run_pipeline, stages
 from pypto.plugins import BackendEntry
@@ -42,7 +43,15 @@ class Kernel:
     backend and is cached on disk. Calling returns the output array (or a tuple of them).
     """
 
-    def __init__(self, fn: Callable, *, executor: str | None = None, fastmath: bool = False, **options: Any):
+    def __init__(
+        self,
+        fn: Callable,
+        *,
+        executor: str | None = None,
+        fastmath: bool = False,
+        schedule: Schedule | dict | None = None,
+        **options: Any,
+    ):
         if executor is not None and not isinstance(executor, str):
             raise ArgumentError(
                 f"pt.kernel: executor must be a backend name or 'auto', got {executor!r}",
@@ -57,12 +66,17 @@ class Kernel:
                 expected="bool",
                 got=fastmath,
             )
+        hints = getattr(fn, "__pypto_schedule__", None) or Schedule()
+        if schedule is not None:
+            hints = hints.merged(Schedule.of(schedule))
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.executor = executor
+        self.schedule = hints
+        """The schedule hints (``@pt.tile``, ``schedule=``) this kernel is compiled with."""
         self.options = KernelOptions(fastmath=fastmath, extra=tuple(sorted(options.items())))
         self._lock = threading.RLock()
-        self._compilations: dict[bool, Compilation] = {}
+        self._compilations: dict[tuple[bool, str | None], Compilation] = {}
         self._binder: Binder | None = None
         self._contract: CallContract | None = None
         self._launchers: dict[tuple[str, bool], Callable[..., None]] = {}
@@ -82,20 +96,31 @@ class Kernel:
                     self._traced = trace(self.fn)
         return self._traced
 
-    def _compilation(self, noalias: bool = True) -> Compilation:
-        c = self._compilations.get(noalias)
+    def _compilation(self, noalias: bool = True, target: Target | None = None) -> Compilation:
+        """Every stage for ``target`` (the schedule depends on the target's machine)."""
+        key = (noalias, target.name if target is not None else None)
+        c = self._compilations.get(key)
         if c is None:
             with self._lock:
-                c = self._compilations.get(noalias)
+                c = self._compilations.get(key)
                 if c is None:
-                    c = run_pipeline(self._trace(), noalias=noalias)
-                    self._compilations[noalias] = c
+                    traced = self._trace()
+                    machine = target.machine() if target is not None and target.machine is not None else None
+                    c = run_pipeline(traced.replace(machine=machine, hints=self.schedule), noalias=noalias)
+                    self._compilations[key] = c
         return c
+
+    def _default_target(self) -> Target | None:
+        """The target of the kernel's backend, or None when no backend can be resolved here."""
+        try:
+            return self._target(None)
+        except PyptoError:
+            return None
 
     def contract(self) -> CallContract:
         """The rules every call of this kernel satisfies (derived once; see :mod:`pypto.ir.contract`)."""
         if self._contract is None:
-            comp = self._compilation()
+            comp = self._compilation(True, self._default_target())
             self._contract = CallContract.of(comp.stages["infer_shapes"], alias_safe_pairs(comp.final))
         return self._contract
 
@@ -108,7 +133,7 @@ class Kernel:
         """What ``backend`` (default: the kernel's) receives for this kernel: the loop IR after the
         passes of the backend's target (see :class:`pypto.backend_api.Program`)."""
         target = self._target(backend)
-        comp = self._compilation(noalias)
+        comp = self._compilation(noalias, target)
         loops = comp.for_target(target)
         return Program(
             name=loops.name,
@@ -233,13 +258,18 @@ class Kernel:
                     got=stage,
                     fix=f"use one of: {', '.join(names)}",
                 )
-        else:
-            target = None
+        else:  # a core stage: shown for the backend's target where one can be resolved
+            try:
+                target = self._target(backend)
+            except PyptoError:
+                if backend is not None:
+                    raise
+                target = None
         if stage == "traced":
             from pypto.ir.printer import format_kernel
 
             return format_kernel(self._trace())
-        return self._compilation().text(stage, target)
+        return self._compilation(True, target).text(stage, target)
 
     @property
     def stages(self) -> tuple[str, ...]:
@@ -296,15 +326,58 @@ def _launch(launcher: Callable[..., None], bound: BoundCall) -> None:
         raise
 
 
-def kernel(fn: Callable | None = None, *, executor: str | None = None, fastmath: bool = False, **options: Any):
+def kernel(
+    fn: Callable | None = None,
+    *,
+    executor: str | None = None,
+    fastmath: bool = False,
+    schedule: Schedule | dict | None = None,
+    **options: Any,
+):
     """Decorate a function as a pypto kernel: ``@pt.kernel`` or ``@pt.kernel(executor="openmp")``.
 
     ``executor`` picks the backend (default: ``$PYPTO_EXECUTOR``, else the highest-priority
     available backend); ``fastmath=True`` lets backends use faster, less exact math
-    (reassociation, approximate functions, no NaN/inf guarantees).
+    (reassociation, approximate functions, no NaN/inf guarantees); ``schedule`` (a
+    :class:`pypto.Schedule` or a dict of its arguments) overrides the schedule pass's choices, laid
+    over any ``@pt.tile`` hints.
     """
+    if schedule is not None:
+        Schedule.of(schedule)  # a bad schedule fails here, at the decorator
     if fn is None:
-        return lambda f: Kernel(f, executor=executor, fastmath=fastmath, **options)
+        return lambda f: kernel(f, executor=executor, fastmath=fastmath, schedule=schedule, **options)
     if not callable(fn):
         raise ArgumentError(f"pt.kernel decorates a function, got {fn!r}", expected="a function", got=fn)
-    return Kernel(fn, executor=executor, fastmath=fastmath, **options)
+    return Kernel(fn, executor=executor, fastmath=fastmath, schedule=schedule, **options)
+
+
+def tile(size: int | None = None, **axes: int) -> Callable[[Any], Any]:
+    """Tile sizes for a kernel's axes: ``@pt.tile(i=64, j=256)`` (``size=`` for every tiled axis).
+
+    Put it under or over ``@pt.kernel``. What a tile means depends on the nest's pattern (printed by
+    ``kernel.ir("schedule")``): the rows per block and columns per task of a contraction, the sides
+    of a transpose's (or another two-loop nest's) tiles, the rows and columns per block of a reduction
+    down columns. Sizes are checked against the kernel when it compiles; a bad one is a
+    :class:`~pypto.errors.ScheduleError` naming the axis and the values allowed.
+    """
+    hints = Schedule(tile=axes, size=size)
+
+    def apply(target: Any) -> Any:
+        if isinstance(target, Kernel):
+            merged = Kernel(
+                target.fn,
+                executor=target.executor,
+                fastmath=target.options.fastmath,
+                schedule=target.schedule.merged(hints),
+                **dict(target.options.extra),
+            )
+            return merged
+        if not callable(target):
+            raise ArgumentError(
+                f"pt.tile decorates a kernel or a function, got {target!r}", expected="a function", got=target
+            )
+        previous = getattr(target, "__pypto_schedule__", None)
+        target.__pypto_schedule__ = previous.merged(hints) if previous is not None else hints
+        return target
+
+    return apply

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pypto.ir.loops import LoopKernel
+from pypto.targets.machine import Machine
 
 LoopPass = Callable[[LoopKernel], LoopKernel]
 
@@ -24,6 +25,7 @@ class Target:
     name: str
     passes: tuple[tuple[str, LoopPass], ...]
     description: str = ""
+    machine: Callable[[], Machine] | None = None  # what the schedule pass targets (probed on first use)
 
 
 def targets() -> dict[str, Target]:

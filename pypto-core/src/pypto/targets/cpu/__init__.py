@@ -29,6 +29,7 @@ from pypto.targets import Target
 from pypto.targets.cpu.columns import block_columns
 from pypto.targets.cpu.contractions import block_contractions
 from pypto.targets.cpu.tiles import tile_transposes
+from pypto.targets.machine import host_cpu
 
 # Measured on the benchmark machine (2 threads): an OpenMP fork/join costs ~1.1 us, which a nest of
 # this cost repays; the TBB backend uses the same threshold, so both thread the same loops.
@@ -110,4 +111,5 @@ CPU_SIMD = Target(
         ("stream_outputs", stream_outputs),          # non-temporal stores for large 1-D outputs
     ),
     "threads over outer loops, SIMD inner loops (OpenMP, TBB)",
+    host_cpu,
 )  # fmt: skip

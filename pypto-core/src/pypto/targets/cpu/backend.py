@@ -27,19 +27,11 @@ from pypto.backend_api import (
     Source,
 )
 from pypto.targets.cpu.toolchain import Toolchain, ToolchainError, build_shared, probe
+from pypto.targets.machine import num_threads
 
 if TYPE_CHECKING:  # imported where used: a warm process never renders code
     from pypto.targets.cpu.loader import NativeLauncher
     from pypto.targets.cstyle import CRenderer
-
-
-def num_threads() -> int:
-    """Threads for parallel loops: PYPTO_NUM_THREADS, else OMP_NUM_THREADS, else every core."""
-    for var in ("PYPTO_NUM_THREADS", "OMP_NUM_THREADS"):
-        v = os.environ.get(var, "").split(",")[0].strip()
-        if v.isdigit() and int(v) > 0:
-            return int(v)
-    return os.cpu_count() or 1
 
 
 class NativeBackend(Backend):

@@ -32,17 +32,19 @@ from pypto.dtypes import int64
 from pypto.ir.loops import Alloc, Assign, Block, Comment, Declare, Let, Loop, LoopKernel, Read, Stmt, Var, Write
 from pypto.ir.nodes import Binary, Const, Expr, map_children
 from pypto.ir.reducers import combine, identity
+from pypto.ir.schedule import NestSchedule
 from pypto.targets.cpu.rewrite import (
     PARALLEL,
     Names,
+    Nest,
     ceil_div,
     extent,
     flat,
     i64,
     ibin,
     reads_a_row_apart,
-    rewrite_parallel_loops,
     var_names,
+    walk_loops,
 )
 
 MIN_BLOCK = 64  # columns per block at least: 256 bytes of float32 read contiguously from each row
@@ -64,8 +66,12 @@ def block_width(n: Expr, partial_bytes: int) -> Expr:
 class _Interchange:
     """Rewrites one column loop (see the module docstring); ``None`` from :meth:`run` leaves it as it is."""
 
-    def __init__(self, loop: Loop, names: Names):
+    def __init__(self, loop: Loop, names: Names, sched: NestSchedule):
         self.loop = loop
+        cols_axis = sched.order[-1]
+        self.cols_tile = sched.tile(cols_axis)  # the user's columns per block
+        self.rows_tile = next((n for a, n in sched.tiles if a != cols_axis), None)  # and rows per block
+        self.kind = "parallel" if loop.kind in PARALLEL else "serial"
         self.fresh = names.fresh
         self.body = flat(loop.body)
         self.arrays: dict[str, tuple[str, object]] = {}  # scalar -> (array name, dtype)
@@ -212,7 +218,7 @@ class _Interchange:
             columns(fill),
             Loop(rows.var, Var(rlo, dtype=int64), Var(rhi, dtype=int64), columns(fold), "serial"),
         ]
-        phase1 = Loop(t, i64(0), ibin("mul", NRB, NCB), Block(tuple(task)), "parallel", (), L.work, dynamic=True)
+        phase1 = Loop(t, i64(0), ibin("mul", NRB, NCB), Block(tuple(task)), self.kind, (), L.work, dynamic=True)
         # phase 2: each column's partials combined in block order, then the statements after the loop
         self.offset = None
         finals = {n: self.fresh(f"_cols_{n}") for n in ops}
@@ -236,7 +242,7 @@ class _Interchange:
             columns(start),
             Loop(r2, i64(0), NRB, columns(merge), "serial"),
             columns(tail),
-        )), "parallel", (), combine_work)  # fmt: skip
+        )), self.kind, (), combine_work)  # fmt: skip
         for n, dt in reversed([self.arrays[x] for x in (*lets, *ops)]):
             phase2 = Alloc(n, dt, (cols,), phase2)  # type: ignore[arg-type]
         out: Stmt = Block((phase1, phase2))
@@ -247,9 +253,10 @@ class _Interchange:
             *comments,
             Comment(f"{rows.var} in blocks of {rows_v} rows reduced in parallel into partial rows of {L.var}, "
                     f"then combined in block order"),
-            Let(width_v, ibin("maximum", i64(1), ibin("minimum", cols, i64(cap)))),
+            Let(width_v, i64(self.cols_tile) if self.cols_tile else ibin("maximum", i64(1), ibin("minimum", cols, i64(cap)))),
             Let(ncb_v, ceil_div(cols, W)),
-            Let(rows_v, ibin("maximum", i64(MIN_ROWS), ceil_div(n_rows, i64(ROW_BLOCKS)))),
+            Let(rows_v, i64(self.rows_tile) if self.rows_tile else
+                ibin("maximum", i64(MIN_ROWS), ceil_div(n_rows, i64(ROW_BLOCKS)))),
             Let(nrb_v, ceil_div(n_rows, R)),
             out,
         ))  # fmt: skip
@@ -289,14 +296,13 @@ class _Interchange:
                 run.append(self.per_column(s))
         if run:
             inner.append(columns(run))
-        kind = "parallel" if L.kind in PARALLEL else "serial"
-        out: Stmt = Loop(blk, i64(0), Var(nblk_v, dtype=int64), Block(tuple(inner)), kind, (), L.work)
+        out: Stmt = Loop(blk, i64(0), Var(nblk_v, dtype=int64), Block(tuple(inner)), self.kind, (), L.work)
         for name, dt in reversed(list(self.arrays.values())):
             out = Alloc(name, dt, (cols,), out)  # type: ignore[arg-type]
         note = Comment(f"columns of {L.var} in blocks of {width_v}, rows walked along each block")
         return Block((
             note,
-            Let(width_v, block_width(cols, partial)),
+            Let(width_v, i64(self.cols_tile) if self.cols_tile else block_width(cols, partial)),
             Let(nblk_v, ceil_div(cols, W)),
             out,
         ))  # fmt: skip
@@ -304,4 +310,10 @@ class _Interchange:
 
 def block_columns(k: LoopKernel) -> LoopKernel:
     """Interchange the parallel loops over columns whose inner loops walk down the columns."""
-    return rewrite_parallel_loops(k, lambda loop, names: _Interchange(loop, names).run())
+
+    def fn(loop: Loop, names: Names, nest: Nest) -> Stmt | None:
+        if nest.schedule is None or nest.schedule.pattern != "columns" or nest.depth != 0:
+            return None
+        return _Interchange(loop, names, nest.schedule).run()
+
+    return walk_loops(k, fn)

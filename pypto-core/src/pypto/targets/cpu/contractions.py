@@ -3,22 +3,29 @@
 A contraction (``c[i, j] = f(pt.reduce_sum(a[i, k] * b[k, j], axis=k))``: a matmul, a batched
 matmul, a dense layer ``x[i, k] * w[j, k]``, with any epilogue ``f``) is lowered as one dot product
 per output element, down a column of ``b``: a stride of a whole row at every step, one multiply-add
-per element loaded. This pass rewrites the nest into the schedule of BLAS micro-kernels:
+per element loaded. The ``schedule`` pass classifies such a nest as a ``contraction`` and gives it a
+register tile of MR x NR (two vectors wide: 8 x 32 float32 with AVX-512, 6 x 16 with AVX2), tasks
+of NC columns (NR unless the user's ``@pt.tile(j=...)`` says) and, with ``@pt.tile(i=...)``, blocks
+of MC rows. This pass rewrites the nest into that schedule, the one of BLAS micro-kernels:
 
-    parallel for each panel of NR columns j0:           (NR = 128 bytes of the result type)
-        for each block of MR rows i0:                   (MR = 8)
-            local acc[MR * NR] = 0                      (a register tile: 16 vectors for float32)
-            for k:
-                a_r = a[i0 + r, k] for r < MR           (broadcast scalars)
-                for jj < NR:                            (vector loop, contiguous in b)
-                    acc[r * NR + jj] += a_r * b[k, j0 + jj]     for r < MR
-            c[i0 + r, j0 + jj] = f(acc[r * NR + jj])    (the epilogue, fused: c written once)
+    parallel for each task of NC columns j0:             (handed to the next free thread)
+        pack b[:, j0 : j0 + NC] into panels of NR columns, [k][jj]
+        for each block of MC rows (all rows by default):
+            for each panel of NR columns jp:
+                for each block of MR rows i0:
+                    local acc[MR * NR] = 0               (a register tile: 16 vectors for float32)
+                    for k:
+                        a_r = a[i0 + r, k] for r < MR    (broadcast scalars)
+                        for jj < NR:                     (vector loop, contiguous in the panel)
+                            acc[r * NR + jj] += a_r * panel[k, jj]     for r < MR
+                    c[i0 + r, jp + jj] = f(acc[r * NR + jj])   (the epilogue, fused: c written once)
 
 Every value of ``b`` loaded is used MR times and every ``a_r`` NR times; the tile stays in
-registers. Each panel of ``b`` (K x NR values: the factor without ``i``, whatever its layout or
-expression, ``w[j, k]`` included) is first *packed*, computed once into contiguous memory laid out as
-the micro-kernel reads it, where all the row blocks reuse it from L2 without a TLB miss per row.
-Rows left over (fewer than MR) take a one-row tile, a last narrower panel a tile of its width. Each element's products are summed in ``k`` order, as in the loop it replaces.
+registers. The panels of ``b`` (the factor without ``i``, whatever its layout or expression,
+``w[j, k]`` included) are *packed*, computed once into contiguous memory laid out as the micro-kernel
+reads them, where all the row blocks reuse them from L2 without a TLB miss per row. Rows left over
+(fewer than MR) take a one-row tile, a last narrower panel a tile of its width. Each element's
+products are summed in ``k`` order, as in the loop it replaces.
 
 Left for later (see ``docs/performance.md``): packing ``a`` and blocking ``k`` for L1 (GotoBLAS), which
 large ``K`` needs to keep the row block of ``a`` in L1.
@@ -33,10 +40,8 @@ from pypto.dtypes import DType, bool_, int64
 from pypto.ir.loops import Alloc, Assign, Block, Comment, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write
 from pypto.ir.nodes import Binary, Expr, map_children
 from pypto.ir.reducers import identity
-from pypto.targets.cpu.rewrite import PARALLEL, Names, ceil_div, extent, flat, i64, ibin, var_names, walk_loops
-
-MR = 8  # rows of a register tile
-TILE_BYTES = 128  # width of a register tile's rows: two 512-bit vectors (32 float32, 16 float64)
+from pypto.ir.schedule import NestSchedule
+from pypto.targets.cpu.rewrite import PARALLEL, Names, Nest, ceil_div, extent, flat, i64, ibin, var_names, walk_loops
 
 
 def _subst(e: Expr, env: dict[str, Expr]) -> Expr:
@@ -103,14 +108,24 @@ class _Contraction:
 
     def tile(self, i0: Expr, j0: Expr, nrows: int, width: Expr, b_at: Callable[[Expr, Expr], Expr]) -> Stmt:
         """A register tile of ``nrows`` x ``width`` results at (i0, j0) (``width`` <= NR)."""
-        nr = TILE_BYTES // self.dtype.itemsize
+        nr = self.nr
         acc = self.fresh("_acc")
         jj = self.fresh("_jj")
         jjv = Var(jj, dtype=int64)
         jv = ibin("add", j0, jjv)
         dt = self.dtype
         lanes = [ibin("add", i64(r * nr), jjv) for r in range(nrows)]
-        zero = Loop(jj, i64(0), width, Block(tuple(Write(acc, (ix,), identity("sum", dt)) for ix in lanes)), "vector")
+        zero: Stmt = Loop(jj, i64(0), width, Block(tuple(Write(acc, (ix,), identity("sum", dt)) for ix in lanes)),
+                          "vector")  # fmt: skip
+        i_rel = [ibin("sub", ibin("add", i0, i64(r)) if r else i0, self.rows.start) for r in range(nrows)]
+        kb = self.kblocks
+        if kb is not None:  # a block of k after the first: the tile's partial sums so far
+            part, first, _, task_j0, nc = kb
+            at_part = [ibin("add", ibin("mul", i_rel[r], i64(nc)), ibin("add", ibin("sub", j0, task_j0), jjv))
+                       for r in range(nrows)]  # fmt: skip
+            load = Loop(jj, i64(0), width, Block(tuple(
+                Write(acc, (lanes[r],), Read(part, (at_part[r],), dtype=dt)) for r in range(nrows))), "vector")  # fmt: skip
+            zero = If(first, zero, load)
         a_names = [self.fresh("_a") for _ in range(nrows)]
         i_at = [ibin("add", i0, i64(r)) if r else i0 for r in range(nrows)]
         a_lets = [Let(a_names[r], _subst(self.a, {self.rows.var: i_at[r]})) for r in range(nrows)]
@@ -128,8 +143,8 @@ class _Contraction:
             )
         k_loop = Loop(
             self.k,
-            self.red.start,
-            self.red.stop,
+            self.k_start,
+            self.k_stop,
             Block((*a_lets, Loop(jj, i64(0), width, Block(tuple(fold)), "vector"))),
             "serial",
         )
@@ -145,51 +160,127 @@ class _Contraction:
                     "vector",
                 )
             )
-        return Alloc(acc, dt, (i64(nrows * nr),), Block((zero, k_loop, *out)), local=True)
+        finish: Stmt = Block(tuple(out))
+        if kb is not None:  # not the last block of k: keep the partial sums for the next
+            part, _, last, _, _ = kb
+            keep = Loop(jj, i64(0), width, Block(tuple(
+                Write(part, (at_part[r],), Read(acc, (lanes[r],), dtype=dt)) for r in range(nrows))), "vector")  # fmt: skip
+            finish = If(last, finish, keep)
+        return Alloc(acc, dt, (i64(nrows * nr),), Block((zero, k_loop, finish)), local=True)
 
-    def run(self) -> Stmt | None:
+    def run(self, sched: NestSchedule) -> Stmt | None:
         if not self.match():
-            return None
+            return Block((Comment(f"schedule: the contraction over {self.rows.var} was not rewritten (its lowered "
+                                  "nest is not one sum of a product)"), self.rows))  # fmt: skip
         rows, cols = self.rows, self.cols
-        nr = TILE_BYTES // self.dtype.itemsize
+        assert sched.register is not None
+        mr, nr = self.mr, self.nr = sched.register
+        i_axis, j_axis = sched.order[-2], sched.order[-1]
+        mc = sched.tile(i_axis)
+        nc = sched.tile(j_axis) or nr
+        micro = -(-nc // nr)  # register-tile panels per task
         jb, ib, j0, i0, w, ri = (self.fresh(n) for n in ("_jb", "_ib", "_j0", "_i0", "_jw", "_ri"))
-        pk, base = self.fresh("_bpack"), self.fresh("_pbase")
-        j0v, i0v, wv, basev = (Var(n, dtype=int64) for n in (j0, i0, w, base))
-        kk = ibin("sub", Var(self.k, dtype=int64), self.red.start)
-        panel_size = ibin("mul", extent(self.red), i64(nr))
+        pk, base, mp = self.fresh("_bpack"), self.fresh("_pbase"), self.fresh("_mp")
+        jp, wp, r0, r1 = self.fresh("_jp"), self.fresh("_pw"), self.fresh("_r0"), self.fresh("_r1")
+        j0v, i0v, wv, basev, mpv = (Var(n, dtype=int64) for n in (j0, i0, w, base, mp))
+        jpv, wpv, r0v, r1v = (Var(n, dtype=int64) for n in (jp, wp, r0, r1))
+        if micro == 1:  # one register-tile panel per task: it starts at the task's first column
+            jpv, wpv = j0v, wv
+        kc = next((n for a, n in sched.tiles if a not in sched.order), None)  # points of k per block
+        self.kblocks = None
+        self.k_start, self.k_stop = self.red.start, self.red.stop
+        if kc is not None:
+            kb, nkb, klo, khi, part = (self.fresh(n) for n in ("_kb", "_nkb", "_klo", "_khi", "_cpart"))
+            kbv, nkbv = Var(kb, dtype=int64), Var(nkb, dtype=int64)
+            self.k_start, self.k_stop = Var(klo, dtype=int64), Var(khi, dtype=int64)
+            first = Binary("eq", kbv, i64(0), dtype=bool_)
+            last = Binary("eq", kbv, ibin("sub", nkbv, i64(1)), dtype=bool_)
+            self.kblocks = (part, first, last, j0v, nc)
+        kk = ibin("sub", Var(self.k, dtype=int64), self.k_start)
+        # one packed panel of nr columns: [k][jj] (a block of k of it when k is blocked)
+        panel_size = ibin("mul", extent(self.red) if kc is None else i64(kc), i64(nr))
+        at = ibin("add", basev, ibin("mul", mpv, panel_size)) if micro > 1 else basev
 
         def b_at(jv: Expr, jjv: Expr) -> Expr:  # the panel of b, packed [k][jj]
-            return Read(pk, (ibin("add", basev, ibin("add", ibin("mul", kk, i64(nr)), jjv)),), dtype=self.b.dtype)
+            return Read(pk, (ibin("add", at, ibin("add", ibin("mul", kk, i64(nr)), jjv)),), dtype=self.b.dtype)
 
         jj = self.fresh("_jj")
         jjv = Var(jj, dtype=int64)
-        fill = Loop(self.k, self.red.start, self.red.stop, Loop(jj, i64(0), wv, Write(
-            pk, (ibin("add", basev, ibin("add", ibin("mul", kk, i64(nr)), jjv)),),
-            _subst(self.b, {cols.var: ibin("add", j0v, jjv)})), "vector"), "serial")  # fmt: skip
-        full_rows = ibin("floordiv", extent(rows), i64(MR))
-        panel = Block((
-            Let(j0, ibin("add", cols.start, ibin("mul", Var(jb, dtype=int64), i64(nr)))),
-            Let(w, ibin("minimum", i64(nr), ibin("sub", cols.stop, j0v))),
-            Let(base, ibin("mul", Var(jb, dtype=int64), panel_size)),
-            fill,
-            Loop(ib, i64(0), full_rows, Block((
-                Let(i0, ibin("add", rows.start, ibin("mul", Var(ib, dtype=int64), i64(MR)))),
-                If(Binary("eq", wv, i64(nr), dtype=bool_),
-                   self.tile(i0v, j0v, MR, i64(nr), b_at), self.tile(i0v, j0v, MR, wv, b_at)),
-            )), "serial"),
-            Loop(ri, ibin("add", rows.start, ibin("mul", full_rows, i64(MR))), rows.stop,
-                 self.tile(Var(ri, dtype=int64), j0v, 1, wv, b_at), "serial"),
-        ))  # fmt: skip
-        kind = "parallel" if rows.kind in PARALLEL else "serial"
-        panels = ceil_div(extent(cols), i64(nr))
-        main = Loop(jb, i64(0), panels, panel, kind, (), rows.work, dynamic=True)
-        note = Comment(
-            f"{self.acc.name}: contraction over {self.k} in register tiles of {MR} x {nr} ({rows.var} x {cols.var}), "
-            f"each panel of {nr} columns of the factor without {rows.var} packed first"
+
+        def per_panel(body: Stmt) -> Stmt:
+            """``body`` for each register-tile panel of the task's columns (``_jp``, ``_pw`` wide)."""
+            if micro == 1:
+                return body
+            return Loop(mp, i64(0), ceil_div(wv, i64(nr)), Block((
+                Let(jp, ibin("add", j0v, ibin("mul", mpv, i64(nr)))),
+                Let(wp, ibin("minimum", i64(nr), ibin("sub", ibin("add", j0v, wv), jpv))),
+                body,
+            )), "serial")  # fmt: skip
+
+        fill = per_panel(Loop(self.k, self.k_start, self.k_stop, Loop(jj, i64(0), wpv, Write(
+            pk, (ibin("add", at, ibin("add", ibin("mul", kk, i64(nr)), jjv)),),
+            _subst(self.b, {cols.var: ibin("add", jpv, jjv)})), "vector"), "serial"))  # fmt: skip
+
+        def row_tiles(lo: Expr, hi: Expr) -> Stmt:
+            full = ibin("floordiv", ibin("sub", hi, lo), i64(mr))
+            return Block((
+                Loop(ib, i64(0), full, Block((
+                    Let(i0, ibin("add", lo, ibin("mul", Var(ib, dtype=int64), i64(mr)))),
+                    If(Binary("eq", wpv, i64(nr), dtype=bool_),
+                       self.tile(i0v, jpv, mr, i64(nr), b_at), self.tile(i0v, jpv, mr, wpv, b_at)),
+                )), "serial"),
+                Loop(ri, ibin("add", lo, ibin("mul", full, i64(mr))), hi,
+                     self.tile(Var(ri, dtype=int64), jpv, 1, wpv, b_at), "serial"),
+            ))  # fmt: skip
+
+        if mc is None:
+            compute = per_panel(row_tiles(rows.start, rows.stop))
+        else:
+            rb = self.fresh("_rb")
+            compute = Loop(rb, i64(0), ceil_div(extent(rows), i64(mc)), Block((
+                Let(r0, ibin("add", rows.start, ibin("mul", Var(rb, dtype=int64), i64(mc)))),
+                Let(r1, ibin("minimum", rows.stop, ibin("add", r0v, i64(mc)))),
+                per_panel(row_tiles(r0v, r1v)),
+            )), "serial")  # fmt: skip
+        head = (
+            Let(j0, ibin("add", cols.start, ibin("mul", Var(jb, dtype=int64), i64(nc)))),
+            Let(w, ibin("minimum", i64(nc), ibin("sub", cols.stop, j0v))),
+            Let(base, ibin("mul", Var(jb, dtype=int64), ibin("mul", panel_size, i64(micro)))),
         )
-        return Block((note, Alloc(pk, self.b.dtype, (ibin("mul", panels, panel_size),), main)))
+        if kc is None:
+            panel = Block((*head, fill, compute))
+        else:  # each block of k packed and applied to every row in turn, partial sums kept in between
+            blocks = Block((
+                Let(nkb, ibin("maximum", i64(1), ceil_div(extent(self.red), i64(kc)))),
+                Loop(kb, i64(0), nkbv, Block((
+                    Let(klo, ibin("add", self.red.start, ibin("mul", kbv, i64(kc)))),
+                    Let(khi, ibin("minimum", self.red.stop, ibin("add", self.k_start, i64(kc)))),
+                    fill,
+                    compute,
+                )), "serial"),
+            ))  # fmt: skip
+            panel = Block((*head, Alloc(part, self.dtype, (ibin("mul", extent(rows), i64(nc)),), blocks)))
+        kind = "parallel" if rows.kind in PARALLEL else "serial"
+        tasks = ceil_div(extent(cols), i64(nc))
+        main = Loop(jb, i64(0), tasks, panel, kind, (), rows.work, dynamic=True)
+        blocks = f", blocks of {mc} rows" if mc is not None else ""
+        blocks += f", blocks of {kc} points of {self.k} (partial sums kept between them)" if kc is not None else ""
+        note = Comment(
+            f"{self.acc.name}: contraction over {self.k} in register tiles of {mr} x {nr} ({rows.var} x {cols.var}), "
+            f"tasks of {nc} columns of the factor without {rows.var}, packed first{blocks}"
+        )
+        size = ibin("mul", tasks, ibin("mul", panel_size, i64(micro)))
+        return Block((note, Alloc(pk, self.b.dtype, (size,), main)))
 
 
 def block_contractions(k: LoopKernel) -> LoopKernel:
     """Rewrite contractions into register-tiled micro-kernels (see the module docstring)."""
-    return walk_loops(k, lambda loop, names: _Contraction(loop, names).run())
+
+    def fn(loop: Loop, names: Names, nest: Nest) -> Stmt | None:
+        if nest.schedule is None or nest.schedule.pattern != "contraction" or nest.schedule.register is None:
+            return None
+        if not nest.at(1):  # the loop over rows holds the loop over columns
+            return None
+        return _Contraction(loop, names).run(nest.schedule)
+
+    return walk_loops(k, fn)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from pypto.dtypes import int64
 from pypto.ir.loops import Alloc, Block, If, Loop, LoopKernel, Read, Stmt, Var, stmt_exprs, walk
 from pypto.ir.nodes import Binary, Const, Expr, postorder
+from pypto.ir.schedule import NestSchedule
 
 PARALLEL = ("parallel", "parallel_vector")
 
@@ -83,31 +84,46 @@ class Names:
         return name
 
 
+@dataclass(frozen=True)
+class Nest:
+    """Where a loop sits: the schedule of its nest (set by lowering on the nest's outermost loop) and
+    its depth in the nest (0 for the outermost loop)."""
+
+    schedule: NestSchedule | None = None
+    depth: int = 0
+
+    def at(self, depth_from_inner: int) -> bool:
+        """Whether the loop is the nest's ``depth_from_inner``-th loop counted from the innermost (0)."""
+        s = self.schedule
+        return s is not None and self.depth == len(s.order) - 1 - depth_from_inner
+
+
 def walk_loops(
-    k: LoopKernel, fn: Callable[[Loop, Names], Stmt | None], *, outer_parallel_only: bool = False
+    k: LoopKernel, fn: Callable[[Loop, Names, Nest], Stmt | None], *, outer_parallel_only: bool = False
 ) -> LoopKernel:
-    """``k`` with loops replaced by ``fn(loop, names)``, outermost first; a loop ``fn`` keeps (returns None
-    for) is searched inside, unless ``outer_parallel_only``: then only parallel loops outside other loops
-    are offered."""
+    """``k`` with loops replaced by ``fn(loop, names, nest)``, outermost first; a loop ``fn`` keeps (returns
+    None for) is searched inside, unless ``outer_parallel_only``: then only parallel loops outside other
+    loops are offered."""
     names = Names(k)
 
-    def visit(s: Stmt) -> Stmt:
+    def visit(s: Stmt, nest: Nest | None) -> Stmt:
         if isinstance(s, Block):
-            return Block(tuple(visit(b) for b in s.body))
+            return Block(tuple(visit(b, nest) for b in s.body))
         if isinstance(s, Alloc):
-            return replace(s, body=visit(s.body))
+            return replace(s, body=visit(s.body, nest))
         if isinstance(s, If):
-            return replace(s, then=visit(s.then), orelse=None if s.orelse is None else visit(s.orelse))
+            return replace(s, then=visit(s.then, nest), orelse=None if s.orelse is None else visit(s.orelse, nest))
         if not isinstance(s, Loop) or s.reductions:
             return s
+        here = Nest(s.schedule) if s.schedule is not None else Nest(nest.schedule, nest.depth + 1) if nest else Nest()
         if outer_parallel_only:
-            return (fn(s, names) if s.kind in PARALLEL else None) or s
-        return fn(s, names) or replace(s, body=visit(s.body))
+            return (fn(s, names, here) if s.kind in PARALLEL else None) or s
+        return fn(s, names, here) or replace(s, body=visit(s.body, here))
 
-    return replace(k, body=visit(k.body))
+    return replace(k, body=visit(k.body, None))
 
 
-def rewrite_parallel_loops(k: LoopKernel, fn: Callable[[Loop, Names], Stmt | None]) -> LoopKernel:
-    """``k`` with each parallel loop outside other loops replaced by ``fn(loop, names)`` (kept when it
+def rewrite_parallel_loops(k: LoopKernel, fn: Callable[[Loop, Names, Nest], Stmt | None]) -> LoopKernel:
+    """``k`` with each parallel loop outside other loops replaced by ``fn(loop, names, nest)`` (kept when it
     returns None)."""
     return walk_loops(k, fn, outer_parallel_only=True)

@@ -12,6 +12,7 @@ receive as data.
 from __future__ import annotations
 
 from pypto.targets import Target
+from pypto.targets.machine import SIMT_DEVICE
 
 
 def _split_kernels(k):  # imported on use: loading the target list stays cheap
@@ -38,4 +39,5 @@ SIMT = Target(
         ("plan_launch", _plan_launch),  # map / groups / single, cached rows, vector loops
     ),
     "device kernels over work-groups of threads (CUDA, OpenCL)",
+    lambda: SIMT_DEVICE,
 )
