@@ -16,7 +16,17 @@ import pytest
 
 import pypto as pt
 from pypto.plugins import get_registry
-from pypto.testing import assert_softmax_matches_numpy, np_sum_exp, softmax, sum_exp, vector_add
+from pypto.testing import (
+    assert_column_reductions_match_numpy,
+    assert_contractions_match_numpy,
+    assert_softmax_matches_numpy,
+    column_stats,
+    dense_relu,
+    np_sum_exp,
+    softmax,
+    sum_exp,
+    vector_add,
+)
 
 ENTRY = get_registry().backends.get("cuda")
 
@@ -68,6 +78,24 @@ def test_code_is_generated_without_a_gpu():
     assert rows.count("x[row * N + col]") == 1  # each row read from global memory once
     add = vector_add.get_code(backend="cuda")
     assert "for (long long pt_g0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x); pt_g0 < N - 0;" in add
+
+
+def test_a_contraction_runs_in_blocks_over_tiles_in_shared_memory():
+    code = dense_relu.get_code(backend="cuda")
+    assert "__shared__ float pt_ta[272];" in code and "__shared__ float pt_tb[272];" in code
+    assert code.count("__syncthreads();") == 2
+    assert "const long long i = 0 + (long long)blockIdx.y * 16 + pt_ty;" in code
+    assert "const long long pt_tx = (long long)threadIdx.x;" in code
+    (launch,) = rendered(dense_relu).extras["plan"].kernels
+    assert launch.kind == "tiles" and launch.group == (16, 16)
+
+
+def test_a_column_reduction_runs_in_blocks_of_columns_splitting_the_rows():
+    code = column_stats.get_code(backend="cuda")
+    assert "__shared__ float pt_part_sum_1[256];" in code and code.count("__syncthreads();") == 1
+    assert "for (long long i = 0 + pt_ty; i < M; i += 8) {" in code
+    (launch,) = rendered(column_stats).extras["plan"].kernels
+    assert launch.kind == "columns" and launch.group == (32, 8)
 
 
 def test_full_reduction_is_two_stages_in_the_plan():
@@ -344,6 +372,18 @@ def test_device_arrays_are_used_in_place(monkeypatch):
 @pytest.mark.parametrize("shape", [(1, 1), (3, 7), (64, 1031), (300, 130), (2, 40000), (2, 150_000)])
 def test_softmax_on_the_gpu(shape):
     assert_softmax_matches_numpy(shape, rtol=1e-5, atol=1e-7, kernel=pt.kernel(executor="cuda")(softmax.fn))
+
+
+@needs_gpu
+@pytest.mark.parametrize("mkn", [(1, 1, 1), (9, 3, 33), (130, 64, 257), (512, 512, 512)])
+def test_contractions_on_the_gpu(mkn):
+    assert_contractions_match_numpy(*mkn, rtol=1e-5, atol=1e-5, executor="cuda")
+
+
+@needs_gpu
+@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (64, 1031), (1031, 65), (4096, 4096)])
+def test_column_reductions_on_the_gpu(shape):
+    assert_column_reductions_match_numpy(shape, rtol=2e-5, atol=1e-5, executor="cuda")
 
 
 @needs_gpu

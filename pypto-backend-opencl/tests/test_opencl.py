@@ -13,6 +13,8 @@ import pypto as pt
 from pypto.plugins import get_registry
 from pypto.testing import (
     N,
+    assert_column_reductions_match_numpy,
+    assert_contractions_match_numpy,
     assert_nan_poisons_only_its_row,
     assert_softmax_matches_numpy,
     layernorm,
@@ -81,6 +83,21 @@ def test_layernorm_and_matmul_match_numpy():
     c = pt.empty((17, 23))
     matmul(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mkn", [(1, 1, 1), (8, 1, 32), (9, 3, 33), (5, 0, 7), (130, 64, 257)])
+def test_contractions_run_in_tiles_and_match_numpy(mkn):
+    assert_contractions_match_numpy(*mkn, rtol=1e-5, atol=1e-5, executor="opencl")
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (3, 7), (64, 1031), (1031, 65), (5, 0)])
+def test_column_reductions_run_in_column_groups_and_match_numpy(shape):
+    # the rows are split over 8 threads per column and their partials combined in order: a float32 sum of up to
+    # 1031 standard normals is compared with float64 to 1e-5 absolute
+    assert_column_reductions_match_numpy(shape, rtol=2e-5, atol=1e-5, executor="opencl")
+    from pypto.testing import column_stats
+
+    assert "[columns: a work-group per block of columns" in column_stats.ir("plan_launch", backend="opencl")
 
 
 def test_cpu_vectors_are_256_bits_of_the_widest_type_computed():

@@ -14,7 +14,7 @@ import pytest
 import pypto as pt
 from pypto.ir.loops import Var
 from pypto.ir.nodes import Binary, Const
-from pypto.targets.simt.plan import GROUPS, MAP, SINGLE, LaunchPlan, py_expr
+from pypto.targets.simt.plan import COLUMNS, GROUPS, MAP, SINGLE, TILES, LaunchPlan, py_expr
 from pypto.targets.simt.render import SimtRenderer
 from pypto.testing import M, N, matmul, softmax, sum_exp, vector_add
 
@@ -127,16 +127,26 @@ def test_full_reduction_is_two_deterministic_stages():
     assert "if (pt_lid == 0) out[0] = sum_" in combine
 
 
-def test_output_loops_of_a_matmul_map_to_two_dimensions():
+def test_a_matmul_runs_in_work_groups_over_tiles_of_outputs():
     source, plan = render(matmul)
-    assert kinds(plan) == [MAP]
-    assert plan.kernels[0].extents == ("(v_N - 0)", "(v_M - 0)")
-    assert "get_global_id(1)" in source and "for (long k = 0; k < K; k++)" in source
+    assert kinds(plan) == [TILES]
+    (launch,) = plan.kernels
+    assert launch.extents == ("(v_N - 0)", "(v_M - 0)") and launch.group == (16, 16)
+    assert "__local float pt_ta[272];" in source and source.count("barrier(CLK_LOCAL_MEM_FENCE);") == 2
+    assert "const long i = 0 + (long)get_group_id(1) * 16 + pt_ty;" in source
+    assert "sum_1 = sum_1 + pt_ta[pt_ty * 17 + pt_kk] * pt_tb[pt_kk * 17 + pt_tx];" in source
+    assert "if (i < M & j < N) {" in source  # threads outside the matrix load zeros and write nothing
+    assert LaunchPlan.from_json(plan.to_json()) == plan
 
 
-def test_strided_reductions_run_one_per_thread():
-    _, plan = render(column_sum)
-    assert kinds(plan) == [MAP]
+def test_reductions_down_columns_run_in_groups_of_columns_splitting_the_rows():
+    source, plan = render(column_sum)
+    assert kinds(plan) == [COLUMNS]
+    (launch,) = plan.kernels
+    assert launch.group == (32, 8) and launch.extents == ("(v_N - 0)", "8")
+    assert "for (long i = 0 + pt_ty; i < M; i += 8) {" in source  # consecutive threads: consecutive columns
+    assert source.index("barrier(CLK_LOCAL_MEM_FENCE);") < source.index("if (pt_ty == 0 && j < N) {")
+    assert "sum_1 = sum_1 + pt_part_sum_1[pt_s * 32 + pt_tx];" in source  # the 8 partials of a column combined in order
 
 
 def test_temporaries_are_device_buffers_sized_by_the_host():
@@ -212,8 +222,8 @@ def test_plan_launch_records_how_each_device_kernel_runs():
         return [st.launch for st in plan_launch(kernel.program(backend="reference").loops).device.steps]
 
     assert launches(vector_add) == [StepLaunch(MAP, map_dims=1, vector_loops=((0, "i"),))]
-    assert launches(matmul) == [StepLaunch(MAP, map_dims=2, vector_loops=())]  # k walks b by columns
-    assert launches(column_sum) == [StepLaunch(MAP, map_dims=1)]  # a thread per column, summing down it
+    assert launches(matmul) == [StepLaunch(TILES, map_dims=2)]  # a contraction: tiles in local memory
+    assert launches(column_sum) == [StepLaunch(COLUMNS)]  # a group per block of columns, its threads split the rows
     online, rows = launches(softmax)
     assert rows.kind == GROUPS and rows.cached_rows == ("x", "y")
     assert [v for _, v in rows.vector_loops] == ["col", "col", "col"]

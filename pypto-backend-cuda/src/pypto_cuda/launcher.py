@@ -187,6 +187,15 @@ class CudaLauncher:
             block = block_for_map(extents, f.max_threads)
             grid = tuple(min(-(-e // b), cap) for e, b, cap in zip(extents, block, MAX_GRID))
             grid = (*grid, *([1] * (3 - len(grid))))
+        elif launch.group:  # tiles, columns: blocks of the kernel's shape; no striding, so the grid must cover them
+            block = (*launch.group, *([1] * (3 - len(launch.group))))
+            grid = tuple(-(-e // b) for e, b in zip(extents, block))
+            grid = (*grid, *([1] * (3 - len(grid))))
+            if any(g > cap for g, cap in zip(grid, MAX_GRID)):
+                raise LaunchError(
+                    f"kernel '{self.name}': '{launch.name}' needs a grid of {grid} blocks of {block} threads, more than "
+                    f"CUDA's limit of {MAX_GRID}; split the contraction into smaller calls"
+                )
         else:
             size = 1 if launch.serial else group_size(hint, f.max_threads)
             if f.cached is not None and size <= f.cached.max_threads:

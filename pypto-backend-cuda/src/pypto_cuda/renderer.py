@@ -37,6 +37,8 @@ class CudaRenderer(SimtRenderer):
     group_id = "(long long)blockIdx.x"
     num_groups = "(long long)gridDim.x"
     global_id = "((long long)blockIdx.{c} * blockDim.{c} + threadIdx.{c})"
+    local_id_dim = "(long long)threadIdx.{c}"
+    group_id_dim = "(long long)blockIdx.{c}"
     global_size = "((long long)gridDim.{c} * blockDim.{c})"
     barrier = "__syncthreads();"
     barrier_global = "__syncthreads();"

@@ -8,6 +8,7 @@ Temporaries and device scalars of the plan are kept the same way.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -220,6 +221,15 @@ class OpenCLLauncher:
             if launch.width > 1:  # each work-item takes that many consecutive points of dimension 0
                 extents = (-(-extents[0] // launch.width), *extents[1:])
             local = self.policy.map(extents, k.max_group)
+            glob = tuple(-(-e // lsz) * lsz for e, lsz in zip(extents, local))
+        elif launch.group:  # tiles, columns: work-groups of the shape the kernel was written for
+            local = launch.group[: len(extents)]
+            if math.prod(local) > k.max_group:
+                raise LaunchError(
+                    f"kernel '{self.name}': '{launch.name}' needs work-groups of {local} work-items; device "
+                    f"'{self.dev.name}' runs at most {k.max_group} per group for this kernel; run it on another "
+                    "device (PYOPENCL_CTX) or backend"
+                )
             glob = tuple(-(-e // lsz) * lsz for e, lsz in zip(extents, local))
         else:
             size = 1 if launch.serial else self.policy.group(hint, k.max_group)

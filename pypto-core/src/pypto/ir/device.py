@@ -31,8 +31,8 @@ class StepLaunch:
     kernel's shared loops in the order they are printed (0 for a map kernel's innermost loop).
     """
 
-    kind: str
-    map_dims: int = 1
+    kind: str  # "map", "groups", "single", "tiles" or "columns" (see pypto.targets.simt.tiles and .columns)
+    map_dims: int = 1  # map kernels: loops spread over threads; tiles kernels: the contraction's loops
     shared: bool = True
     cached_rows: tuple[str, ...] = ()
     vector_loops: tuple[tuple[int, str], ...] = ()
@@ -42,6 +42,8 @@ class StepLaunch:
             "map": f"map over {self.map_dims} loop(s)",
             "groups": "groups",
             "single": "single group" + ("" if self.shared else ", every thread alike"),
+            "tiles": f"tiles over {self.map_dims} loop(s): a work-group per tile of outputs, factors in local memory",
+            "columns": "columns: a work-group per block of columns, its threads splitting the rows",
         }[self.kind]
         if self.cached_rows:
             text += "; rows kept in local memory: " + ", ".join(self.cached_rows)

@@ -49,19 +49,23 @@ def assert_nan_poisons_only_its_row(kernel: Callable = softmax, seed: int = 1) -
         raise AssertionError(f"a NaN at x[2, 57] must give exactly row 2 NaN; NaN per row: {np.isnan(y).sum(1)}")
 
 
-def assert_column_reductions_match_numpy(shape: tuple[int, int], *, rtol: float, atol: float, seed: int = 0) -> None:
+def assert_column_reductions_match_numpy(
+    shape: tuple[int, int], *, rtol: float, atol: float, seed: int = 0, executor: str | None = None
+) -> None:
     """Reductions down the columns of a float32 ``shape`` input (``default_rng(seed)``; one NaN when the
     input has at least 3 x 5 elements) against NumPy in float64: :data:`column_stats` (sum, max, root mean
-    square) and :data:`column_softmax` (compared with the softmax of the transpose)."""
+    square) and :data:`column_softmax` (compared with the softmax of the transpose), run by ``executor``
+    (default: the kernels' own)."""
+    stats, colsoft = (pt.kernel(executor=executor)(f.fn) if executor else f for f in (column_stats, column_softmax))
     x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     if shape[0] >= 3 and shape[1] >= 5:
         x[2, 4] = np.nan
     outs = [np.zeros(shape[1], np.float32) for _ in range(3)]
-    column_stats(x, *outs)
+    stats(x, *outs)
     for name, got, want in zip(("total", "top", "rms"), outs, np_column_stats(x.astype(np.float64))):
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=f"column_stats: {name}")
     y = np.empty_like(x)
-    column_softmax(x, y)
+    colsoft(x, y)
     if shape[0] and shape[1]:
         np.testing.assert_allclose(y, np_softmax(x.astype(np.float64).T).T, rtol=rtol, atol=atol,
                                    err_msg="column_softmax")  # fmt: skip
@@ -78,22 +82,28 @@ def assert_transposes_match_numpy(shape: tuple[int, int], seed: int = 0) -> None
     np.testing.assert_array_equal(y, x.T + w)
 
 
-def assert_contractions_match_numpy(m: int, k: int, n: int, *, rtol: float, atol: float, seed: int = 0) -> None:
+def assert_contractions_match_numpy(
+    m: int, k: int, n: int, *, rtol: float, atol: float, seed: int = 0, executor: str | None = None
+) -> None:
     """:data:`matmul`, :data:`dense_relu` and :data:`batched_matmul` (3 batches) on float32 inputs of sizes
-    ``m x k`` times ``k x n`` (``default_rng(seed)``, values in [-1, 1)) against NumPy in float64."""
+    ``m x k`` times ``k x n`` (``default_rng(seed)``, values in [-1, 1)) against NumPy in float64, run by
+    ``executor`` (default: the kernels' own)."""
     rng = np.random.default_rng(seed)
+    mm, dense, bmm = (
+        pt.kernel(executor=executor)(f.fn) if executor else f for f in (matmul, dense_relu, batched_matmul)
+    )
 
     def rand(*shape: int) -> np.ndarray:
         return (rng.random(shape) * 2 - 1).astype(np.float32)
 
     a, b, w, bias = rand(m, k), rand(k, n), rand(n, k), rand(n)
     c = np.empty((m, n), np.float32)
-    matmul(a, b, c)
+    mm(a, b, c)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=rtol, atol=atol, err_msg="matmul")
-    dense_relu(a, w, bias, c)
+    dense(a, w, bias, c)
     want = np.maximum(a.astype(np.float64) @ w.T + bias, 0.0)
     np.testing.assert_allclose(c, want, rtol=rtol, atol=atol, err_msg="dense_relu")
     ab, bb = rand(3, m, k), rand(3, k, n)
     cb = np.empty((3, m, n), np.float32)
-    batched_matmul(ab, bb, cb)
+    bmm(ab, bb, cb)
     np.testing.assert_allclose(cb, ab.astype(np.float64) @ bb, rtol=rtol, atol=atol, err_msg="batched_matmul")

@@ -20,8 +20,8 @@ The block's width (a run of columns read contiguously from every row, and the pa
 in L1) is :func:`block_width`: about an eighth of the columns, so that threads share the work, at
 least :data:`MIN_BLOCK` and at most :data:`MAX_BLOCK_BYTES` of partial results.
 
-GPU-style targets do not need it: there a thread per column already reads a row's consecutive
-elements in consecutive threads.
+GPU-style targets walk such nests their own way (:mod:`pypto.targets.simt.columns`): consecutive
+threads read a row's consecutive elements, and each column's rows are split over several threads.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pypto.ir.loops import Alloc, Assign, Block, Comment, Declare, Let, Loop, Lo
 from pypto.ir.nodes import Binary, Const, Expr, map_children
 from pypto.ir.reducers import combine, identity
 from pypto.ir.schedule import NestSchedule
-from pypto.targets.cpu.rewrite import (
+from pypto.targets.rewrite import (
     PARALLEL,
     Names,
     Nest,

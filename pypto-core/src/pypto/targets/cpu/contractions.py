@@ -36,12 +36,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from pypto.dtypes import DType, bool_, int64
-from pypto.ir.loops import Alloc, Assign, Block, Comment, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write
+from pypto.dtypes import bool_, int64
+from pypto.ir.loops import Alloc, Block, Comment, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write
 from pypto.ir.nodes import Binary, Expr, map_children
 from pypto.ir.reducers import identity
 from pypto.ir.schedule import NestSchedule
-from pypto.targets.cpu.rewrite import PARALLEL, Names, Nest, ceil_div, extent, flat, i64, ibin, var_names, walk_loops
+from pypto.targets.contraction import ContractionNest
+from pypto.targets.rewrite import PARALLEL, Names, Nest, ceil_div, extent, i64, ibin, walk_loops
 
 
 def _subst(e: Expr, env: dict[str, Expr]) -> Expr:
@@ -60,51 +61,12 @@ def _subst_stmt(s: Stmt, env: dict[str, Expr]) -> Stmt:
     return s
 
 
-class _Contraction:
-    """One matched nest: ``rows`` (i) holding ``cols`` (j) holding ``acc``'s reduction loop ``red`` (k)."""
+class _Contraction(ContractionNest):
+    """One matched nest (see :class:`~pypto.targets.contraction.ContractionNest`), rewritten into register tiles."""
 
     def __init__(self, rows: Loop, names: Names):
-        self.rows, self.fresh = rows, names.fresh
-
-    def match(self) -> bool:
-        body = [s for s in flat(self.rows.body) if not isinstance(s, Comment)]
-        if len(body) != 1 or not isinstance(body[0], Loop):
-            return False
-        self.cols = cols = body[0]
-        i, j = self.rows.var, cols.var
-        if cols.reductions or cols.kind in PARALLEL or (var_names(cols.start) | var_names(cols.stop)) & {i}:
-            return False
-        inner = flat(cols.body)
-        if len(inner) < 3 or not isinstance(inner[0], Declare) or not isinstance(inner[1], Loop):
-            return False
-        decl, red = inner[0], inner[1]
-        self.acc, self.red, self.tail = decl, red, inner[2:]
-        if red.reductions != ((decl.name, "sum"),) or decl.init != identity("sum", decl.dtype):
-            return False
-        if (var_names(red.start) | var_names(red.stop)) & {i, j}:
-            return False
-        if any(not isinstance(s, (Let, Write, Comment)) for s in self.tail):
-            return False
-        fold = flat(red.body)
-        if len(fold) != 1 or not isinstance(fold[0], Assign) or fold[0].name != decl.name:
-            return False
-        v = fold[0].value
-        if not (isinstance(v, Binary) and v.op == "add" and v.a == Var(decl.name, dtype=decl.dtype)):
-            return False
-        prod = v.b
-        if not (isinstance(prod, Binary) and prod.op == "mul"):
-            return False
-        k = red.var
-        for a, b in ((prod.a, prod.b), (prod.b, prod.a)):
-            na, nb = var_names(a), var_names(b)
-            if j not in na and i not in nb and decl.name not in na | nb:
-                self.a, self.b = a, b
-                break
-        else:
-            return False
-        self.k = k
-        self.dtype: DType = decl.dtype
-        return True
+        super().__init__(rows)
+        self.fresh = names.fresh
 
     def tile(self, i0: Expr, j0: Expr, nrows: int, width: Expr, b_at: Callable[[Expr, Expr], Expr]) -> Stmt:
         """A register tile of ``nrows`` x ``width`` results at (i0, j0) (``width`` <= NR)."""

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pypto.dtypes import bool_, int64
 from pypto.ir.loops import Block, Comment, If, Let, Loop, LoopKernel, Stmt, Var, Write, walk
 from pypto.ir.nodes import Binary, Expr
-from pypto.targets.cpu.rewrite import (
+from pypto.targets.rewrite import (
     PARALLEL,
     Names,
     Nest,

@@ -9,6 +9,9 @@ For every step of :class:`~pypto.ir.device.DeviceSplit` it records a
 * one whose body holds reductions over rows (row sums, softmax, layernorm) is a ``groups`` kernel,
   when the group-shared form exists (every accumulator folded with its reducer, no partial value
   read before the group's reduction); otherwise a ``map`` kernel over the loop;
+* a contraction (its nest's schedule says so, and the nest has the form) is a ``tiles`` kernel
+  (:mod:`pypto.targets.simt.tiles`), reductions down columns a ``columns`` kernel
+  (:mod:`pypto.targets.simt.columns`);
 * anything else runs in a ``single`` work-group, its loops shared by the threads where the same
   rules allow, by every thread alike where they do not.
 
@@ -27,9 +30,11 @@ from pypto.ir.device import DeviceStep, StepLaunch
 from pypto.ir.loops import LoopKernel
 from pypto.targets.simt import analysis as ana
 from pypto.targets.simt.analysis import Unsupported
-from pypto.targets.simt.plan import GROUPS, MAP, SINGLE
+from pypto.targets.simt.columns import column_nest
+from pypto.targets.simt.plan import COLUMNS, GROUPS, MAP, SINGLE, TILES
 from pypto.targets.simt.render import SimtRenderer
 from pypto.targets.simt.split import split_kernels
+from pypto.targets.simt.tiles import contraction_rows
 
 PROBE_LANES = 4
 """Vector width the pass prints with to learn which loops have a vector form (the form does not
@@ -64,6 +69,16 @@ class _Planner:
             if ok:
                 return StepLaunch(SINGLE, vector_loops=vec)
             return StepLaunch(SINGLE, shared=False)
+        tiled = contraction_rows(loop)
+        if tiled is not None:
+            ok, _ = self.tried(lambda: r.render_tiles(k, step, name, *tiled))
+            if ok:
+                return StepLaunch(TILES, map_dims=2 if tiled[0] is None else 3)
+        cols = column_nest(loop)
+        if cols is not None:
+            ok, _ = self.tried(lambda: r.render_columns(k, step, name, cols))
+            if ok:
+                return StepLaunch(COLUMNS)
         chain = r.map_chain(loop)
         if len(chain) == 1 and ana.holds_loops(loop.body) and r.rows_in_memory(loop):
             ok, vec = self.tried(lambda: r.render_groups(k, step, name, ()))

@@ -19,7 +19,7 @@ from typing import Any
 from pypto.ir.loops import Read, Var
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
 
-MAP, GROUPS, SINGLE = "map", "groups", "single"
+MAP, GROUPS, SINGLE, TILES, COLUMNS = "map", "groups", "single", "tiles", "columns"
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,9 @@ class KernelLaunch:
     ``kind`` says how it is launched: ``map`` (one thread per point of ``extents``, dimension 0
     the innermost), ``groups`` (work-groups over the ``extents[0]`` iterations, the group's threads
     sharing the work of one iteration; a group takes iterations ``g, g + groups, ...``, so a host
-    may launch fewer groups than iterations) or ``single`` (one work-group). ``hint`` is the number of
+    may launch fewer groups than iterations), ``single`` (one work-group), or ``tiles`` and ``columns``
+    (work-groups of shape ``group``, as many as cover ``extents``: ``ceil(extents[d] / group[d])`` in
+    dimension ``d``). ``hint`` is the number of
     elements a group's threads share (it picks the group size); ``serial`` kernels must run with
     one thread. ``params`` names the kernel's arguments in order (buffers, scalars, dims; local
     buffers come last). ``cached`` names a variant of this kernel that keeps rows in local memory,
@@ -60,6 +62,7 @@ class KernelLaunch:
     local: tuple[LocalBuffer, ...] = ()
     cached: KernelLaunch | None = None
     when: str | None = None
+    group: tuple[int, ...] = ()  # tiles kernels: the work-group's shape (dimension 0 first)
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class LaunchPlan:
             return KernelLaunch(
                 k["name"], k["kind"], tuple(k["params"]), tuple(k["extents"]), k["hint"], k["serial"], k["width"],
                 tuple(LocalBuffer(**b) for b in k["local"]), kernel(k["cached"]) if k["cached"] else None, k["when"],
+                tuple(k.get("group", ())),
             )  # fmt: skip
 
         return LaunchPlan(

@@ -57,14 +57,18 @@ from pypto.ir.loops import (
     walk,
 )
 from pypto.ir.nodes import Binary, Const, Expr, Unary
+from pypto.targets.contraction import ContractionNest
 from pypto.targets.cstyle import CRenderer
 from pypto.targets.simt import analysis as ana
 from pypto.targets.simt.analysis import Unsupported
+from pypto.targets.simt.columns import COLS, SLICES, ColumnNest, ColumnsWriter, column_nest
 from pypto.targets.simt.groups import SCRATCH, GroupSharing, Partial
 from pypto.targets.simt.plan import (
+    COLUMNS,
     GROUPS,
     MAP,
     SINGLE,
+    TILES,
     DeviceBuffer,
     HostExpressionError,
     KernelLaunch,
@@ -73,6 +77,7 @@ from pypto.targets.simt.plan import (
     host_names,
     py_expr,
 )
+from pypto.targets.simt.tiles import TILE, TilesWriter, contraction_rows
 
 PLAN_MARKER = "/* pypto launch plan: "
 MAX_MAP_DIMS = 3
@@ -132,6 +137,8 @@ class SimtRenderer(GroupSharing, CRenderer):
     group_id = "(long)get_group_id(0)"
     num_groups = "(long)get_num_groups(0)"
     global_id = "(long)get_global_id({d})"  # {d}: dimension number, {c}: its letter (x, y, z)
+    local_id_dim = "(long)get_local_id({d})"
+    group_id_dim = "(long)get_group_id({d})"
     global_size = "(long)get_global_size({d})"
     barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
     barrier_global = "barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);"
@@ -369,6 +376,16 @@ class SimtRenderer(GroupSharing, CRenderer):
             self.render_map(k, step, name, chain, self.lanes if vector else 1)
         elif launch.kind == GROUPS:
             self.render_groups(k, step, name, launch.cached_rows if self.cache_rows else ())
+        elif launch.kind == COLUMNS:
+            assert step.loop is not None
+            nest = column_nest(step.loop)
+            assert nest is not None, "plan_launch chose columns for a loop that is not a column reduction"
+            self.render_columns(k, step, name, nest)
+        elif launch.kind == TILES:
+            assert step.loop is not None
+            tiled = contraction_rows(step.loop)
+            assert tiled is not None, "plan_launch chose tiles for a loop that is not a contraction"
+            self.render_tiles(k, step, name, *tiled)
         else:
             self.render_single(k, step, name, launch.shared)
 
@@ -559,6 +576,33 @@ class SimtRenderer(GroupSharing, CRenderer):
         ext = (py_expr(Binary("sub", loop.stop, loop.start, dtype=int64), self.host),)
         return self.finish_kernel(k, name, step, [*pre, *loads, *body], GROUPS, ext, hint, False, tuple(local))
 
+    def render_tiles(self, k: LoopKernel, step: _Step, name: str, batch: Loop | None, nest: ContractionNest) -> None:
+        """A contraction as work-groups over tiles of outputs (see :mod:`pypto.targets.simt.tiles`)."""
+        body = self.begin()
+        loads, _ = self.load_slots(step.stmts, 1, single=False)
+        TilesWriter(self, batch, nest).body(1)
+        rows, cols = nest.rows, nest.cols
+        extra = [rows.start, rows.stop, cols.start, cols.stop, nest.red.start, nest.red.stop]
+        loops = [cols, rows] if batch is None else [cols, rows, batch]
+        if batch is not None:
+            extra += [batch.start, batch.stop]
+        pre = self.preamble(step.stmts, 1, extra)
+        ext = tuple(py_expr(Binary("sub", lp.stop, lp.start, dtype=int64), self.host) for lp in loops)
+        launch, text = self.finish_kernel(k, name, step, [*pre, *loads, *body], TILES, ext, None, False)
+        group = (TILE, TILE) if batch is None else (TILE, TILE, 1)
+        self.add((replace(launch, group=group), text), step.when)
+
+    def render_columns(self, k: LoopKernel, step: _Step, name: str, nest: ColumnNest) -> None:
+        """Reductions down columns, a work-group per block of columns (see :mod:`pypto.targets.simt.columns`)."""
+        body = self.begin()
+        loads, _ = self.load_slots(step.stmts, 1, single=False)
+        ColumnsWriter(self, nest).body(1)
+        col = nest.loop
+        pre = self.preamble(step.stmts, 1, [col.start, col.stop, nest.reds[0].start, nest.reds[0].stop])
+        ext = (py_expr(Binary("sub", col.stop, col.start, dtype=int64), self.host), str(SLICES))
+        launch, text = self.finish_kernel(k, name, step, [*pre, *loads, *body], COLUMNS, ext, None, False)
+        self.add((replace(launch, group=(COLS, SLICES)), text), step.when)
+
     def render_single(self, k: LoopKernel, step: _Step, name: str, shared: bool) -> None:
         """The step's statements in one work-group (shared loops split over its threads when ``shared``)."""
         body = self.begin()
@@ -682,6 +726,9 @@ SIMT_MODULES = (
     "pypto.targets.simt.plan",
     "pypto.targets.simt.split",
     "pypto.targets.simt.launch",
+    "pypto.targets.simt.tiles",
+    "pypto.targets.simt.columns",
+    "pypto.targets.contraction",
 )
 
 

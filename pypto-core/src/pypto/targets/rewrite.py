@@ -1,4 +1,4 @@
-"""What the ``cpu-simd`` loop rewrites share: integer expressions, fresh names, the loops they rewrite."""
+"""What the loop rewrites of the targets share: integer expressions, fresh names, the loops they rewrite."""
 
 from __future__ import annotations
 
