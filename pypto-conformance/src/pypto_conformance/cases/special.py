@@ -65,6 +65,38 @@ def nan_inf_reductions(dt):
     return nan_inf_reductions
 
 
+@case(
+    dtypes=FLOATS,
+    sizes=({"M": 3, "N": 9}, {"M": 127, "N": 12}, {"M": 1031, "N": 10}, {"M": 40, "N": 100}),
+    values={"x": with_specials(span(-0.5, 1.5), 0.01)},
+    tolerances=LONG_REDUCTION,
+    reference=lambda x: {
+        "mx": reduce_ref("max", x, 0),
+        "mn": reduce_ref("min", x, 0),
+        "s": reduce_ref("sum", x, 0),
+        "p": reduce_ref("prod", 1.0 + 0.01 * np.clip(x.astype(np.float64), -2, 2), 0),
+    },
+)
+def nan_inf_column_reductions(dt):
+    """The same down the columns (blocks of rows reduced apart and combined, on every backend): max and min
+    propagate NaN wherever it sits in the column, sums and products follow IEEE."""
+
+    def nan_inf_column_reductions(
+        x: pt.Tensor[dt, (M, N)],
+        mx: pt.Tensor[dt, (N,)],
+        mn: pt.Tensor[dt, (N,)],
+        s: pt.Tensor[dt, (N,)],
+        p: pt.Tensor[dt, (N,)],
+    ):
+        r, c = pt.axis(0), pt.axis(1)
+        mx[c] = pt.reduce_max(x[r, c], axis=r)
+        mn[c] = pt.reduce_min(x[r, c], axis=r)
+        s[c] = pt.reduce_sum(x[r, c], axis=r)
+        p[c] = pt.reduce_prod(1.0 + 0.01 * pt.minimum(pt.maximum(x[r, c], -2.0), 2.0), axis=r)
+
+    return nan_inf_column_reductions
+
+
 def _softmax_ref(x):
     v = x.astype(np.float64)
     e = np.exp(v - v.max(axis=1, keepdims=True))
