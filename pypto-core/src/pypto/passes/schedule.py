@@ -155,7 +155,7 @@ class _Scheduler:
     def __init__(self, k: KernelIR):
         self.k = k
         self.machine = k.machine if k.machine is not None else host_cpu()
-        self.cpu = self.machine.name != "simt"
+        self.cpu = self.machine.kind == "cpu"
         self.hints = k.hints if k.hints is not None else Schedule()
         self.used: set[str] = set()  # hinted axes some nest used
         self.allowed: list[str] = []  # what each nest would have accepted (for error messages)

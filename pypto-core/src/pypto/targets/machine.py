@@ -24,6 +24,7 @@ class Machine:
     l1: int  # bytes of level-1 data cache (SIMT: shared/local memory per work-group)
     l2: int  # bytes of level-2 cache
     threads: int  # hardware threads the kernels may use
+    kind: str = "cpu"  # "cpu" (threads over SIMD lanes) or "simt" (work-groups of threads)
 
     def lanes(self, itemsize: int) -> int:
         """Elements of ``itemsize`` bytes in one vector register."""
@@ -120,6 +121,8 @@ def host_cpu() -> Machine:
 # The device class SIMT backends render for: a warp of 32 lanes reads 128 bytes of float32 at once,
 # 48 KiB of shared/local memory per work-group (the portable CUDA limit; OpenCL devices report at
 # least 32 KiB), 255 registers per lane.
-SIMT_DEVICE = Machine(name="simt", vector_bytes=128, vector_registers=255, l1=48 << 10, l2=4 << 20, threads=32)
+SIMT_DEVICE = Machine(
+    name="simt", vector_bytes=128, vector_registers=255, l1=48 << 10, l2=4 << 20, threads=32, kind="simt"
+)
 
 __all__ = ["Machine", "host_cpu", "num_threads", "SIMT_DEVICE"]
