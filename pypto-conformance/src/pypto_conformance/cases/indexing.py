@@ -69,16 +69,7 @@ def transpose(dt):
 @case(dtypes=NUMERIC, sizes=SIZES_2D, reference=lambda x, w: {"y": x.T, "z": _wide(x) - _wide(w).T})
 def transpose_tiled(dt):
     """The transposes of :func:`transpose` in the user's tiles of 12 x 20 (``@pt.tile``): edges on every side."""
-
-    @pt.tile(r=12, c=20)
-    def transpose_tiled(
-        x: pt.Tensor[dt, (M, N)], w: pt.Tensor[dt, (N, M)], y: pt.Tensor[dt, (N, M)], z: pt.Tensor[dt, (M, N)]
-    ):
-        r, c = pt.axis(0), pt.axis(1)
-        y[c, r] = x[r, c]
-        z[r, c] = x[r, c] - w[c, r]
-
-    return transpose_tiled
+    return pt.tile(r=12, c=20)(transpose(dt))
 
 
 @case(dtypes=NUMERIC, sizes=SIZES_1D, reference=lambda x: {"d": np.diff(_wide(x)), "s": _wide(x)[1:] * 2})

@@ -61,13 +61,7 @@ def matmul(dt):
 def matmul_tiled(dt):
     """A matrix product with the user's tiles: blocks of 12 rows, tasks of 40 columns (neither a multiple of
     the register tile) and blocks of 16 points of ``k``, through ``@pt.tile``."""
-
-    @pt.tile(i=12, j=40, k=16)
-    def matmul_tiled(a: pt.Tensor[dt, (M, K)], w: pt.Tensor[dt, (K, N)], c: pt.Tensor[dt, (M, N)]):
-        i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
-        c[i, j] = pt.reduce_sum(a[i, k] * w[k, j], axis=k)
-
-    return matmul_tiled
+    return pt.tile(i=12, j=40, k=16)(matmul(dt))
 
 
 @case(
