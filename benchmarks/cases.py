@@ -469,8 +469,8 @@ def build_cases(comp: Competitors, names: list[str] | None = None) -> list[Case]
                     flops=2 * m * n * k)  # fmt: skip
         pypto_impls(case, "matmul", (a, b, c))
         if k >= 1024 and "openmp" in comp.pypto_backends:  # the schedule hint blocking k (not the default)
-            blocked = pt.tile(k=256)(pt.kernel(executor="openmp")(PYPTO_KERNELS["matmul"].fn))
-            case.impls["pypto-openmp k=256"] = lambda: blocked(a, b, c)
+            blocked = pt.tile(j=256, k=256)(pt.kernel(executor="openmp")(PYPTO_KERNELS["matmul"].fn))
+            case.impls["pypto-openmp j=256 k=256"] = lambda: blocked(a, b, c)
         case.impls["numpy"] = lambda: np.matmul(a, b, out=c)  # OpenBLAS sgemm, 2 threads
         if nb:
             case.impls["numba"] = lambda: nb[6](a, b, c)

@@ -104,6 +104,16 @@ def test_schedule_hints_shape_the_code_and_the_cache_key():
     tiled(a, b, c)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5)
 
+    # a task of several panels packs a's rows too (slivers of the register tile's height), per block of k
+    blocked = pt.tile(i=24, j=96, k=16)(pt.kernel(matmul.fn, executor="openmp"))
+    assert "pack=(b, a) unroll(i=" in blocked.ir("schedule")
+    code = blocked.get_code()
+    assert "_apack[" in code and "slivers of" in code and "blocks of 16 points of k" in code
+    for m, n, kk in ((37, 70, 29), (8, 96, 16), (1, 1, 1), (50, 200, 33)):  # rows, panels and k left over
+        a, b = rng.random((m, kk), np.float32) - 0.5, rng.random((kk, n), np.float32) - 0.5
+        np.testing.assert_allclose(blocked(a, b, np.empty((m, n), np.float32)), a.astype(np.float64) @ b,
+                                   rtol=1e-5, atol=1e-5)  # fmt: skip
+
     @pt.kernel(executor="openmp", schedule=pt.Schedule(order=("c", "r"), parallel=False))
     def scale(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
         r, c = pt.axis(0), pt.axis(1)

@@ -2,7 +2,7 @@
 
 :class:`NestSchedule` is the decision for one nest (a :class:`~pypto.ir.kernel.Group`): its access
 pattern, loop order, parallel and vector loops, tile sizes per axis, the register tile of a
-contraction and the operands packed. ``kernel.ir("schedule")`` prints it; lowering and the target
+contraction, the operands packed and the loops unrolled. ``kernel.ir("schedule")`` prints it; lowering and the target
 passes apply it. :class:`Schedule` holds a user's hints (``@pt.tile``, ``pt.kernel(schedule=...)``),
 which override the pass's choices and are part of the cache key through the code they change.
 """
@@ -41,6 +41,7 @@ class NestSchedule:
     tiles: tuple[tuple[int, int], ...] = ()  # (axis, points per tile) for the tiled axes
     register: tuple[int, int] | None = None  # contractions: rows x columns of the register tile
     pack: tuple[str, ...] = ()  # operands packed into contiguous panels
+    unroll: tuple[tuple[int, int], ...] = ()  # (axis, copies of the body) for the unrolled loops
     hinted: tuple[str, ...] = ()  # which decisions came from the user's hints
 
     def tile(self, axis: int) -> int | None:
@@ -63,6 +64,8 @@ class NestSchedule:
             parts.append(f"register={self.register[0]}x{self.register[1]}")
         if self.pack:
             parts.append(f"pack=({', '.join(self.pack)})")
+        if self.unroll:
+            parts.append("unroll(" + ", ".join(f"{name(a)}={n}" for a, n in self.unroll) + ")")
         if self.hinted:
             parts.append(f"hinted=({', '.join(self.hinted)})")
         return " ".join(parts)

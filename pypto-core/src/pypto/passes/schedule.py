@@ -14,7 +14,9 @@ target's :class:`~pypto.targets.machine.Machine`:
 * tile sizes: the sides of a transpose's tiles (a tile's input lines fill a quarter of L1); the
   columns per panel of a contraction (one register tile wide by default);
 * a contraction's register tile: two vectors wide, as many rows as the vector registers hold (8 with
-  32 registers, 6 with 16) and the operand packed into panels (the factor without the row axis).
+  32 registers, 6 with 16), its rows unrolled (one statement per row), and the operands packed: the
+  factor without the row axis always, in panels; the factor with it too when a task spans several
+  panels (``@pt.tile(j=...)`` wider than the tile), which then read each packed row block in turn.
 
 The user's hints (``@pt.tile``, ``pt.kernel(schedule=...)``) override these choices; a hint that
 names an axis no nest can use, or a size a pattern cannot use, is a :class:`~pypto.errors.ScheduleError`.
@@ -59,6 +61,7 @@ class _Contraction:
     cols: int  # j
     red: int  # k
     packed: tuple[str, ...]  # tensors read by the factor without i
+    rows_packed: tuple[str, ...]  # tensors read by the factor with i (packed when a task has several panels)
 
 
 def _factors(e):
@@ -94,7 +97,8 @@ def contraction(g: Group) -> _Contraction | None:
     for a, b in (pair, pair[::-1]):
         ax_a, ax_b = _axes(a), _axes(b)
         if j not in ax_a and i not in ax_b and i in ax_a and j in ax_b:
-            return _Contraction(i, j, r.axes[0], tuple(sorted({ld.tensor for ld in loads(b)})))
+            tensors = (tuple(sorted({ld.tensor for ld in loads(f)})) for f in (b, a))
+            return _Contraction(i, j, r.axes[0], *tensors)
     return None
 
 
@@ -304,7 +308,8 @@ class _Scheduler:
         )
         tiles = ((c.rows, mc),) if mc is not None else ()
         tiles += ((c.cols, nc),) + (((c.red, kc),) if kc is not None else ())  # type: ignore[assignment]
-        return replace(sched, tiles=tiles, register=(mr, nr), pack=c.packed)
+        pack = c.packed + (tuple(t for t in c.rows_packed if t not in c.packed) if nc > nr else ())
+        return replace(sched, tiles=tiles, register=(mr, nr), pack=pack, unroll=((c.rows, mr),))
 
     def run(self) -> KernelIR:
         assert self.k.groups is not None

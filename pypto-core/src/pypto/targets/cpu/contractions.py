@@ -9,13 +9,16 @@ of NC columns (NR unless the user's ``@pt.tile(j=...)`` says) and, with ``@pt.ti
 of MC rows. This pass rewrites the nest into that schedule, the one of BLAS micro-kernels:
 
     parallel for each task of NC columns j0:             (handed to the next free thread)
+        [for each block of KC points of k:]              (with @pt.tile(k=KC))
         pack b[:, j0 : j0 + NC] into panels of NR columns, [k][jj]
         for each block of MC rows (all rows by default):
+            [pack a[block, :] into slivers of MR rows]   (when NC > NR: several panels read it)
             for each panel of NR columns jp:
                 for each block of MR rows i0:
                     local acc[MR * NR] = 0               (a register tile: 16 vectors for float32)
+                                                         (or the partial sums of the k blocks so far)
                     for k:
-                        a_r = a[i0 + r, k] for r < MR    (broadcast scalars)
+                        a_r = a[i0 + r, k] for r < MR    (broadcast scalars, from the sliver if packed)
                         for jj < NR:                     (vector loop, contiguous in the panel)
                             acc[r * NR + jj] += a_r * panel[k, jj]     for r < MR
                     c[i0 + r, jp + jj] = f(acc[r * NR + jj])   (the epilogue, fused: c written once)
@@ -23,12 +26,17 @@ of MC rows. This pass rewrites the nest into that schedule, the one of BLAS micr
 Every value of ``b`` loaded is used MR times and every ``a_r`` NR times; the tile stays in
 registers. The panels of ``b`` (the factor without ``i``, whatever its layout or expression,
 ``w[j, k]`` included) are *packed*, computed once into contiguous memory laid out as the micro-kernel
-reads them, where all the row blocks reuse them from L2 without a TLB miss per row. Rows left over
-(fewer than MR) take a one-row tile, a last narrower panel a tile of its width. Each element's
-products are summed in ``k`` order, as in the loop it replaces.
+reads them, where all the row blocks reuse them from L2 without a TLB miss per row. When a task
+spans several panels, each block of rows of ``a`` (the factor with ``i``) is packed too, once per
+task and block of ``k``: slivers of MR rows, each row's points of ``k`` contiguous (the layout that
+keeps the tile in registers with gcc: a [k][r] interleave made it spill), which every panel of the
+task then reads from L2. Rows left over (fewer than MR) take a one-row tile, read in place, and a
+last narrower panel a tile of its width. Each element's products are summed in ``k`` order, as in
+the loop it replaces, whatever the blocks.
 
-Left for later (see ``docs/performance.md``): packing ``a`` and blocking ``k`` for L1 (GotoBLAS), which
-large ``K`` needs to keep the row block of ``a`` in L1.
+Blocks of ``k`` and of rows are hint-only: on this machine (1 MiB of L2 per core) the default of one
+panel per task and no ``k`` blocks measured fastest up to 2048 x 2048 x 2048 (see
+``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -68,8 +76,17 @@ class _Contraction(ContractionNest):
         super().__init__(rows)
         self.fresh = names.fresh
 
-    def tile(self, i0: Expr, j0: Expr, nrows: int, width: Expr, b_at: Callable[[Expr, Expr], Expr]) -> Stmt:
-        """A register tile of ``nrows`` x ``width`` results at (i0, j0) (``width`` <= NR)."""
+    def tile(
+        self,
+        i0: Expr,
+        j0: Expr,
+        nrows: int,
+        width: Expr,
+        b_at: Callable[[Expr, Expr], Expr],
+        a_at: Callable[[int], Expr] | None = None,
+    ) -> Stmt:
+        """A register tile of ``nrows`` x ``width`` results at (i0, j0) (``width`` <= NR), reading row ``r``
+        of the factor with ``i`` from ``a_at(r)`` (its packed sliver) when given."""
         nr = self.nr
         acc = self.fresh("_acc")
         jj = self.fresh("_jj")
@@ -90,7 +107,10 @@ class _Contraction(ContractionNest):
             zero = If(first, zero, load)
         a_names = [self.fresh("_a") for _ in range(nrows)]
         i_at = [ibin("add", i0, i64(r)) if r else i0 for r in range(nrows)]
-        a_lets = [Let(a_names[r], _subst(self.a, {self.rows.var: i_at[r]})) for r in range(nrows)]
+        a_lets = [
+            Let(a_names[r], a_at(r) if a_at is not None else _subst(self.a, {self.rows.var: i_at[r]}))
+            for r in range(nrows)
+        ]
         b_name = self.fresh("_b")
         bv = Var(b_name, dtype=self.b.dtype)
         fold: list[Stmt] = [Let(b_name, b_at(jv, jjv))]
@@ -183,26 +203,56 @@ class _Contraction(ContractionNest):
             pk, (ibin("add", at, ibin("add", ibin("mul", kk, i64(nr)), jjv)),),
             _subst(self.b, {cols.var: ibin("add", jpv, jjv)})), "vector"), "serial"))  # fmt: skip
 
+        # the factor with i, packed when several panels of the task read it: slivers of mr rows, [k][r]
+        pack_a = micro > 1
+        apk = self.fresh("_apack")
+        k_points = extent(self.red) if kc is None else i64(kc)
+        sliver = ibin("mul", k_points, i64(mr))  # one sliver's size
+        ibv = Var(ib, dtype=int64)
+
+        def a_at(r: int) -> Expr:
+            return Read(apk, (ibin("add", ibin("mul", ibv, sliver), ibin("add", ibin("mul", i64(r), k_points), kk)),),
+                        dtype=self.a.dtype)  # fmt: skip
+
+        def full_slivers(lo: Expr, hi: Expr) -> Expr:
+            return ibin("floordiv", ibin("sub", hi, lo), i64(mr))
+
+        def pack_rows(lo: Expr, hi: Expr) -> Stmt:
+            """Pack the full slivers of mr rows of the factor with i, rows lo to hi, this block of k."""
+            rr = self.fresh("_pr")
+            rrv = Var(rr, dtype=int64)
+            row = ibin("add", lo, ibin("add", ibin("mul", ibv, i64(mr)), rrv))
+            at = ibin("add", ibin("mul", ibv, sliver), ibin("add", ibin("mul", rrv, k_points), kk))
+            return Loop(ib, i64(0), full_slivers(lo, hi), Loop(rr, i64(0), i64(mr), Loop(
+                self.k, self.k_start, self.k_stop, Write(apk, (at,), _subst(self.a, {rows.var: row})), "vector"),
+                "serial"), "serial")  # fmt: skip
+
         def row_tiles(lo: Expr, hi: Expr) -> Stmt:
-            full = ibin("floordiv", ibin("sub", hi, lo), i64(mr))
+            full = full_slivers(lo, hi)
+            at = a_at if pack_a else None
             return Block((
                 Loop(ib, i64(0), full, Block((
-                    Let(i0, ibin("add", lo, ibin("mul", Var(ib, dtype=int64), i64(mr)))),
+                    Let(i0, ibin("add", lo, ibin("mul", ibv, i64(mr)))),
                     If(Binary("eq", wpv, i64(nr), dtype=bool_),
-                       self.tile(i0v, jpv, mr, i64(nr), b_at), self.tile(i0v, jpv, mr, wpv, b_at)),
+                       self.tile(i0v, jpv, mr, i64(nr), b_at, at), self.tile(i0v, jpv, mr, wpv, b_at, at)),
                 )), "serial"),
                 Loop(ri, ibin("add", lo, ibin("mul", full, i64(mr))), hi,
                      self.tile(Var(ri, dtype=int64), jpv, 1, wpv, b_at), "serial"),
             ))  # fmt: skip
 
+        def rows_block(lo: Expr, hi: Expr) -> Stmt:
+            if not pack_a:
+                return per_panel(row_tiles(lo, hi))
+            return Block((pack_rows(lo, hi), per_panel(row_tiles(lo, hi))))
+
         if mc is None:
-            compute = per_panel(row_tiles(rows.start, rows.stop))
+            compute = rows_block(rows.start, rows.stop)
         else:
             rb = self.fresh("_rb")
             compute = Loop(rb, i64(0), ceil_div(extent(rows), i64(mc)), Block((
                 Let(r0, ibin("add", rows.start, ibin("mul", Var(rb, dtype=int64), i64(mc)))),
                 Let(r1, ibin("minimum", rows.stop, ibin("add", r0v, i64(mc)))),
-                per_panel(row_tiles(r0v, r1v)),
+                rows_block(r0v, r1v),
             )), "serial")  # fmt: skip
         head = (
             Let(j0, ibin("add", cols.start, ibin("mul", Var(jb, dtype=int64), i64(nc)))),
@@ -222,11 +272,15 @@ class _Contraction(ContractionNest):
                 )), "serial"),
             ))  # fmt: skip
             panel = Block((*head, Alloc(part, self.dtype, (ibin("mul", extent(rows), i64(nc)),), blocks)))
+        if pack_a:  # one row block of the factor with i, one block of k, per task
+            block_rows = extent(rows) if mc is None else ibin("minimum", i64(mc), extent(rows))
+            panel = Alloc(apk, self.a.dtype, (ibin("mul", block_rows, k_points),), panel)
         kind = "parallel" if rows.kind in PARALLEL else "serial"
         tasks = ceil_div(extent(cols), i64(nc))
         main = Loop(jb, i64(0), tasks, panel, kind, (), rows.work, dynamic=True)
         blocks = f", blocks of {mc} rows" if mc is not None else ""
         blocks += f", blocks of {kc} points of {self.k} (partial sums kept between them)" if kc is not None else ""
+        blocks += f", slivers of {mr} rows of the factor with {rows.var} packed per block" if pack_a else ""
         note = Comment(
             f"{self.acc.name}: contraction over {self.k} in register tiles of {mr} x {nr} ({rows.var} x {cols.var}), "
             f"tasks of {nc} columns of the factor without {rows.var}, packed first{blocks}"
