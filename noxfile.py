@@ -44,8 +44,14 @@ def tests(session: nox.Session) -> None:
         "docs/test_docs.py",
         *session.posargs,
     )
-    # the language tests once more, compiled by the OpenMP backend
-    session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "openmp"})
+    # the language and array-API tests once more, compiled by the OpenMP backend
+    session.run(
+        "pytest",
+        "pypto-core/tests/test_language.py",
+        "pypto-core/tests/test_array_api.py",
+        *session.posargs,
+        env={"PYPTO_TEST_EXECUTOR": "openmp"},
+    )
     session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "tbb"})
     session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "opencl"})
     # the shared conformance suite (catalogue + differential fuzzing) on every installed backend

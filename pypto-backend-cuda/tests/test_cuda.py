@@ -160,12 +160,21 @@ def test_compile_errors_show_nvcc_output_and_the_source():
 
 
 def _catalogue() -> list[tuple[str, object]]:
-    """Every conformance kernel for each of its dtypes (a kernel of its own when the suite is missing)."""
+    """Every conformance kernel for each of its dtypes, and the kernels of the array-API programs (a kernel of
+    its own when the suite is missing)."""
     try:
         from pypto_conformance.cases import all_cases
     except ImportError:
         return [("softmax", softmax), ("sum_exp", sum_exp), ("vector_add", vector_add)]
-    return [(f"{c.name}[{dt}]", pt.kernel(c.build(dt))) for c in all_cases() for dt in c.dtypes]
+    from pypto_conformance.cases.arrays import all_array_cases
+    from pypto_conformance.runner import array_inputs
+
+    kernels = [(f"{c.name}[{dt}]", pt.kernel(c.build(dt))) for c in all_cases() for dt in c.dtypes]
+    for c in all_array_cases():  # the array-API programs, at each of their sizes
+        for dt in c.dtypes:
+            fn = pt.jit(c.fn)
+            kernels += [(f"{c.name}[{dt}, size {k}]", fn.kernel(*array_inputs(c, dt, k))) for k in range(len(c.shapes))]
+    return kernels
 
 
 @needs_nvcc

@@ -77,6 +77,19 @@ class CaseParam:
 
 
 @dataclass(frozen=True, eq=False)
+class ArrayParam:
+    """An array-API case (a ``@pt.jit`` program) for one dtype on one backend."""
+
+    case: Any
+    dtype: str
+    target: BackendTarget
+
+    @property
+    def result_key(self) -> tuple[str, str, str]:
+        return (self.case.name, self.dtype, self.target.name)
+
+
+@dataclass(frozen=True, eq=False)
 class FuzzParam:
     """A fuzz campaign for one dtype family on one backend."""
 
@@ -114,6 +127,21 @@ def _case_params(settings: ConformanceSettings) -> list[Any]:
     return params
 
 
+def _array_params(settings: ConformanceSettings) -> list[Any]:
+    from .cases.arrays import all_array_cases
+
+    params = []
+    for target in settings.targets():
+        if not target.available:
+            continue
+        for case in all_array_cases():
+            for dtype in case.dtypes:
+                marks = settings.marks(case.name, dtype, target, case.required_dtypes(dtype))
+                param = ArrayParam(case, dtype, target)
+                params.append(pytest.param(param, id=f"{case.name}-{dtype}-{target.name}", marks=marks))
+    return params
+
+
 def _fuzz_params(settings: ConformanceSettings) -> list[Any]:
     from .fuzz import FAMILIES
 
@@ -137,6 +165,7 @@ def _backend_params(settings: ConformanceSettings) -> list[Any]:
 
 _PARAMETRISED = {
     "conformance_case": _case_params,
+    "conformance_array": _array_params,
     "conformance_fuzz": _fuzz_params,
     "conformance_backend": _backend_params,
 }

@@ -156,3 +156,56 @@ def group_problems(problems: list[tuple[str, str]]) -> list[str]:
     for where, text in problems:
         by_text.setdefault(text, []).append(where)
     return [f"{'; '.join(wheres)}: {text}" for text, wheres in by_text.items()]
+
+
+def array_inputs(case: Any, dtype: str, index: int) -> list[np.ndarray]:
+    """The inputs of size ``index`` of an array case, in argument order (deterministic)."""
+    rng = np.random.default_rng(zlib.crc32(f"{case.name}/{dtype}/{index}".encode()))
+    out = []
+    for name, shape in case.shapes[index].items():
+        if name in case.positive:
+            out.append(rng.uniform(0.1, 2.0, shape).astype(dtype))
+        else:
+            out.append(rng.standard_normal(shape).astype(dtype))
+    return out
+
+
+def run_array_case(case: Any, dtype: str, backend: str, tolerance_for: Callable[..., Tolerance]) -> Outcome:
+    """Run an array case (a ``@pt.jit`` program) for ``dtype`` on ``backend`` at every size."""
+    outcome = Outcome(ok=True)
+    fn = pt.jit(case.fn, executor=backend)
+    problems: list[tuple[str, str]] = []
+    for index, shapes in enumerate(case.shapes):
+        inputs = array_inputs(case, dtype, index)
+        where = ", ".join(f"{k}{list(v)}" for k, v in shapes.items())
+        with np.errstate(all="ignore"):
+            expected = case.reference(*(x.astype(np.float64) for x in inputs))
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        try:
+            got = fn(*(x.copy() for x in inputs))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:
+            problems.append((where, "the program raised " + describe_exception(e)))
+            continue
+        got = got if isinstance(got, tuple) else (got,)
+        if len(got) != len(expected):
+            problems.append((where, f"{len(got)} results, the reference has {len(expected)}"))
+            continue
+        for k, (g, w) in enumerate(zip(got, expected)):
+            tol = tolerance_for(dtype, case.functions)
+            outcome.tolerances[dtype] = tol
+            want = np.asarray(w).astype(dtype)
+            if g.shape != want.shape:
+                problems.append((where, f"result {k} has shape {g.shape}, the reference {want.shape}"))
+                continue
+            cmp = compare_arrays(f"result {k}", g, want, tol)
+            outcome.absorb(cmp.max_abs, cmp.max_rel)
+            if not cmp.ok:
+                problems.append((where, cmp.problem))
+    if problems:
+        outcome.ok = False
+        outcome.message = f"array case '{case.name}' [{dtype}] on backend '{backend}' disagrees with NumPy:\n" + (
+            "\n".join(f"  - {p}" for p in group_problems(problems))
+        )
+    return outcome

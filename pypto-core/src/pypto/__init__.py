@@ -19,6 +19,11 @@ from typing import TYPE_CHECKING
 from pypto._version import __version__
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on first use
+    from pypto.array.custom import CustomOp, custom_op
+    from pypto.array.function import JitFunction, jit
+    from pypto.array.introspect import check_memory, show_graph
+    from pypto.array.module import Module, Parameter, module
+    from pypto.array.ops import e, einsum, gelu, layer_norm, log_softmax, matmul, pi, relu, rms_norm, silu, softmax
     from pypto.dtypes import DType, bool_, float32, float64, int32, int64
     from pypto.errors import (
         AliasingError,
@@ -69,6 +74,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from pypto.runtime.info import get_runtime_info
     from pypto.runtime.kernel import Kernel, kernel, tile
     from pypto.runtime.memory import empty, empty_like, zeros, zeros_like
+    from pypto.runtime.profile import profile
 
 
 _LAZY: dict[str, str] = {
@@ -96,6 +102,28 @@ _LAZY: dict[str, str] = {
     "TracingError": ".errors",
     # .hookspecs
     "hookimpl": ".hookspecs",
+    # .array (the array-level API)
+    "jit": ".array.function",
+    "custom_op": ".array.custom",
+    "CustomOp": ".array.custom",
+    "show_graph": ".array.introspect",
+    "check_memory": ".array.introspect",
+    "Parameter": ".array.module",
+    "Module": ".array.module",
+    "module": ".array.module",
+    "profile": ".runtime.profile",
+    "JitFunction": ".array.function",
+    "e": ".array.ops",
+    "einsum": ".array.ops",
+    "gelu": ".array.ops",
+    "layer_norm": ".array.ops",
+    "log_softmax": ".array.ops",
+    "matmul": ".array.ops",
+    "pi": ".array.ops",
+    "relu": ".array.ops",
+    "rms_norm": ".array.ops",
+    "silu": ".array.ops",
+    "softmax": ".array.ops",
     # .lang.functions
     "abs": ".lang.functions",
     "axis": ".lang.functions",
@@ -171,6 +199,10 @@ __all__ = [
     "kernel", "Kernel", "tile", "Schedule", "axis", "dim", "dims", "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf",
     "sigmoid", "abs", "maximum", "minimum", "where", "cast",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean",
+    # array API
+    "jit", "JitFunction", "matmul", "einsum", "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu",
+    "relu", "pi", "e", "custom_op", "CustomOp", "show_graph", "check_memory", "profile", "Parameter", "Module",
+    "module",
     # runtime
     "empty", "zeros", "empty_like", "zeros_like", "benchmark", "BenchmarkResult", "get_runtime_info",
     "list_backends", "register_plugin", "reload_plugins", "hookimpl",

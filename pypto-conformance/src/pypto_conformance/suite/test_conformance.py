@@ -6,7 +6,7 @@ import pytest
 
 from pypto_conformance.backends import declaration_problems
 from pypto_conformance.fuzz import run_campaign
-from pypto_conformance.runner import Outcome, run_case
+from pypto_conformance.runner import Outcome, run_array_case, run_case
 
 
 def _fail_unless_ok(outcome: Outcome) -> None:
@@ -19,6 +19,15 @@ def test_case(conformance_case, conformance_settings, conformance_record):
     p = conformance_case
     tolerance = conformance_settings.tolerance_for(p.target, p.case.name, p.case.tolerances)
     outcome = run_case(p.case, p.dtype, p.target.name, lambda dt: tolerance(dt, p.case.functions))
+    conformance_record(outcome)
+    _fail_unless_ok(outcome)
+
+
+def test_array_case(conformance_array, conformance_settings, conformance_record):
+    """One array-API program, one dtype, one backend: every size agrees with the NumPy reference."""
+    p = conformance_array
+    tolerance = conformance_settings.tolerance_for(p.target, p.case.name, p.case.tolerances)
+    outcome = run_array_case(p.case, p.dtype, p.target.name, tolerance)
     conformance_record(outcome)
     _fail_unless_ok(outcome)
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import builtins
+import math
+import numbers
 from typing import Any
+
+import numpy as np
 
 from pypto import dtypes
 from pypto.errors import TracingError
@@ -31,8 +36,38 @@ def dims(*names: str) -> tuple[Dim, ...]:
     return tuple(Dim(n) for n in split)
 
 
+def _is_array(x: Any) -> bool:
+    """Whether ``x`` is an array of a ``@pt.jit`` function (the functions then apply to whole arrays)."""
+    return getattr(type(x), "__pypto_array__", False)
+
+
+def _arrays(*xs: Any) -> bool:
+    return any(_is_array(x) for x in xs)
+
+
+_NUMPY_UNARY = {
+    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda v: 1.0 / np.sqrt(v), "tanh": np.tanh,
+    "sin": np.sin, "cos": np.cos, "erf": lambda v: np.float64(math.erf(v)), "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
+}  # fmt: skip
+
+
+def _in_kernel() -> bool:
+    from pypto.lang.tracer import _state
+
+    return getattr(_state, "tracer", None) is not None
+
+
 def _unary(op: str, doc: str):
     def fn(x: Any) -> ExprProxy:
+        if _is_array(x):
+            from pypto.array.graph import unary
+
+            return unary(op, x)  # type: ignore[return-value]
+        if isinstance(x, numbers.Real) and not isinstance(x, (bool, np.generic)) and not _in_kernel():
+            if op == "abs":
+                return builtins.abs(x)  # type: ignore[return-value]
+            with np.errstate(all="ignore"):  # a Python number outside a kernel body: a Python number
+                return float(_NUMPY_UNARY[op](np.float64(x)))  # type: ignore[return-value]
         return ExprProxy(Unary(op, to_node(x, what=f"pt.{name}"), loc=user_loc()))
 
     name = {"abs": "abs"}.get(op, op)
@@ -55,16 +90,28 @@ abs = _unary("abs", "Elementwise absolute value (same as the builtin abs on a tr
 
 def maximum(a: Any, b: Any) -> ExprProxy:
     """Elementwise maximum; NaN if either operand is NaN (like numpy.maximum)."""
+    if _arrays(a, b):
+        from pypto.array.graph import binary
+
+        return binary("maximum", a, b)  # type: ignore[return-value]
     return ExprProxy(Binary("maximum", to_node(a, what="pt.maximum"), to_node(b, what="pt.maximum"), loc=user_loc()))
 
 
 def minimum(a: Any, b: Any) -> ExprProxy:
     """Elementwise minimum; NaN if either operand is NaN (like numpy.minimum)."""
+    if _arrays(a, b):
+        from pypto.array.graph import binary
+
+        return binary("minimum", a, b)  # type: ignore[return-value]
     return ExprProxy(Binary("minimum", to_node(a, what="pt.minimum"), to_node(b, what="pt.minimum"), loc=user_loc()))
 
 
 def where(cond: Any, a: Any, b: Any) -> ExprProxy:
     """``a`` where ``cond`` holds, else ``b`` (elementwise; ``cond`` must be boolean)."""
+    if _arrays(cond, a, b):
+        from pypto.array.graph import where as array_where
+
+        return array_where(cond, a, b)  # type: ignore[return-value]
     return ExprProxy(
         Where(
             to_node(cond, what="pt.where condition"),
@@ -77,6 +124,10 @@ def where(cond: Any, a: Any, b: Any) -> ExprProxy:
 
 def cast(x: Any, dtype: Any) -> ExprProxy:
     """``x`` converted to ``dtype`` (float to int truncates toward zero, like C and NumPy)."""
+    if _is_array(x):
+        from pypto.array.graph import cast as array_cast
+
+        return array_cast(x, dtype)  # type: ignore[return-value]
     return ExprProxy(
         Cast(to_node(x, what="pt.cast"), dtype=dtypes.as_dtype(dtype, what="pt.cast dtype"), loc=user_loc())
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import Group, KernelIR
-from pypto.ir.nodes import Cast, Expr, Load, Node, Store, load_accesses, transform
+from pypto.ir.nodes import Binary, Cast, Expr, Load, Node, Store, free_axes, load_accesses, top_reduces, transform
 
 
 def store_loops(s: Store) -> tuple[int, ...]:
@@ -34,10 +34,27 @@ def _pointwise(reads, tensor: str, index) -> bool:
     return all(idx == index and not red for t, idx, red in reads if t == tensor)
 
 
+def is_contraction(s: Store) -> bool:
+    """Whether ``s`` stores ``f(reduce_sum(a * b, axis=k))``: a product summed over one axis (a matmul)."""
+    reds = top_reduces(s.value)
+    if len(reds) != 1 or reds[0].op != "sum" or len(reds[0].axes) != 1:
+        return False
+    body = reds[0].body
+    while isinstance(body, Cast):
+        body = body.x
+    if not (isinstance(body, Binary) and body.op == "mul"):
+        return False
+    out = {a for ix in s.index for a in ix.axis_set()}
+    fa, fb = free_axes(body.a) & out, free_axes(body.b) & out
+    return bool(fa - fb) and bool(fb - fa)  # each factor has an output axis the other lacks (not x * x)
+
+
 def can_join(group: list[Store], s: Store) -> bool:
     """Whether ``s`` may run in the same loop nest as the stores of ``group``."""
     if set(store_loops(group[0])) != set(store_loops(s)) or not store_loops(s):
         return False
+    if is_contraction(s) or any(is_contraction(g) for g in group):
+        return False  # a contraction runs alone in its nest, where its schedule tiles it
     reads_s = accesses(s)
     for g in group:
         if g.tensor == s.tensor and g.index != s.index:

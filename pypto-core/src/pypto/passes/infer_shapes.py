@@ -40,6 +40,8 @@ def infer_shapes(k: KernelIR) -> KernelIR:
     axes = []
     for info in k.axes:
         uses = plain[info.index]
+        if info.extent is not None:  # declared by whoever built the kernel (the array API knows its sizes)
+            uses = [(info.extent, info.extent_source or "its declared extent", k.loc), *uses]
         if not uses:
             raise TracingError(
                 f"cannot infer the extent of axis '{info.name}' (pt.axis({info.index})): it never indexes a tensor "
@@ -78,7 +80,7 @@ def infer_shapes(k: KernelIR) -> KernelIR:
     for s in k.stores:
         value = transform(s.value, subst_extent, memo)
         assert isinstance(value, Expr)
-        _validate_store(k, s, value)
+        _validate_store(k, s, value, extents)
         stores.append(Store(s.tensor, s.index, value, loc=s.loc))
 
     seen_checks = set()
@@ -101,15 +103,33 @@ def infer_shapes(k: KernelIR) -> KernelIR:
     return k.replace(stores=tuple(stores), checks=tuple(checks))
 
 
-def _validate_store(k: KernelIR, s: Store, value: Expr) -> None:
+def _injective(ix: Affine, extents: dict) -> bool:
+    """Whether distinct points of ``ix``'s axes give distinct values (a mixed-radix index such as
+    ``12*i + 4*j + k`` with j < 3 and k < 4), judged from static extents."""
+    terms = []
+    for a, c in ix.axes:
+        n = extents.get(a)
+        if n is None or not n.is_const:
+            return False
+        terms.append((abs(c), n.const))
+    span = 0  # the largest value the smaller terms reach
+    for c, n in sorted(terms):
+        if c <= span:
+            return False
+        span += c * max(n - 1, 0)
+    return True
+
+
+def _validate_store(k: KernelIR, s: Store, value: Expr, extents: dict) -> None:
     lhs_axes: set[int] = set()
     for pos, ix in enumerate(s.index):
-        if len(ix.axes) > 1:
+        if len(ix.axes) > 1 and not _injective(ix, extents):
             raise TracingError(
                 f"store into '{s.tensor}': index {pos} ({ix.format(k.axis_name)}) combines several axes, so several "
                 "points would write the same element",
                 s.loc,
-                "index the output with one axis per dimension; accumulate with pt.reduce_sum(...) instead",
+                "index the output with one axis per dimension (or, with static sizes, a mixed-radix index such as "
+                "i * 4 + j with j < 4); accumulate with pt.reduce_sum(...) instead",
             )
         lhs_axes |= ix.axis_set()
     extra = free_axes(value) - lhs_axes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import numbers
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +27,7 @@ from pypto.targets import Target, get_target
 
 _kernels: weakref.WeakSet[Kernel] = weakref.WeakSet()
 _env_executor = _env.executor_raw
+_profiler: Callable[[Kernel, tuple, float], None] | None = None  # set while a pt.profile() block runs
 
 
 @plugins.on_reload
@@ -181,6 +183,8 @@ class Kernel:
 
     # -- public API --------------------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _profiler is not None:
+            return self._profiled(args, kwargs)
         fast = self._fast
         if fast is not None and not kwargs:
             key = self.executor if self.executor is not None else _env_executor()
@@ -193,6 +197,15 @@ class Kernel:
                 if result is not NotImplemented:
                     return result
         return self._call(args, kwargs)
+
+    def _profiled(self, args: tuple, kwargs: dict) -> Any:
+        """A call inside ``pt.profile()``: timed and recorded."""
+        record = _profiler
+        start = time.perf_counter()
+        result = self._call(args, kwargs)
+        if record is not None:
+            record(self, (*args, *kwargs.values()), time.perf_counter() - start)
+        return result
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         """The full path: resolve the backend, bind and check every argument, launch."""

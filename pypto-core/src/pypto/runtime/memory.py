@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,8 @@ from pypto.errors import ArgumentError
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
+    if type(shape) is tuple and all(type(s) is int and s >= 0 for s in shape):
+        return shape
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
     try:
@@ -41,9 +44,9 @@ def empty(shape: Any, dtype: Any = float, align: int = 64) -> np.ndarray:
         )
     dt = dtypes.as_dtype(dtype).numpy
     shp = _shape(shape)
-    nbytes = int(np.prod(shp, dtype=np.int64)) * dt.itemsize
+    nbytes = math.prod(shp) * dt.itemsize
     raw = np.empty(nbytes + align, dtype=np.uint8)
-    offset = (-raw.ctypes.data) % align
+    offset = (-raw.__array_interface__["data"][0]) % align
     return raw[offset : offset + nbytes].view(dt).reshape(shp)
 
 

@@ -1,0 +1,249 @@
+"""The array-API section of the catalogue: ``@pt.jit`` programs of whole arrays, against NumPy.
+
+An array case is a function of arrays written with the public array API (``x @ w``, ``pt.einsum``,
+``pt.softmax`` ...), the shapes of its inputs at each size, and a NumPy reference computed in
+float64 from the same inputs. It runs compiled for every backend, as ``pt.jit(fn, executor=...)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import pypto as pt
+
+from .spec import FLOATS
+
+
+@dataclass(frozen=True)
+class ArrayCase:
+    """One array program of the catalogue."""
+
+    name: str
+    fn: Callable[..., Any]
+    reference: Callable[..., Any]  # NumPy, on float64 copies of the inputs; an array or a tuple of them
+    shapes: tuple[Mapping[str, tuple[int, ...]], ...]  # per size: input name -> shape (argument order)
+    dtypes: tuple[str, ...] = FLOATS
+    functions: frozenset[str] = frozenset()  # transcendental functions used (for their tolerances)
+    tolerances: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    positive: frozenset[str] = frozenset()  # inputs drawn from (0.1, 2) instead of a normal distribution
+    doc: str = ""
+
+    def required_dtypes(self, dtype: str) -> frozenset[str]:
+        return frozenset({dtype})
+
+
+ARRAY_REGISTRY: dict[str, ArrayCase] = {}
+
+DOT = {"float32": (2e-4, 2e-5), "float64": (1e-10, 1e-12)}
+
+
+def array_case(
+    *,
+    shapes: Sequence[Mapping[str, tuple[int, ...]]],
+    reference: Callable[..., Any],
+    functions: Sequence[str] = (),
+    tolerances: Mapping[str, tuple[float, float]] | None = None,
+    positive: Sequence[str] = (),
+    dtypes: Sequence[str] = FLOATS,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated function of arrays as an array case named after it."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        name = f"array_{fn.__name__}"
+        if name in ARRAY_REGISTRY:
+            raise ValueError(f"array case '{name}' is defined twice")
+        ARRAY_REGISTRY[name] = ArrayCase(
+            name, fn, reference, tuple(dict(s) for s in shapes), tuple(dtypes), frozenset(functions),
+            dict(tolerances or {}), frozenset(positive), (fn.__doc__ or "").strip(),
+        )  # fmt: skip
+        return fn
+
+    return register
+
+
+def all_array_cases() -> list[ArrayCase]:
+    return list(ARRAY_REGISTRY.values())
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def _softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+# -- elementwise, broadcasting, reductions, views --------------------------------------------------------
+
+
+@array_case(
+    shapes=({"x": (1,), "y": (1,), "z": (1,)}, {"x": (2, 3, 130), "y": (1, 3, 1), "z": (130,)}),
+    reference=lambda x, y, z: (x * y - z / 2 + 1.5, np.maximum(x, y) * (x > z)),
+)
+def broadcast(x, y, z):
+    """Elementwise arithmetic, a comparison and a maximum between operands of three shapes that broadcast."""
+    return x * y - z / 2 + 1.5, pt.maximum(x, y) * pt.where(x > z, 1.0, 0.0)
+
+
+@array_case(
+    shapes=({"x": (3, 1031)},),
+    reference=lambda x: np.where(x > 1, np.log(x) + np.sqrt(x), np.tanh(x) * np.exp(-x)),
+    functions=("log", "sqrt", "tanh", "exp"),
+    positive=("x",),
+)
+def functions(x):
+    """Math functions of arrays under pt.where."""
+    return pt.where(x > 1, pt.log(x) + pt.sqrt(x), pt.tanh(x) * pt.exp(-x))
+
+
+@array_case(
+    shapes=({"a": (1, 1, 1)}, {"a": (2, 37, 9)}),
+    reference=lambda a: (a.sum(), a.max(0), a.min(-1, keepdims=True), a.mean((0, 2)), a.prod(1)),
+    tolerances=DOT,
+    positive=("a",),
+)
+def reductions(a):
+    """sum, max, min, mean and prod over every axis, one axis, a negative axis with keepdims, and two axes."""
+    return a.sum(), a.max(0), a.min(-1, keepdims=True), a.mean((0, 2)), a.prod(1)
+
+
+@array_case(
+    shapes=({"a": (6, 2, 7)},),
+    reference=lambda a: (
+        a.transpose(2, 0, 1) * 2,
+        a[1:, ::-2, 3],
+        a.reshape(a.shape[0], -1).T[::2] + 1,
+        a[..., None, 0],
+    ),  # fmt: skip
+)
+def views(a):
+    """A transpose, slices with steps (negative too), a merging reshape of a transpose, and a new axis."""
+    return a.transpose(2, 0, 1) * 2, a[1:, ::-2, 3], a.reshape(a.shape[0], -1).T[::2] + 1, a[..., None, 0]
+
+
+# -- contractions --------------------------------------------------------------------------------------------
+
+
+@array_case(
+    shapes=(
+        {"a": (1, 1), "b": (1, 1)},
+        {"a": (19, 40), "b": (40, 70)},
+        {"a": (8,), "b": (8, 3)},
+        {"a": (4, 5, 8), "b": (1, 8, 3)},
+        {"a": (3, 130), "b": (130,)},
+    ),  # fmt: skip
+    reference=lambda a, b: a @ b,
+    tolerances=DOT,
+)
+def matmul(a, b):
+    """``a @ b`` with NumPy's rules: matrices, vectors on either side, batches that broadcast."""
+    return a @ b
+
+
+@array_case(
+    shapes=({"a": (2, 3, 4), "b": (2, 4, 5), "c": (5, 6)},),
+    reference=lambda a, b, c: (
+        np.einsum("bij,bjk->bik", a, b),
+        np.einsum("bij,bjk,kl->bil", a, b, c),
+        np.einsum(
+            "bii->b", np.einsum("bij,bjk->bik", a, b)[:, : min(a.shape[1], b.shape[2]), : min(a.shape[1], b.shape[2])]
+        ),
+        np.einsum("bij->j", a),
+    ),  # fmt: skip
+    tolerances=DOT,
+)
+def einsum(a, b, c):
+    """Batched products, a three-operand chain, a trace of a square slice and a sum to one index."""
+    ab = pt.einsum("bij,bjk->bik", a, b)
+    n = min(a.shape[1], b.shape[2])
+    return ab, pt.einsum("bij,bjk,kl->bil", a, b, c), pt.einsum("bii->b", ab[:, :n, :n]), pt.einsum("bij->j", a)
+
+
+# -- layers --------------------------------------------------------------------------------------------------
+
+
+@array_case(
+    shapes=({"x": (1, 1)}, {"x": (3, 1031)}),
+    reference=lambda x: (
+        _softmax(x),
+        x - x.max(-1, keepdims=True) - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)),
+        _softmax(x, 0),
+    ),  # fmt: skip
+    functions=("exp", "log"),
+)
+def softmax(x):
+    """pt.softmax along the last and the first axis, and pt.log_softmax."""
+    return pt.softmax(x, dim=-1), pt.log_softmax(x, dim=-1), pt.softmax(x, dim=0)
+
+
+def _layer_norm(x, g, b, eps=1e-5):
+    mu = x.mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps) * g + b
+
+
+@array_case(
+    shapes=({"x": (2, 3, 130), "g": (130,), "b": (130,)},),
+    reference=lambda x, g, b: (_layer_norm(x, g, b), x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * g),
+    functions=("rsqrt",),
+    tolerances={"float32": (1e-4, 1e-4)},
+)
+def norms(x, g, b):
+    """pt.layer_norm with weight and bias, pt.rms_norm with weight."""
+    return pt.layer_norm(x, g, b, eps=1e-5), pt.rms_norm(x, g)
+
+
+@array_case(
+    shapes=({"x": (4, 259)},),
+    reference=lambda x: (
+        0.5 * x * (1 + _erf(x / math.sqrt(2))),
+        0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+        x / (1 + np.exp(-x)),
+        np.maximum(x, 0),
+    ),  # fmt: skip
+    functions=("erf", "tanh", "exp", "sigmoid"),
+)
+def activations(x):
+    """pt.gelu (erf and tanh forms), pt.silu and pt.relu."""
+    return pt.gelu(x), pt.gelu(x, approximate="tanh"), pt.silu(x), pt.relu(x)
+
+
+@pt.custom_op
+def _gelu_tanh(x):
+    return 0.5 * x * (1 + pt.tanh(pt.sqrt(2 / pt.pi) * (x + 0.044715 * x**3)))
+
+
+@array_case(
+    shapes=({"x": (19, 32), "w1": (32, 70), "b1": (70,), "w2": (70, 8)},),
+    reference=lambda x, w1, b1, w2: (
+        (0.5 * (x @ w1 + b1) * (1 + np.tanh(math.sqrt(2 / math.pi) * ((x @ w1 + b1) + 0.044715 * (x @ w1 + b1) ** 3))))
+        @ w2
+    ),
+    functions=("tanh",),
+    tolerances={"float32": (5e-4, 5e-4)},
+)
+def mlp(x, w1, b1, w2):
+    """An MLP block with a custom-op activation: two contractions, the hidden layer stored once."""
+    return _gelu_tanh(x @ w1 + b1) @ w2
+
+
+def _attention_ref(q, k, v):
+    s = np.einsum("bhid,bhjd->bhij", q, k) / math.sqrt(q.shape[-1])
+    return np.einsum("bhij,bhjd->bhid", _softmax(s), v)
+
+
+@array_case(
+    shapes=({"q": (2, 3, 9, 16), "k": (2, 3, 7, 16), "v": (2, 3, 7, 5)},),
+    reference=_attention_ref,
+    functions=("exp",),
+    tolerances={"float32": (5e-4, 5e-5)},
+)
+def attention(q, k, v):
+    """Scaled dot-product attention: einsum, softmax, einsum."""
+    s = pt.einsum("bhid,bhjd->bhij", q, k) * (1 / math.sqrt(q.shape[-1]))
+    return pt.einsum("bhij,bhjd->bhid", pt.softmax(s, dim=-1), v)

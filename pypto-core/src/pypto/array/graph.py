@@ -1,0 +1,481 @@
+"""The array program a ``@pt.jit`` function traces into: a graph of whole-array operations.
+
+Each :class:`Array` is a node: an input, an elementwise operation (with NumPy broadcasting), a
+reduction, a contraction (``@``, ``pt.einsum``), a view (transpose, slicing, broadcast, a reshape that
+only splits axes) or a general reshape. Nodes know their shape (ints: shapes are specialised per
+call signature) and dtype (the kernel language's promotion rules, applied by the same code the
+``infer_types`` pass runs). :mod:`pypto.array.lower` turns the graph into one kernel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import numbers
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from pypto import dtypes
+from pypto.dtypes import DType
+from pypto.errors import ShapeError, SourceLoc, TracingError
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
+from pypto.lang.location import user_loc
+
+Scalar = int | float | bool
+
+_scope = threading.local()  # the custom ops being traced, outermost first
+
+
+@contextlib.contextmanager
+def op_scope(name: str) -> Iterator[None]:
+    """Nodes made inside belong to the custom op ``name`` (shown in graphs)."""
+    stack = getattr(_scope, "names", None)
+    if stack is None:
+        stack = _scope.names = []
+    stack.append(name)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def _current_op() -> str | None:
+    stack = getattr(_scope, "names", None)
+    return "/".join(stack) if stack else None
+
+
+_BINARY = {
+    "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
+    "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|", "xor": "^",
+    "maximum": "pt.maximum", "minimum": "pt.minimum",
+}  # fmt: skip
+
+
+def _placeholder(dt: DType) -> Expr:
+    return Const(False if dt.is_bool else 0, weak=False, dtype=dt)
+
+
+def _typeof(e: Expr) -> DType:
+    """The dtype the kernel language gives ``e`` (operands are typed placeholders or weak constants)."""
+    from pypto.passes.infer_types import _Typer
+
+    try:
+        return _Typer(None).visit(e).dtype  # type: ignore[arg-type]
+    except TracingError as err:  # raised again at the user's line
+        raise TracingError(err.bare_message, user_loc(), err.hint) from None
+
+
+def _operand(x: Any, what: str) -> Array | Scalar:
+    if isinstance(x, Array):
+        return x
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    if isinstance(x, numbers.Real):
+        return float(x)
+    if isinstance(x, np.ndarray) or hasattr(x, "__array_interface__"):
+        raise TracingError(
+            f"{what}: a NumPy array captured from outside the @pt.jit function",
+            user_loc(),
+            "pass it as an argument of the jit function (arrays are inputs, not constants)",
+        )
+    raise TracingError(
+        f"{what}: cannot use a {type(x).__name__} in an array expression",
+        user_loc(),
+        "array expressions combine the jit function's arrays and Python numbers",
+    )
+
+
+def _as_expr(x: Array | Scalar) -> Expr:
+    if isinstance(x, Array):
+        return _placeholder(x.dtype)
+    return Const(x, weak=True)
+
+
+def broadcast_shapes(*shapes: tuple[int, ...], what: str = "operands") -> tuple[int, ...]:
+    """NumPy's broadcasting of ``shapes`` (a :class:`ShapeError` naming them when they do not)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for k in range(rank):
+        sizes = {s[len(s) - rank + k] for s in shapes if len(s) - rank + k >= 0} - {1}
+        if len(sizes) > 1:
+            raise ShapeError(
+                f"{what}: shapes {' and '.join(str(s) for s in shapes)} do not broadcast (axis {k - rank}: "
+                f"sizes {sorted(sizes)})",
+                param=what,
+                expected="equal sizes, or 1, along every axis counted from the right",
+                got=shapes,
+                fix="reshape or slice one operand, or add an axis with x[:, None]",
+            )
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def normalize_axes(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
+    """``axis`` (None, an int or a sequence, negatives counted from the end) as sorted axes of an ``ndim`` array."""
+    if axis is None:
+        return tuple(range(ndim))
+    items = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    out: list[int] = []
+    for a in items:
+        if isinstance(a, bool) or not isinstance(a, numbers.Integral) or not -ndim <= int(a) < max(ndim, 1):
+            raise ShapeError(
+                f"{what}: axis {a!r} is out of range for an array of {ndim} dimension(s)",
+                param="axis",
+                expected=f"an int in [{-ndim}, {ndim})",
+                got=a,
+            )
+        a = int(a) % max(ndim, 1)
+        if a in out:
+            raise ShapeError(f"{what}: axis {a} is repeated", param="axis", expected="distinct axes", got=axis)
+        out.append(a)
+    return tuple(sorted(out))
+
+
+class Array:
+    """An array inside a ``@pt.jit`` function: a node of the traced program.
+
+    It has a ``shape`` and a ``dtype`` and supports NumPy's operators, methods and broadcasting;
+    its values exist only when the compiled program runs.
+    """
+
+    __slots__ = ("op", "args", "attrs", "shape", "dtype", "loc", "name", "__weakref__")
+    __pypto_array__ = True
+    __array_ufunc__ = None  # ndarray op Array -> the reflected operator of Array (then a clear error)
+
+    def __init__(self, op: str, args: tuple, attrs: Any, shape: tuple[int, ...], dtype: DType,
+                 loc: SourceLoc | None = None, name: str | None = None):  # fmt: skip
+        self.op = op
+        self.args = args
+        self.attrs = attrs
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = dtype
+        self.loc = loc if loc is not None else user_loc()
+        self.name = name if name is not None else _current_op()  # the custom op that made it, for graphs
+
+    # -- NumPy-like attributes ------------------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def T(self) -> Array:  # noqa: N802 - NumPy's spelling
+        return self.transpose()
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"<pt.jit array {self.op} {self.dtype.name}{list(self.shape)}>"
+
+    def __bool__(self):
+        raise TracingError(
+            "the truth value of an array inside @pt.jit is not known while tracing",
+            user_loc(),
+            "use pt.where(cond, a, b) instead of if/else on array values",
+        )
+
+    def __float__(self):
+        raise TracingError("float() of an array inside @pt.jit: its value is not known while tracing", user_loc())
+
+    __int__ = __index__ = __float__
+
+    def __iter__(self):
+        raise TracingError(
+            "iterating over an array inside @pt.jit", user_loc(), "index it (x[k]) or use whole-array operations"
+        )
+
+    # -- operators --------------------------------------------------------------------------------------
+    def __add__(self, o):
+        return binary("add", self, o)
+
+    def __radd__(self, o):
+        return binary("add", o, self)
+
+    def __sub__(self, o):
+        return binary("sub", self, o)
+
+    def __rsub__(self, o):
+        return binary("sub", o, self)
+
+    def __mul__(self, o):
+        return binary("mul", self, o)
+
+    def __rmul__(self, o):
+        return binary("mul", o, self)
+
+    def __truediv__(self, o):
+        return binary("div", self, o)
+
+    def __rtruediv__(self, o):
+        return binary("div", o, self)
+
+    def __floordiv__(self, o):
+        return binary("floordiv", self, o)
+
+    def __rfloordiv__(self, o):
+        return binary("floordiv", o, self)
+
+    def __mod__(self, o):
+        return binary("mod", self, o)
+
+    def __rmod__(self, o):
+        return binary("mod", o, self)
+
+    def __pow__(self, o):
+        return power(self, o)
+
+    def __rpow__(self, o):
+        return power(o, self)
+
+    def __matmul__(self, o):
+        from pypto.array.ops import matmul
+
+        return matmul(self, o)
+
+    def __rmatmul__(self, o):
+        from pypto.array.ops import matmul
+
+        return matmul(o, self)
+
+    def __lt__(self, o):
+        return binary("lt", self, o)
+
+    def __le__(self, o):
+        return binary("le", self, o)
+
+    def __gt__(self, o):
+        return binary("gt", self, o)
+
+    def __ge__(self, o):
+        return binary("ge", self, o)
+
+    def __eq__(self, o):  # type: ignore[override]
+        return binary("eq", self, o)
+
+    def __ne__(self, o):  # type: ignore[override]
+        return binary("ne", self, o)
+
+    __hash__ = object.__hash__
+
+    def __and__(self, o):
+        return binary("and", self, o)
+
+    def __rand__(self, o):
+        return binary("and", o, self)
+
+    def __or__(self, o):
+        return binary("or", self, o)
+
+    def __ror__(self, o):
+        return binary("or", o, self)
+
+    def __xor__(self, o):
+        return binary("xor", self, o)
+
+    def __rxor__(self, o):
+        return binary("xor", o, self)
+
+    def __neg__(self):
+        return unary("neg", self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return unary("abs", self)
+
+    def __invert__(self):
+        return unary("invert", self)
+
+    def __getitem__(self, key):
+        from pypto.array.views import getitem
+
+        return getitem(self, key)
+
+    # -- methods ----------------------------------------------------------------------------------------
+    def sum(self, axis=None, keepdims: bool = False) -> Array:
+        return reduce("sum", self, axis, keepdims)
+
+    def prod(self, axis=None, keepdims: bool = False) -> Array:
+        return reduce("prod", self, axis, keepdims)
+
+    def max(self, axis=None, keepdims: bool = False) -> Array:
+        return reduce("max", self, axis, keepdims)
+
+    def min(self, axis=None, keepdims: bool = False) -> Array:
+        return reduce("min", self, axis, keepdims)
+
+    def mean(self, axis=None, keepdims: bool = False) -> Array:
+        return reduce("mean", self, axis, keepdims)
+
+    def transpose(self, *axes) -> Array:
+        from pypto.array.views import transpose
+
+        return transpose(self, axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes or None)
+
+    def reshape(self, *shape) -> Array:
+        from pypto.array.views import reshape
+
+        return reshape(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
+
+    def astype(self, dtype) -> Array:
+        return cast(self, dtype)
+
+
+def input_array(name: str, shape: tuple[int, ...], dtype: DType) -> Array:
+    return Array("input", (), name, shape, dtype, loc=None)
+
+
+def unary(op: str, x: Any) -> Array:
+    x = _operand(x, f"pt.{op}")
+    if not isinstance(x, Array):
+        raise TracingError(f"pt.{op}: expected an array, got {x!r}", user_loc(), f"use math.{op} for Python numbers")
+    return Array("unary", (x,), op, x.shape, _typeof(Unary(op, _placeholder(x.dtype))))
+
+
+def binary(op: str, a: Any, b: Any) -> Array:
+    sym = _BINARY.get(op, op)
+    a, b = _operand(a, f"'{sym}'"), _operand(b, f"'{sym}'")
+    shapes = [x.shape for x in (a, b) if isinstance(x, Array)]
+    shape = broadcast_shapes(*shapes, what=f"the operands of '{sym}'")
+    return Array("binary", (a, b), op, shape, _typeof(Binary(op, _as_expr(a), _as_expr(b))))
+
+
+def where(cond: Any, a: Any, b: Any) -> Array:
+    cond, a, b = _operand(cond, "pt.where"), _operand(a, "pt.where"), _operand(b, "pt.where")
+    shape = broadcast_shapes(*(x.shape for x in (cond, a, b) if isinstance(x, Array)), what="the operands of pt.where")
+    return Array("where", (cond, a, b), None, shape, _typeof(Where(_as_expr(cond), _as_expr(a), _as_expr(b))))
+
+
+def cast(x: Any, dtype: Any) -> Array:
+    x = _operand(x, "pt.cast")
+    dt = dtypes.as_dtype(dtype, what="dtype")
+    if not isinstance(x, Array):
+        raise TracingError("pt.cast: expected an array", user_loc())
+    if x.dtype == dt:
+        return x
+    return Array("cast", (x,), dt, x.shape, _typeof(Cast(_placeholder(x.dtype), dtype=dt)))
+
+
+def power(base: Any, exponent: Any) -> Array:
+    """``base ** exponent``: integer exponents by multiplication, 0.5 as a square root, others through exp and log."""
+    base, exponent = _operand(base, "'**'"), _operand(exponent, "'**'")
+    if isinstance(exponent, Array):
+        if isinstance(base, Array) or not isinstance(base, (int, float)) or base <= 0:
+            raise TracingError(
+                "'**' with an array exponent takes a positive Python number as the base",
+                user_loc(),
+                "write pt.exp(y * pt.log(x)) for x > 0 explicitly",
+            )
+        return unary("exp", binary("mul", exponent, math.log(base)))
+    assert isinstance(base, Array)
+    if isinstance(exponent, float) and exponent.is_integer():
+        exponent = int(exponent)
+    if isinstance(exponent, bool):
+        exponent = int(exponent)
+    if isinstance(exponent, int):
+        if exponent == 0:
+            return where(binary("eq", base, base) | True, 1, base)  # 1 even for nan and inf, in base's type
+        result: Array | None = None
+        sq, n = base, abs(exponent)
+        while n:
+            if n & 1:
+                result = sq if result is None else binary("mul", result, sq)
+            n >>= 1
+            if n:
+                sq = binary("mul", sq, sq)
+        assert result is not None
+        return binary("div", 1.0, result) if exponent < 0 else result
+    if exponent == 0.5:
+        return unary("sqrt", base)
+    if exponent == -0.5:
+        return unary("rsqrt", base)
+    # x ** y = exp(y log x): NaN for x < 0 (as NumPy for a non-integer exponent), 0 for x = 0 and y > 0
+    p = unary("exp", binary("mul", unary("log", base), exponent))
+    return where(binary("eq", base, 0), 0.0 if exponent > 0 else math.inf, p)
+
+
+def reduce(op: str, x: Any, axis: Any = None, keepdims: bool = False) -> Array:
+    x = _operand(x, f"{op}()")
+    if not isinstance(x, Array):
+        raise TracingError(f"{op}(): expected an array", user_loc())
+    if not isinstance(keepdims, bool):
+        raise TracingError(f"{op}(): keepdims must be True or False, got {keepdims!r}", user_loc())
+    axes = normalize_axes(axis, x.ndim, f"{op}()")
+    if not x.ndim:
+        return x
+    shape = tuple(1 if k in axes else s for k, s in enumerate(x.shape)) if keepdims else tuple(
+        s for k, s in enumerate(x.shape) if k not in axes)  # fmt: skip
+    base = "sum" if op == "mean" else op
+    dt = x.dtype
+    if base in ("sum", "prod") and dt.is_bool:
+        dt = dtypes.int32
+    if base in ("max", "min") and dt.is_bool:
+        raise TracingError(f"{op}() of a boolean array", user_loc(), "convert first: x.astype(pt.int32)")
+    if op == "mean" and not dt.is_float:
+        dt = dtypes.DEFAULT_FLOAT
+    if any(x.shape[a] == 0 for a in axes) and op in ("max", "min"):
+        raise ShapeError(
+            f"{op}() over an axis of size 0 has no identity",
+            param="axis",
+            expected="axes of size >= 1",
+            got=axes,
+        )
+    return Array("reduce", (x,), (op, axes, keepdims), shape, dt)
+
+
+def contract(operands: Sequence[Array], subscripts: Sequence[str], out: str) -> Array:
+    """``sum over the letters not in out of the product of operands[k][subscripts[k]]`` (einsum's meaning)."""
+    sizes: dict[str, int] = {}
+    for x, sub in zip(operands, subscripts):
+        for letter, n in zip(sub, x.shape):
+            if sizes.setdefault(letter, n) != n:
+                if n == 1 or sizes[letter] == 1:  # broadcast, as np.einsum allows
+                    sizes[letter] = max(n, sizes[letter])
+                    continue
+                raise ShapeError(
+                    f"pt.einsum: index '{letter}' has size {sizes[letter]} in one operand and {n} in another",
+                    param="operands",
+                    expected=f"equal sizes for '{letter}'",
+                    got=tuple(o.shape for o in operands),
+                )
+    e: Expr | None = None
+    for x in operands:
+        e = _placeholder(x.dtype) if e is None else Binary("mul", e, _placeholder(x.dtype))
+    assert e is not None
+    dt = _typeof(e)
+    if dt.is_bool:
+        dt = dtypes.int32
+    shape = tuple(sizes[c] for c in out)
+    return Array("contract", tuple(operands), (tuple(subscripts), out, tuple(sorted(sizes.items()))), shape, dt)
+
+
+def walk(outputs: Sequence[Array]) -> list[Array]:
+    """Every node the outputs depend on, each once, operands before their users."""
+    order: list[Array] = []
+    seen: set[int] = set()
+    stack: list[tuple[Array, bool]] = [(o, False) for o in reversed(outputs)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for a in reversed(node.args):
+            if isinstance(a, Array) and id(a) not in seen:
+                stack.append((a, False))
+    return order

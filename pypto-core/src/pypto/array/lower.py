@@ -1,0 +1,369 @@
+"""Lowering an array program to one kernel: every output (and each temporary) becomes a store.
+
+Each node is evaluated *at an index*: ``at(node, (i, j))`` is the IR expression for element
+``[i, j]`` of the node, built from the loads of the inputs. Elementwise operations and views are
+inlined (a view only changes the index of the loads); a reduction over axis ``d`` reads its input
+at a fresh reduction axis in position ``d`` under a ``Reduce``; a contraction (``@``, ``einsum``)
+is a ``Reduce("sum")`` of the product of its operands, one reduction axis per contracted index.
+The kernel compiler then fuses, schedules and generates code for these stores as for any kernel:
+a softmax is one nest, ``gelu(x @ w + b)`` a contraction with its epilogue.
+
+A node is *materialised* (stored into a temporary the plan allocates, then loaded) where inlining
+would recompute a reduction: when a node containing a reduction is read at an index that varies
+with another reduction's axis (the hidden layer of an MLP read inside the next matmul, attention
+scores read inside the softmax's maximum). A reshape that merges axes reads its input from a
+temporary too, stored flat.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pypto.array.graph import Array
+from pypto.dtypes import DType
+from pypto.errors import TracingError
+from pypto.ir.affine import Affine
+from pypto.ir.kernel import AxisInfo, KernelIR, TensorParam
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Load, Reduce, Store, Unary, Where
+
+MAX_AXES = 16
+
+
+@dataclass
+class Buffer:
+    """An array the compiled program reads or writes: an input, an output or a temporary."""
+
+    name: str
+    shape: tuple[int, ...]  # as declared to the kernel ((1,) for a 0-d array)
+    dtype: DType
+    kind: str  # "input", "output" or "temp"
+    node: Array | None = None  # what it holds (outputs and temporaries)
+    flat: bool = False  # one flat axis (read through a reshape that merges axes)
+    source: str | None = None  # a flat view of this input (bound as ``input.reshape(-1)``)
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+@dataclass
+class Plan:
+    """The kernel and the buffers a call binds to it, in the kernel's parameter order."""
+
+    kernel: KernelIR
+    buffers: list[Buffer]
+    outputs: list[int] = field(default_factory=list)  # positions in ``buffers`` of the results, in order
+    nodes: list[Array] = field(default_factory=list)  # the program's nodes, operands first
+    computed_in: dict[int, list[str]] = field(default_factory=dict)  # node id -> buffers computing it inline
+
+
+def _declared(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return shape if shape else (1,)
+
+
+def _expensive(node: Array, memo: dict[int, bool]) -> bool:
+    """Whether computing the node involves a reduction (so inlining it per point of a loop repeats one)."""
+    hit = memo.get(id(node))
+    if hit is None and node.op == "reshape":
+        hit = memo[id(node)] = False  # it reads its input from a buffer the input is stored in first
+    if hit is None:
+        hit = node.op in ("reduce", "contract") or any(
+            isinstance(a, Array) and a.op != "input" and _expensive(a, memo) for a in node.args
+        )
+        memo[id(node)] = hit
+    return hit
+
+
+class Lowering:
+    def __init__(self, name: str, inputs: Sequence[tuple[str, Array]]):
+        self.name = name
+        self.buffers: list[Buffer] = []
+        self.by_node: dict[int, Buffer] = {}
+        self.stores: list[Store] = []
+        self.extents: dict[int, int] = {}
+        self.store_axes: list[int] = []
+        self.reduce_axes: dict[tuple[int, int], int] = {}
+        self.reduction_axis_set: set[int] = set()
+        self.memo: dict[tuple[int, tuple[Affine, ...]], Expr] = {}
+        self.costly: dict[int, bool] = {}
+        self.taken = {n for n, _ in inputs}
+        self.temp_count = 0
+        self.keep: list[Array] = []  # nodes keyed by id stay alive while lowering
+        self.flat_inputs: dict[str, Buffer] = {}
+        self.current = ""  # the buffer whose store is being built
+        self.computed_in: dict[int, list[str]] = {}  # node id -> the buffers whose stores compute it inline
+        for n, node in inputs:
+            buf = Buffer(n, _declared(node.shape), node.dtype, "input", node)
+            self.buffers.append(buf)
+            self.by_node[id(node)] = buf
+
+    # -- axes ------------------------------------------------------------------------------------------------
+    def _new_axis(self, extent: int) -> int:
+        k = len(self.extents)
+        if k >= MAX_AXES:
+            raise TracingError(
+                f"@pt.jit function '{self.name}' needs more than {MAX_AXES} loop axes in one kernel",
+                None,
+                "split the function into two jit functions",
+            )
+        self.extents[k] = extent
+        return k
+
+    def _store_axes(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """One axis per output dimension; stores share axes of equal extent."""
+        out: list[int] = []
+        for n in shape:
+            a = next((a for a in self.store_axes if self.extents[a] == n and a not in out), None)
+            if a is None:
+                a = self._new_axis(n)
+                self.store_axes.append(a)
+            out.append(a)
+        return tuple(out)
+
+    def _reduce_axis(self, node: Array, dim: object, extent: int) -> int:
+        """The reduction axis of ``node`` for its reduced dimension (or contracted letter) ``dim``."""
+        key = (id(node), hash(dim))
+        a = self.reduce_axes.get(key)
+        if a is None:
+            a = self.reduce_axes[key] = self._new_axis(extent)
+            self.reduction_axis_set.add(a)
+            self.keep.append(node)
+        return a
+
+    # -- buffers -----------------------------------------------------------------------------------------------
+    def fresh(self, stem: str) -> str:
+        while True:
+            name = f"{stem}{self.temp_count}"
+            self.temp_count += 1
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+    def store(self, buf: Buffer, node: Array) -> None:
+        """Emit the store that fills ``buf`` with ``node`` (flat when ``buf.flat``)."""
+        self.memo.clear()  # reduction axes inside memoised values may be a store axis of this store
+        axes = self._store_axes(node.shape)
+        idx = tuple(Affine.axis(a) for a in axes)
+        outer, self.current = self.current, buf.name
+        value = self.at(node, idx)
+        self.current = outer
+        if buf.flat:
+            target: tuple[Affine, ...] = (_linear(idx, node.shape),)
+        else:
+            target = idx if idx else (Affine.constant(0),)
+        self.stores.append(Store(buf.name, target, value, loc=node.loc))
+
+    def output(self, node: Array, name: str) -> Buffer:
+        buf = Buffer(name, _declared(node.shape), node.dtype, "output", node)
+        self.taken.add(name)
+        self.buffers.append(buf)
+        self.store(buf, node)
+        if id(node) not in self.by_node:  # later outputs read it from here instead of computing it again
+            self.by_node[id(node)] = buf
+            self.keep.append(node)
+        return buf
+
+    def materialize(self, node: Array, flat: bool = False) -> Buffer:
+        buf = self.by_node.get(id(node))
+        if buf is not None and (buf.flat or not flat):
+            return buf
+        if flat and buf is not None and buf.kind == "input":  # a flat view of the input: no copy
+            view = self.flat_inputs.get(buf.name)
+            if view is None:
+                view = Buffer(self.fresh(f"{buf.name}_flat"), (max(1, node.size),), node.dtype, "input", node,
+                              flat=True, source=buf.name)  # fmt: skip
+                self.buffers.append(view)
+                self.flat_inputs[buf.name] = view
+            return view
+        shape = (max(1, node.size),) if flat else _declared(node.shape)
+        buf = Buffer(self.fresh("tmp"), shape, node.dtype, "temp", node, flat=flat)
+        self.buffers.append(buf)
+        saved = dict(self.memo)
+        self.store(buf, node)
+        self.memo = saved
+        self.by_node[id(node)] = buf
+        self.keep.append(node)
+        return buf
+
+    # -- values ------------------------------------------------------------------------------------------------
+    def at(self, node: Array | int | float | bool, idx: tuple[Affine, ...]) -> Expr:
+        if not isinstance(node, Array):
+            return Const(node, weak=True)
+        key = (id(node), idx)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        buf = self.by_node.get(id(node))
+        if buf is None and node.op != "input" and _expensive(node, self.costly) and self.varies(node, idx):
+            buf = self.materialize(node)
+        if buf is not None:
+            e: Expr = self.load(buf, node, idx)
+        else:
+            e = self.compute(node, idx)
+            where = self.computed_in.setdefault(id(node), [])
+            if self.current not in where:
+                where.append(self.current)
+        self.memo[key] = e
+        return e
+
+    def varies(self, node: Array | int | float | bool, idx: tuple[Affine, ...]) -> bool:
+        """Whether a reduction inside ``node``, read at ``idx``, would be evaluated at an index that moves with
+        a reduction axis (so inlining it would compute the reduction again at every step of that axis)."""
+        if not isinstance(node, Array) or node.op in ("input", "reshape") or id(node) in self.by_node:
+            return False
+        if node.op in ("reduce", "contract"):
+            return any(a in self.reduction_axis_set for ix in idx for a in ix.axis_set())
+        if node.op == "view":
+            return self.varies(node.args[0], _apply_view(node.attrs, idx))
+        if node.op == "cast":
+            return self.varies(node.args[0], idx)
+        return any(self.varies(x, self.operand_index(x, idx, node.shape)) for x in node.args)
+
+    def load(self, buf: Buffer, node: Array, idx: tuple[Affine, ...]) -> Expr:
+        if buf.flat:
+            return Load(buf.name, (_linear(idx, node.shape),), loc=node.loc)
+        return Load(buf.name, idx if idx else (Affine.constant(0),), loc=node.loc)
+
+    def operand_index(self, x: Array | int | float | bool, idx: tuple[Affine, ...], shape: tuple[int, ...]):
+        """``idx`` (an index of a result of ``shape``) for operand ``x``, broadcast NumPy's way."""
+        if not isinstance(x, Array):
+            return idx
+        off = len(shape) - x.ndim
+        return tuple(Affine.constant(0) if s == 1 and shape[off + k] != 1 else idx[off + k]
+                     for k, s in enumerate(x.shape))  # fmt: skip
+
+    def compute(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
+        op, loc = node.op, node.loc
+        if op == "unary":
+            (x,) = node.args
+            return Unary(node.attrs, self.at(x, self.operand_index(x, idx, node.shape)), loc=loc)
+        if op == "binary":
+            a, b = node.args
+            return Binary(node.attrs, self.at(a, self.operand_index(a, idx, node.shape)),
+                          self.at(b, self.operand_index(b, idx, node.shape)), loc=loc)  # fmt: skip
+        if op == "where":
+            c, a, b = (self.at(x, self.operand_index(x, idx, node.shape)) for x in node.args)
+            return Where(c, a, b, loc=loc)
+        if op == "cast":
+            (x,) = node.args
+            return Cast(self.at(x, idx), dtype=node.attrs, loc=loc)
+        if op == "view":
+            return self.at(node.args[0], _apply_view(node.attrs, idx))
+        if op == "reshape":
+            (x,) = node.args
+            base = x
+            while base.op in ("view", "cast"):
+                base = base.args[0]
+            if base.op != "input" and id(base) not in self.by_node and _expensive(base, self.costly):
+                self.materialize(base)  # computed in its own layout (a contraction stays one), then copied flat
+            buf = self.materialize(x, flat=True)
+            return Load(buf.name, (_linear(idx, node.shape),), loc=loc)
+        if op == "reduce":
+            return self.reduce(node, idx)
+        if op == "contract":
+            return self.contract(node, idx)
+        raise AssertionError(op)
+
+    def reduce(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
+        (x,) = node.args
+        op, axes, keepdims = node.attrs
+        src: list[Affine] = []
+        red: list[int] = []
+        it = iter(idx)
+        for d, n in enumerate(x.shape):
+            if d in axes:
+                a = self._reduce_axis(node, d, n)
+                red.append(a)
+                src.append(Affine.axis(a))
+                if keepdims:
+                    next(it)
+            else:
+                src.append(next(it))
+        body = self.at(x, tuple(src))
+        if op == "mean":
+            count = math.prod(x.shape[d] for d in axes)
+            total = Reduce("sum", body, tuple(red), loc=node.loc)
+            return Binary(
+                "div", Cast(total, dtype=node.dtype, loc=node.loc), Const(float(count), weak=True), loc=node.loc
+            )
+        return Reduce(op, body, tuple(red), loc=node.loc)
+
+    def contract(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
+        subscripts, out, sizes = node.attrs
+        size = dict(sizes)
+        at: dict[str, Affine] = dict(zip(out, idx))
+        red: list[int] = []
+        for letter in sorted(size):
+            if letter not in at:
+                a = self._reduce_axis(node, letter, size[letter])
+                red.append(a)
+                at[letter] = Affine.axis(a)
+        body: Expr | None = None
+        for x, sub in zip(node.args, subscripts):
+            if x.op != "input" and id(x) not in self.by_node and _expensive(x, self.costly):
+                self.materialize(x)  # an operand with reductions inside: computed once, not once per product
+            src = tuple(Affine.constant(0) if n == 1 and size[c] != 1 else at[c] for c, n in zip(sub, x.shape))
+            v = self.at(x, src)
+            body = v if body is None else Binary("mul", body, v, loc=node.loc)
+        assert body is not None
+        if not red:
+            return body
+        return Reduce("sum", body, tuple(red), loc=node.loc)
+
+    # -- the kernel --------------------------------------------------------------------------------------------
+    def kernel(self) -> KernelIR:
+        stored = {s.tensor for s in self.stores}
+        from pypto.ir.nodes import loads
+
+        loaded = {ld.tensor for s in self.stores for ld in loads(s.value)}
+        params = []
+        for b in self.buffers:
+            role = "in"
+            if b.name in stored:
+                role = "inout" if b.name in loaded else "out"
+            params.append(TensorParam(b.name, b.dtype, tuple(Affine.constant(n) for n in b.shape), role))
+        axes = tuple(
+            AxisInfo(a, _axis_name(a, a in self.reduction_axis_set), Affine.constant(n), f"its size, {n}")
+            for a, n in sorted(self.extents.items())
+        )
+        return KernelIR(self.name, tuple(params), (), axes, tuple(self.stores))
+
+
+def _axis_name(a: int, reduction: bool) -> str:
+    return f"{'r' if reduction else 'i'}{a}"
+
+
+def _apply_view(index, idx: tuple[Affine, ...]) -> tuple[Affine, ...]:
+    """The input's index for ``idx`` of a view (see :data:`pypto.array.views.ViewMap`)."""
+    src = []
+    for const, terms in index:
+        a = Affine.constant(const)
+        for o, k in terms:
+            a = a + idx[o].scale(k)
+        src.append(a)
+    return tuple(src)
+
+
+def _linear(idx: tuple[Affine, ...], shape: tuple[int, ...]) -> Affine:
+    """The row-major offset of ``idx`` in an array of ``shape``."""
+    out = Affine.constant(0)
+    stride = 1
+    for ix, n in zip(reversed(idx), reversed(shape)):
+        out = out + ix.scale(stride)
+        stride *= n
+    return out
+
+
+def lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tuple[str, Array]]) -> Plan:
+    """The kernel computing ``outputs`` (name, node) from ``inputs`` (name, node), and its buffers."""
+    low = Lowering(name, inputs)
+    positions = []
+    for n, node in outputs:
+        positions.append(len(low.buffers))
+        low.output(node, n)
+    from pypto.array.graph import walk
+
+    nodes = walk([node for _, node in outputs])
+    return Plan(low.kernel(), low.buffers, positions, nodes, low.computed_in)

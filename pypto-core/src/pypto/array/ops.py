@@ -1,0 +1,269 @@
+"""Array operations for ``@pt.jit`` functions: ``pt.matmul``, ``pt.einsum``, ``pt.softmax`` and the rest.
+
+They build the traced program out of the graph's elementwise operations, reductions, contractions
+and views (:mod:`pypto.array.graph`), so everything they do is fused by the kernel compiler like
+hand-written code: ``pt.softmax`` is a maximum, an exponential, a sum and a division that become one
+loop nest per row.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Sequence
+from typing import Any
+
+from pypto.array import views
+from pypto.array.graph import Array, _operand, binary, broadcast_shapes, contract, unary
+from pypto.errors import ShapeError, TracingError
+from pypto.lang.location import user_loc
+
+pi = math.pi
+e = math.e
+
+
+def _array(x: Any, what: str) -> Array:
+    x = _operand(x, what)
+    if not isinstance(x, Array):
+        raise TracingError(f"{what}: expected an array, got the number {x!r}", user_loc())
+    return x
+
+
+def matmul(a: Any, b: Any) -> Array:
+    """NumPy's ``matmul``: 1-D operands are vectors, leading axes are batch axes and broadcast."""
+    a, b = _array(a, "matmul"), _array(b, "matmul")
+    if not a.ndim or not b.ndim:
+        raise ShapeError(
+            "matmul: an operand is 0-dimensional",
+            param="operands",
+            expected="arrays of 1 or more dimensions",
+            got=(a.shape, b.shape),
+            fix="use '*' to multiply by a scalar",
+        )
+    ka = a.shape[-1]
+    kb = b.shape[-2] if b.ndim >= 2 else b.shape[0]
+    if ka != kb:
+        raise ShapeError(
+            f"matmul: the inner sizes differ: {a.shape} @ {b.shape} ({ka} != {kb})",
+            param="operands",
+            expected="a.shape[-1] == b.shape[-2]",
+            got=(a.shape, b.shape),
+        )
+    batch_a = a.shape[:-2] if a.ndim > 2 else ()
+    batch_b = b.shape[:-2] if b.ndim > 2 else ()
+    nb = max(len(batch_a), len(batch_b))
+    letters = string.ascii_letters[:nb]
+    sa = letters[nb - len(batch_a) :] + ("ik" if a.ndim >= 2 else "k")
+    sb = letters[nb - len(batch_b) :] + ("kj" if b.ndim >= 2 else "k")
+    bshape = broadcast_shapes(batch_a, batch_b, what="the batch axes of matmul")
+    out = "".join(c for c, n in zip(letters, bshape)) + ("i" if a.ndim >= 2 else "") + ("j" if b.ndim >= 2 else "")
+    return contract((a, b), (sa, sb), out)
+
+
+def _parse_einsum(subscripts: str, operands: Sequence[Array]) -> tuple[list[str], str]:
+    if not isinstance(subscripts, str):
+        raise TracingError(f"pt.einsum: subscripts must be a string, got {subscripts!r}", user_loc())
+    spec = subscripts.replace(" ", "")
+    lhs, arrow, rhs = spec.partition("->")
+    inputs = lhs.split(",")
+    if len(inputs) != len(operands):
+        raise ShapeError(
+            f"pt.einsum: '{subscripts}' names {len(inputs)} operand(s), {len(operands)} were given",
+            param="operands",
+            expected=f"{len(inputs)} arrays",
+            got=len(operands),
+        )
+    used = set(c for c in spec if c.isalpha())
+    bad = set(spec) - set(string.ascii_letters) - set(",->.")
+    if bad:
+        raise TracingError(f"pt.einsum: '{subscripts}' has characters other than letters: {sorted(bad)}", user_loc())
+    spare = [c for c in string.ascii_letters if c not in used]
+    ell_rank = 0
+    for sub, x in zip(inputs, operands):
+        if "..." in sub:
+            ell_rank = max(ell_rank, x.ndim - (len(sub) - 3))
+    ell = "".join(spare[:ell_rank])
+    subs = []
+    for k, (sub, x) in enumerate(zip(inputs, operands)):
+        if "..." in sub:
+            n = x.ndim - (len(sub) - 3)
+            if n < 0:
+                raise ShapeError(f"pt.einsum: operand {k} has {x.ndim} axes, fewer than '{sub}' names",
+                                 param=f"operands[{k}]", expected=f"at least {len(sub) - 3} axes", got=x.shape)  # fmt: skip
+            sub = sub.replace("...", ell[ell_rank - n :] if n else "")
+        if "." in sub or len(sub) != x.ndim:
+            raise ShapeError(
+                f"pt.einsum: operand {k} has {x.ndim} axes but its subscripts '{inputs[k]}' name {len(sub)}",
+                param=f"operands[{k}]",
+                expected=f"{len(sub)} axes",
+                got=x.shape,
+            )
+        subs.append(sub)
+    if arrow:
+        out = rhs.replace("...", ell)
+        if "." in out or len(set(out)) != len(out):
+            raise TracingError(f"pt.einsum: the output '{rhs}' repeats an index or has a stray '.'", user_loc())
+        missing = set(out) - set("".join(subs))
+        if missing:
+            raise TracingError(f"pt.einsum: output indices {sorted(missing)} appear in no operand", user_loc())
+    else:  # implicit output: the ellipsis axes, then indices that appear once, in alphabetical order
+        counts: dict[str, int] = {}
+        for sub in subs:
+            for c in sub:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    return subs, out
+
+
+def einsum(subscripts: str, *operands: Any) -> Array:
+    """``np.einsum`` on arrays: any subscripts, implicit or explicit output, repeated indices, ``...``.
+
+    It is computed the way the schedules run fastest: an index summed within one operand only is
+    reduced there first; several operands are contracted two at a time, left to right, keeping the
+    indices still needed; a pair summed over several indices is laid out (transposed, those indices
+    merged into one) so that it is one contraction over one index, which the ``schedule`` stage tiles.
+    """
+    arrays = [_array(x, "pt.einsum") for x in operands]
+    subs, out = _parse_einsum(subscripts, arrays)
+    return _einsum(arrays, subs, out)
+
+
+def _unique(letters: str) -> str:
+    return "".join(dict.fromkeys(letters))
+
+
+def _sizes(arrays: Sequence[Array], subs: Sequence[str]) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for x, sub in zip(arrays, subs):
+        for c, n in zip(sub, x.shape):
+            sizes[c] = max(sizes.get(c, n), n)
+    return sizes
+
+
+def _as_letters(x: Array, sub: str, out: str, sizes: dict[str, int]) -> Array:
+    """``x`` (indexed by ``sub``) as an array over ``out``'s letters: transposed, diagonals taken, size-1
+    axes broadcast. Every letter of ``sub`` must be in ``out``."""
+    index = tuple((0, ()) if n == 1 and sizes[c] != 1 else (0, ((out.index(c), 1),)) for c, n in zip(sub, x.shape))
+    shape = tuple(sizes[c] for c in out)
+    if index == tuple((0, ((k, 1),)) for k in range(len(out))) and shape == x.shape:
+        return x
+    return views.view(x, shape, index)
+
+
+def _einsum(arrays: list[Array], subs: list[str], out: str) -> Array:
+    contract(arrays, subs, out)  # checks that the sizes agree
+    sizes = _sizes(arrays, subs)
+    for k, (x, sub) in enumerate(zip(arrays, subs)):  # indices summed within one operand: reduce them there
+        others = out + "".join(s for j, s in enumerate(subs) if j != k)
+        keep = "".join(c for c in _unique(sub) if c in others)
+        if keep != _unique(sub):
+            arrays[k], subs[k] = contract([x], [sub], keep), keep
+    while len(arrays) > 2:  # two at a time, left to right
+        needed = out + "".join(subs[2:])
+        inter = "".join(c for c in _unique(subs[0] + subs[1]) if c in needed)
+        arrays[:2] = [_pair(arrays[0], subs[0], arrays[1], subs[1], inter, sizes)]
+        subs[:2] = [inter]
+    if len(arrays) == 1:
+        (x,), (sub,) = arrays, subs
+        if set(sub) <= set(out):
+            return _as_letters(x, sub, out, sizes)
+        return contract([x], [sub], out)
+    return _pair(arrays[0], subs[0], arrays[1], subs[1], out, sizes)
+
+
+def _pair(a: Array, sa: str, b: Array, sb: str, out: str, sizes: dict[str, int]) -> Array:
+    summed = [c for c in _unique(sa + sb) if c not in out]
+    if not summed:  # an outer or elementwise product
+        return _as_letters(a, sa, out, sizes) * _as_letters(b, sb, out, sizes)
+    if len(summed) == 1 and len(set(sa)) == len(sa) and len(set(sb)) == len(sb):
+        return contract([a, b], [sa, sb], out)
+    # several summed indices: a as (its other indices, then the summed ones merged into one), b as (the
+    # summed ones merged, then its other indices): one contraction over the merged index
+    spare = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in sa + sb + out)
+    fa = "".join(c for c in _unique(sa) if c not in summed)
+    fb = "".join(c for c in _unique(sb) if c not in summed)
+    merged = math.prod(sizes[c] for c in summed)
+    a2 = views.reshape(_as_letters(a, sa, fa + "".join(summed), sizes), tuple(sizes[c] for c in fa) + (merged,))
+    b2 = views.reshape(_as_letters(b, sb, "".join(summed) + fb, sizes), (merged,) + tuple(sizes[c] for c in fb))
+    return contract([a2, b2], [fa + spare, spare + fb], out)
+
+
+def softmax(x: Any, dim: int = -1) -> Array:
+    """``exp(x - max) / sum(exp(x - max))`` along ``dim`` (one fused nest)."""
+    x = _array(x, "pt.softmax")
+    ex = unary("exp", x - x.max(dim, keepdims=True))
+    return ex / ex.sum(dim, keepdims=True)
+
+
+def log_softmax(x: Any, dim: int = -1) -> Array:
+    """``x - max - log(sum(exp(x - max)))`` along ``dim``."""
+    x = _array(x, "pt.log_softmax")
+    shifted = x - x.max(dim, keepdims=True)
+    return shifted - unary("log", unary("exp", shifted).sum(dim, keepdims=True))
+
+
+def _normalized_axes(x: Array, weight: Array | None) -> tuple[int, ...]:
+    n = weight.ndim if weight is not None else 1
+    if weight is not None and x.shape[x.ndim - n :] != weight.shape:
+        raise ShapeError(
+            f"the weight's shape {weight.shape} is not the last axes of x's shape {x.shape}",
+            param="weight",
+            expected=f"shape {x.shape[x.ndim - n :]}",
+            got=weight.shape,
+        )
+    return tuple(range(x.ndim - n, x.ndim))
+
+
+def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5) -> Array:
+    """Normalise over the last axes (as many as ``weight`` has, else the last): ``(x - mean) / sqrt(var + eps)
+    * weight + bias`` with the biased variance, as ``torch.nn.functional.layer_norm``."""
+    x = _array(x, "pt.layer_norm")
+    w = _array(weight, "pt.layer_norm weight") if weight is not None else None
+    axes = _normalized_axes(x, w)
+    mean = x.mean(axes, keepdims=True)
+    centred = x - mean
+    y = centred * unary("rsqrt", (centred * centred).mean(axes, keepdims=True) + eps)
+    if w is not None:
+        y = y * w
+    if bias is not None:
+        y = y + _array(bias, "pt.layer_norm bias")
+    return y
+
+
+def rms_norm(x: Any, weight: Any = None, eps: float = 1e-6) -> Array:
+    """``x / sqrt(mean(x**2) + eps) * weight`` over the last axes (as many as ``weight`` has)."""
+    x = _array(x, "pt.rms_norm")
+    w = _array(weight, "pt.rms_norm weight") if weight is not None else None
+    axes = _normalized_axes(x, w)
+    y = x * unary("rsqrt", (x * x).mean(axes, keepdims=True) + eps)
+    return y * w if w is not None else y
+
+
+def gelu(x: Any, approximate: str = "none") -> Array:
+    """GELU: ``0.5 x (1 + erf(x / sqrt 2))``, or with ``approximate="tanh"`` the tanh form."""
+    x = _array(x, "pt.gelu")
+    if approximate == "none":
+        return 0.5 * x * (1.0 + unary("erf", x * (1.0 / math.sqrt(2.0))))
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + unary("tanh", math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))))
+    raise TracingError(f"pt.gelu: approximate must be 'none' or 'tanh', got {approximate!r}", user_loc())
+
+
+def silu(x: Any) -> Array:
+    """``x * sigmoid(x)``."""
+    x = _array(x, "pt.silu")
+    return x * unary("sigmoid", x)
+
+
+def relu(x: Any) -> Array:
+    """``maximum(x, 0)`` (NaN stays NaN)."""
+    x = _array(x, "pt.relu")
+    return binary("maximum", x, 0)
+
+
+def transpose(x: Any, axes: Any = None) -> Array:
+    return views.transpose(_array(x, "pt.transpose"), axes)
+
+
+def reshape(x: Any, shape: Any) -> Array:
+    return views.reshape(_array(x, "pt.reshape"), shape)

@@ -1,0 +1,198 @@
+"""``pt.profile()``: time every kernel call made inside a ``with`` block, per kernel.
+
+    with pt.profile() as prof:
+        for _ in range(100):
+            y = attention(x)
+    print(prof)          # a table: calls, total and mean time, bytes moved, GB/s, GFLOP/s per kernel
+
+Kernels of ``@pt.kernel`` and of ``@pt.jit`` functions (and of custom ops called on their own) are
+counted under their names. Bytes moved are the bytes of the arrays passed (inputs read, outputs
+written, temporaries of a jit plan both); floating-point operations are counted from the kernel's
+IR (every arithmetic operation and function once per point it is computed at), an estimate of the
+work rather than a hardware count. Outside a ``with pt.profile()`` block calls are not timed.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pypto.ir.kernel import KernelIR, TensorParam
+from pypto.ir.nodes import Binary, Expr, Reduce, Unary, Where, children
+
+
+@dataclass
+class KernelStats:
+    """What one kernel's calls added up to inside a profile."""
+
+    name: str
+    calls: int = 0
+    seconds: float = 0.0
+    bytes: int = 0
+    flops: float = 0.0
+
+    @property
+    def mean_seconds(self) -> float:
+        return self.seconds / self.calls if self.calls else 0.0
+
+    @property
+    def gbytes_per_second(self) -> float:
+        return self.bytes / self.seconds / 1e9 if self.seconds else 0.0
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.seconds / 1e9 if self.seconds else 0.0
+
+
+def _extent(a, dims: dict[str, int], extents: dict[int, Any]) -> int:
+    e = extents.get(a)
+    if e is None:
+        return 1
+    return int(e.evaluate(dims)) if hasattr(e, "evaluate") else int(e)
+
+
+def kernel_flops(kir: KernelIR, dims: dict[str, int]) -> float:
+    """Arithmetic operations one call performs (every operation counted once per point it is computed at)."""
+    extents = {a.index: a.extent for a in kir.axes}
+
+    def count(e: Expr, points: float, seen: set[int]) -> float:
+        if id(e) in seen:
+            return 0.0
+        seen.add(id(e))
+        n = 0.0
+        if isinstance(e, Reduce):
+            inner = points * math.prod(_extent(a, dims, extents) for a in e.axes)
+            return inner + count(e.body, inner, seen)
+        if isinstance(e, (Binary, Unary, Where)):
+            n = points
+        return n + sum(count(c, points, seen) for c in children(e))
+
+    total = 0.0
+    for s in kir.stores:
+        axes = {a for ix in s.index for a in ix.axis_set()}
+        total += count(s.value, float(math.prod(_extent(a, dims, extents) for a in axes)), set())
+    return total
+
+
+class Profile:
+    """Per-kernel statistics of the calls made while it is active (see :func:`profile`)."""
+
+    def __init__(self) -> None:
+        self.stats: dict[str, KernelStats] = {}
+        self._lock = threading.Lock()
+        self._flops: dict[tuple[int, tuple], float] = {}
+
+    def record(self, kernel: Any, args: tuple, seconds: float) -> None:
+        arrays = [a for a in args if isinstance(a, np.ndarray)]
+        nbytes = sum(a.nbytes for a in arrays)
+        flops = self._flops_of(kernel, arrays)
+        with self._lock:
+            st = self.stats.get(kernel.name)
+            if st is None:
+                st = self.stats[kernel.name] = KernelStats(kernel.name)
+            st.calls += 1
+            st.seconds += seconds
+            st.bytes += nbytes
+            st.flops += flops
+
+    def _flops_of(self, kernel: Any, arrays: list[np.ndarray]) -> float:
+        key = (id(kernel), tuple(a.shape for a in arrays))
+        hit = self._flops.get(key)
+        if hit is None:
+            try:
+                kir = kernel._trace()
+                dims: dict[str, int] = {}
+                tensors = [p for p in kir.params if isinstance(p, TensorParam)]
+                for p, a in zip(tensors, arrays):
+                    for s, n in zip(p.shape, a.shape):
+                        d = s.plain_dim()
+                        if d is not None:
+                            dims[d] = n
+                comp = kernel._compilation(True, kernel._default_target())
+                hit = kernel_flops(comp.stages["infer_shapes"], dims)
+            except Exception:  # an estimate only: a kernel it cannot read counts no operations
+                hit = 0.0
+            self._flops[key] = hit
+        return hit
+
+    def table(self):
+        """The statistics as a ``rich`` table, slowest kernel first."""
+        from rich.table import Table
+
+        t = Table(title="pypto profile")
+        t.add_column("kernel")
+        for col in ("calls", "total ms", "mean µs", "bytes moved", "GB/s", "GFLOP/s"):
+            t.add_column(col, justify="right")
+        for st in sorted(self.stats.values(), key=lambda s: -s.seconds):
+            t.add_row(st.name, str(st.calls), f"{st.seconds * 1e3:.3f}", f"{st.mean_seconds * 1e6:.1f}",
+                      f"{st.bytes:,}", f"{st.gbytes_per_second:.2f}", f"{st.gflops:.2f}")  # fmt: skip
+        return t
+
+    def __str__(self) -> str:
+        from rich.console import Console
+
+        console = Console(width=110, record=True, file=_Null())
+        console.print(self.table())
+        return console.export_text()
+
+    def print(self) -> None:
+        """Print the table to the terminal (with colour where it supports it)."""
+        from rich.console import Console
+
+        Console().print(self.table())
+
+    def __enter__(self) -> Profile:
+        _activate(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _deactivate(self)
+
+
+class _Null:
+    def write(self, s: str) -> int:
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+_active: list[Profile] = []
+_active_lock = threading.Lock()
+
+
+def _activate(p: Profile) -> None:
+    from pypto.runtime import kernel as kmod
+
+    with _active_lock:
+        _active.append(p)
+        kmod._profiler = _dispatch
+
+
+def _deactivate(p: Profile) -> None:
+    from pypto.runtime import kernel as kmod
+
+    with _active_lock:
+        if p in _active:
+            _active.remove(p)
+        if not _active:
+            kmod._profiler = None
+
+
+def _dispatch(kernel: Any, args: tuple, seconds: float) -> None:
+    for p in list(_active):
+        p.record(kernel, args, seconds)
+
+
+def profile() -> Profile:
+    """A context manager that times every kernel call inside its ``with`` block (see the module doc)."""
+    return Profile()
+
+
+def now() -> float:
+    return time.perf_counter()

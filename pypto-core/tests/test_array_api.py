@@ -1,0 +1,401 @@
+"""The array-level API (``@pt.jit``, ``pt.einsum``, ``pt.softmax`` ...) against NumPy.
+
+Every function is compiled for the test executor (``PYPTO_TEST_EXECUTOR``, the reference backend by
+default). Tolerances: float32 results within 1e-5 relative (1e-4 for sums over tens of terms and for
+transcendental functions) of a float64 NumPy computation on the same inputs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pypto as pt
+
+F32 = {"rtol": 1e-4, "atol": 1e-5}
+
+
+@pytest.fixture
+def jit(pypto_executor):
+    return lambda fn: pt.jit(fn, executor=pypto_executor)
+
+
+def r(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def wide(x):
+    return np.asarray(x, np.float64)
+
+
+def close(got, want, **tol):
+    want = np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_allclose(got, want, **(tol or F32))
+
+
+# -- elementwise operations, broadcasting and promotion ----------------------------------------------------
+
+
+def test_elementwise_chain_with_broadcasting(jit, rng):
+    x, y, z = r(rng, 6, 7), r(rng, 7), r(rng, 6, 1)
+    close(jit(lambda x, y, z: x * y - z / 2 + 1.5)(x, y, z), wide(x) * y - wide(z) / 2 + 1.5)
+
+
+def test_math_functions_comparisons_and_where(jit, rng):
+    x = r(rng, 5, 9)
+    f = jit(lambda x: pt.where(x > 0, pt.log(pt.exp(x) + 1), pt.tanh(x) * pt.sqrt(abs(x))))
+    want = np.where(x > 0, np.log(np.exp(wide(x)) + 1), np.tanh(wide(x)) * np.sqrt(np.abs(wide(x))))
+    close(f(x), want)
+    np.testing.assert_array_equal(jit(lambda a, b: a <= b)(x, x.T.copy().T), np.ones_like(x, bool))
+
+
+def test_promotion_follows_the_kernel_language(jit, rng):
+    i = np.arange(-6, 6, dtype=np.int32)
+    got = jit(lambda a: (a // 4, a % 4, a / 4, a * 2.5))(i)
+    assert [g.dtype for g in got] == [np.int32, np.int32, np.float32, np.float32]
+    for g, w in zip(got, (i // 4, i % 4, i / 4, i * 2.5)):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    d = r(rng, 4).astype(np.float64)
+    assert jit(lambda a, b: a + b)(d, r(rng, 4)).dtype == np.float64
+
+
+def test_powers(jit, rng):
+    x = np.abs(r(rng, 20)) + 0.1
+    close(
+        jit(lambda x: x**3 + x**0.5 + x**-2 + x**1.7)(x), wide(x) ** 3 + wide(x) ** 0.5 + wide(x) ** -2 + wide(x) ** 1.7
+    )
+    z = np.array([0.0, 2.0, np.nan], np.float32)
+    np.testing.assert_array_equal(jit(lambda x: x**0)(z), np.ones(3, np.float32))
+
+
+def test_python_numbers_are_constants_of_the_signature(jit, rng):
+    x = r(rng, 8)
+    f = jit(lambda x, s: x * s)
+    close(f(x, 3.0), wide(x) * 3)
+    close(f(x, -1.5), wide(x) * -1.5)  # another value: another signature, not a stale constant
+    assert len(f._cache) == 2
+
+
+# -- reductions --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["sum", "max", "min", "mean", "prod"])
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 2)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reductions_match_numpy(jit, rng, method, axis, keepdims):
+    a = (r(rng, 3, 4, 5) * 0.5 + 1).astype(np.float32)
+    got = jit(lambda a: getattr(a, method)(axis=axis, keepdims=keepdims))(a)
+    close(got, getattr(wide(a), method)(axis=axis, keepdims=keepdims))
+
+
+def test_reductions_of_expressions_and_a_scalar_result(jit, rng):
+    v = r(rng, 100)
+    got = jit(lambda v: (v * v).sum())(v)
+    assert got.shape == () and got.dtype == np.float32
+    close(got, (wide(v) ** 2).sum())
+
+
+def test_max_of_an_empty_axis_is_a_shape_error(jit):
+    with pytest.raises(pt.ShapeError, match="size 0"):
+        jit(lambda a: a.max(0))(np.zeros((0, 3), np.float32))
+
+
+# -- views -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda a: a.T,
+        lambda a: a.transpose(1, 0, 2),
+        lambda a: a[1:3, ::-2],
+        lambda a: a[..., 1],
+        lambda a: a[0, None, :, None],
+        lambda a: a[-1],
+        lambda a: a.reshape(6, 2, 5),
+        lambda a: a.reshape(3, 2, 2, 5, 1),
+        lambda a: a.reshape(12, 5),
+        lambda a: a.reshape(-1),
+        lambda a: (a * 2).reshape(3, 20),
+        lambda a: a.T.reshape(5, 12)[::2],
+    ],
+)
+def test_views_match_numpy(jit, rng, view):
+    a = r(rng, 3, 4, 5)
+    close(jit(lambda a: view(a) + 0)(a), view(wide(a)))
+
+
+def test_indexing_errors_are_typed(jit, rng):
+    a = r(rng, 3, 4)
+    with pytest.raises(pt.ShapeError, match="out of bounds"):
+        jit(lambda a: a[5])(a)
+    with pytest.raises(pt.ShapeError, match="too many indices"):
+        jit(lambda a: a[0, 0, 0])(a)
+    with pytest.raises(pt.TracingError, match="advanced indexing"):
+        jit(lambda a: a[[0, 1]])(a)
+    with pytest.raises(pt.ShapeError, match="cannot reshape"):
+        jit(lambda a: a.reshape(5, 5))(a)
+
+
+# -- contractions ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sa", "sb"),
+    [((5, 8), (8, 3)), ((8,), (8, 3)), ((5, 8), (8,)), ((8,), (8,)), ((4, 5, 8), (1, 8, 3)), ((4, 5, 8), (8, 3)),
+     ((1, 1), (1, 1)), ((2, 1, 5, 8), (3, 8, 2))],
+)  # fmt: skip
+def test_matmul_follows_numpy(jit, rng, sa, sb):
+    a, b = r(rng, *sa), r(rng, *sb)
+    close(jit(lambda a, b: a @ b)(a, b), wide(a) @ wide(b))
+    close(jit(lambda a, b: pt.matmul(a, b))(a, b), wide(a) @ wide(b))
+
+
+def test_matmul_shape_errors(jit, rng):
+    with pytest.raises(pt.ShapeError, match="inner sizes differ"):
+        jit(lambda a, b: a @ b)(r(rng, 3, 4), r(rng, 5, 2))
+
+
+EINSUMS = [
+    ("ij,jk->ik", [(5, 8), (8, 3)]),
+    ("ij,jk", [(5, 8), (8, 3)]),
+    ("ii->i", [(4, 4)]),
+    ("ii", [(4, 4)]),
+    ("ij->ji", [(5, 3)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]),
+    ("ijk->", [(2, 3, 4)]),
+    ("bhid,bhjd->bhij", [(2, 2, 3, 4), (2, 2, 5, 4)]),
+    ("ij,ij->i", [(5, 3), (5, 3)]),
+    ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)]),
+    ("i,i", [(6,), (6,)]),
+]
+
+
+@pytest.mark.parametrize(("subscripts", "shapes"), EINSUMS)
+def test_einsum_matches_numpy(jit, rng, subscripts, shapes):
+    ops = [r(rng, *s) for s in shapes]
+    close(jit(lambda *o: pt.einsum(subscripts, *o))(*ops), np.einsum(subscripts, *map(wide, ops)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_einsum_random_subscripts(data):
+    letters = "abcde"
+    sizes = {c: data.draw(st.integers(1, 4), label=f"size {c}") for c in letters}
+    n_ops = data.draw(st.integers(1, 3), label="operands")
+    subs = [data.draw(st.text(letters, min_size=0, max_size=3), label=f"subscripts {k}") for k in range(n_ops)]
+    used = sorted(set("".join(subs)))
+    out = "".join(data.draw(st.permutations(used), label="output order")[: data.draw(st.integers(0, len(used)))])
+    spec = ",".join(subs) + "->" + out
+    rng = np.random.default_rng(len(spec))
+    ops = [rng.standard_normal([sizes[c] for c in s]).astype(np.float32) for s in subs]
+    got = pt.jit(lambda *o: pt.einsum(spec, *o), executor="reference")(*ops)
+    close(got, np.einsum(spec, *map(wide, ops)), rtol=1e-4, atol=1e-4)
+
+
+def test_einsum_errors_name_the_problem(jit, rng):
+    with pytest.raises(pt.ShapeError, match="names 2 operand"):
+        jit(lambda a: pt.einsum("ij,jk->ik", a))(r(rng, 2, 2))
+    with pytest.raises(pt.ShapeError, match="index 'j' has size"):
+        jit(lambda a, b: pt.einsum("ij,jk->ik", a, b))(r(rng, 2, 3), r(rng, 4, 2))
+
+
+# -- layers ------------------------------------------------------------------------------------------------
+
+
+def test_softmax_log_softmax_and_norms(jit, rng):
+    x, g, b = r(rng, 16, 32), r(rng, 32), r(rng, 32)
+    xw = wide(x)
+    e = np.exp(xw - xw.max(-1, keepdims=True))
+    close(jit(lambda x: pt.softmax(x, dim=-1))(x), e / e.sum(-1, keepdims=True))
+    e0 = np.exp(xw - xw.max(0))
+    close(jit(lambda x: pt.softmax(x, dim=0))(x), e0 / e0.sum(0))
+    sh = xw - xw.max(-1, keepdims=True)
+    close(jit(pt.log_softmax)(x), sh - np.log(np.exp(sh).sum(-1, keepdims=True)))
+    mu = xw.mean(-1, keepdims=True)
+    var = ((xw - mu) ** 2).mean(-1, keepdims=True)
+    close(jit(lambda x, g, b: pt.layer_norm(x, g, b, eps=1e-5))(x, g, b), (xw - mu) / np.sqrt(var + 1e-5) * g + b)
+    close(jit(lambda x: pt.layer_norm(x))(x), (xw - mu) / np.sqrt(var + 1e-5))
+    close(jit(lambda x, g: pt.rms_norm(x, g))(x, g), xw / np.sqrt((xw**2).mean(-1, keepdims=True) + 1e-6) * g)
+
+
+def test_activations(jit, rng):
+    x = r(rng, 200) * 3
+    xw = wide(x)
+    erf = np.vectorize(math.erf)
+    close(jit(pt.gelu)(x), 0.5 * xw * (1 + erf(xw / math.sqrt(2))))
+    close(jit(lambda x: pt.gelu(x, approximate="tanh"))(x),
+          0.5 * xw * (1 + np.tanh(math.sqrt(2 / math.pi) * (xw + 0.044715 * xw**3))))  # fmt: skip
+    close(jit(pt.silu)(x), xw / (1 + np.exp(-xw)))
+    close(jit(pt.relu)(x), np.maximum(xw, 0))
+    with pytest.raises(pt.TracingError, match="approximate"):
+        jit(lambda x: pt.gelu(x, approximate="fast"))(x)
+
+
+def test_softmax_is_one_nest(pypto_executor, rng):
+    f = pt.jit(lambda x: pt.softmax(x), executor=pypto_executor)
+    x = r(rng, 8, 16)
+    fused = f.ir(x, stage="fuse")
+    assert fused.count("nest ") == 1 and "tmp" not in fused
+    assert pt.show_graph(f, x).nests == 1
+
+
+def test_dense_layer_is_one_contraction_with_its_epilogue(pypto_executor, rng):
+    f = pt.jit(lambda x, w, b: pt.gelu(x @ w + b), executor=pypto_executor)
+    x, w, b = r(rng, 8, 16), r(rng, 16, 4), r(rng, 4)
+    sched = f.ir(x, w, b, stage="schedule")
+    assert sched.count("nest ") == 1 and "schedule: contraction" in sched
+
+
+def test_mlp_stores_the_hidden_layer_once(jit, rng):
+    x, w1, b1, w2 = r(rng, 16, 32), r(rng, 32, 64), r(rng, 64), r(rng, 64, 8)
+    f = jit(lambda x, w1, b1, w2: pt.relu(x @ w1 + b1) @ w2)
+    close(f(x, w1, b1, w2), np.maximum(wide(x) @ w1 + b1, 0) @ w2)
+    mem = pt.check_memory(f, x, w1, b1, w2)
+    assert mem.temporaries == 16 * 64 * 4  # the hidden layer, and nothing else
+    assert mem.peak == mem.inputs + mem.outputs + mem.temporaries
+
+
+def test_attention(jit, rng):
+    q, k, v = r(rng, 2, 3, 8, 16), r(rng, 2, 3, 8, 16), r(rng, 2, 3, 8, 16)
+
+    def attention(q, k, v):
+        s = pt.einsum("bhid,bhjd->bhij", q, k) * (1 / math.sqrt(q.shape[-1]))
+        return pt.einsum("bhij,bhjd->bhid", pt.softmax(s, dim=-1), v)
+
+    s = np.einsum("bhid,bhjd->bhij", wide(q), k) / 4
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    close(jit(attention)(q, k, v), np.einsum("bhij,bhjd->bhid", p, v))
+
+
+# -- calls -------------------------------------------------------------------------------------------------
+
+
+def test_results_out_and_several_outputs(jit, rng):
+    x = r(rng, 6, 7)
+    f = jit(lambda x: (x.sum(0), x.max(1)))
+    s, m = f(x)
+    close(s, wide(x).sum(0))
+    close(m, x.max(1))
+    o = pt.empty((6, 7))
+    g = jit(lambda x: x * 2)
+    assert g(x, out=o) is o
+    close(o, wide(x) * 2)
+    y = g(x)
+    assert y.ctypes.data % 64 == 0  # results are 64-byte aligned
+    with pytest.raises(pt.ShapeError, match="out\\[0\\] has shape"):
+        g(x, out=pt.empty((7, 6)))
+    with pytest.raises(pt.DTypeError, match="dtype"):
+        g(x, out=np.empty((6, 7), np.float64))
+
+
+def test_returned_arrays_are_never_reused_while_referenced(jit, rng):
+    x = r(rng, 32)
+    f = jit(lambda x: x + 1)
+    kept = [f(x + k) for k in range(5)]  # every result still referenced: five distinct buffers
+    for k, y in enumerate(kept):
+        close(y, wide(x) + k + 1)
+    assert len({y.ctypes.data for y in kept}) == 5
+
+
+def test_bad_arguments_are_typed_errors(jit, rng):
+    f = jit(lambda a, b: a + b)
+    x = r(rng, 4)
+    with pytest.raises(pt.ArgumentError, match="takes 2 argument"):
+        f(x)
+    with pytest.raises(pt.ArgumentError, match="is a str"):
+        f(x, "y")
+    with pytest.raises(pt.DTypeError, match="float16"):
+        f(x, x.astype(np.float16))
+    with pytest.raises(pt.ShapeError, match="do not broadcast"):
+        f(x, r(rng, 3))
+    with pytest.raises(pt.TracingError, match="truth value"):
+        jit(lambda a: a if a > 0 else -a)(x)
+    with pytest.raises(pt.TracingError, match="captured from outside"):
+        jit(lambda a: a + x)(x)
+
+
+def test_get_code_and_ir(pypto_executor, rng):
+    f = pt.jit(lambda x, w: pt.relu(x @ w), executor=pypto_executor)
+    x, w = r(rng, 4, 8), r(rng, 8, 2)
+    assert "reduce_sum" in f.ir(x, w, stage="traced")
+    assert isinstance(f.get_code(x, w), str)
+    assert "__global__" in f.get_code(x, w, backend="cuda") if "cuda" in pt.list_backends() else True
+
+
+# -- custom ops, modules, graphs, profiles -----------------------------------------------------------------
+
+
+def test_custom_op_in_jit_and_alone(jit, rng):
+    @pt.custom_op
+    def gelu(x):
+        return 0.5 * x * (1 + pt.tanh(pt.sqrt(2 / pt.pi) * (x + 0.044715 * x**3)))
+
+    x, w = r(rng, 8, 16), r(rng, 16, 4)
+    ref = lambda v: 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))  # noqa: E731
+    close(gelu(x), ref(wide(x)))
+    f = jit(lambda x, w: gelu(x @ w))
+    close(f(x, w), ref(wide(x) @ w))
+    dot = str(pt.show_graph(f, x, w))
+    assert 'label="gelu"' in dot and "nest 0: contraction" in dot
+
+
+def test_modules_take_their_parameters_as_inputs(rng):
+    @pt.module
+    class Dense:
+        def __init__(self, n_in, n_out):
+            self.w = pt.Parameter(rng.standard_normal((n_in, n_out)).astype(np.float32), "w")
+            self.b = pt.Parameter(np.zeros(n_out, np.float32), "b")
+
+        def forward(self, x):
+            return pt.relu(x @ self.w + self.b)
+
+    @pt.module
+    class Two:
+        def __init__(self):
+            self.layers = [Dense(8, 6), Dense(6, 2)]
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer.forward(x)
+            return x
+
+    m = Two()
+    assert [n for n, _ in m.named_parameters()] == ["layers.0.w", "layers.0.b", "layers.1.w", "layers.1.b"]
+    x = r(rng, 5, 8)
+    want = np.maximum(np.maximum(wide(x) @ m.layers[0].w.data, 0) @ m.layers[1].w.data, 0)
+    close(m(x), want)
+    m.layers[1].b.data[:] = 1.0  # new values, same program
+    close(m(x), np.maximum(np.maximum(wide(x) @ m.layers[0].w.data, 0) @ m.layers[1].w.data + 1, 0))
+    assert isinstance(m.layers[0].w, pt.Parameter)  # restored after tracing
+
+
+def test_profile_counts_calls_bytes_and_operations(jit, rng):
+    x = r(rng, 64, 64)
+    f = jit(lambda x: pt.softmax(x))
+    f(x)
+    with pt.profile() as prof:
+        for _ in range(3):
+            f(x)
+    (st,) = prof.stats.values()
+    assert st.calls == 3 and st.bytes == 3 * 2 * x.nbytes and st.seconds > 0
+    assert st.flops >= 3 * 4 * x.size  # a subtraction, an exp, a division and the sums per element
+    assert "calls" in str(prof)
+    f(x)  # outside the block: not counted
+    assert st.calls == 3
+
+
+def test_show_graph_marks_materialised_arrays(jit, rng):
+    f = jit(lambda x, w1, w2: pt.softmax(x @ w1) @ w2)
+    x, w1, w2 = r(rng, 4, 8), r(rng, 8, 8), r(rng, 8, 3)
+    g = pt.show_graph(f, x, w1, w2)
+    assert g.nests == 3 and "(temporary)" in g.dot and "(result)" in g.dot
+    assert g.dot.startswith("digraph")
