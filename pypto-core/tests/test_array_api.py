@@ -399,3 +399,16 @@ def test_show_graph_marks_materialised_arrays(jit, rng):
     g = pt.show_graph(f, x, w1, w2)
     assert g.nests == 3 and "(temporary)" in g.dot and "(result)" in g.dot
     assert g.dot.startswith("digraph")
+
+
+def test_concat_and_stack(jit, rng):
+    a, b = r(rng, 2, 3), r(rng, 4, 3)
+    close(jit(lambda a, b: pt.concat([a * 2, b], axis=0))(a, b), np.concatenate([wide(a) * 2, b]))
+    close(jit(lambda a, b: pt.concat([a.T, b.T], axis=-1).sum(0))(a, b), np.concatenate([a.T, b.T], -1).sum(0))
+    close(jit(lambda a: pt.stack([a, a + 1, a * a], axis=1))(a), np.stack([wide(a), wide(a) + 1, wide(a) ** 2], 1))
+    i = np.arange(3, dtype=np.int32)
+    got = jit(lambda a, i: pt.concat([a[0], i], axis=0))(a, i)
+    assert got.dtype == np.float32
+    close(got, np.concatenate([a[0], i]).astype(np.float32))
+    with pytest.raises(pt.ShapeError, match="array 1 has shape \\(3, 4\\)"):
+        jit(lambda a, b: pt.concat([a, b.T], axis=0))(a, b)

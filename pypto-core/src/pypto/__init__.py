@@ -23,7 +23,21 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from pypto.array.function import JitFunction, jit
     from pypto.array.introspect import check_memory, show_graph
     from pypto.array.module import Module, Parameter, module
-    from pypto.array.ops import e, einsum, gelu, layer_norm, log_softmax, matmul, pi, relu, rms_norm, silu, softmax
+    from pypto.array.ops import (
+        concat,
+        e,
+        einsum,
+        gelu,
+        layer_norm,
+        log_softmax,
+        matmul,
+        pi,
+        relu,
+        rms_norm,
+        silu,
+        softmax,
+        stack,
+    )
     from pypto.dtypes import DType, bool_, float32, float64, int32, int64
     from pypto.errors import (
         AliasingError,
@@ -114,6 +128,8 @@ _LAZY: dict[str, str] = {
     "profile": ".runtime.profile",
     "JitFunction": ".array.function",
     "e": ".array.ops",
+    "concat": ".array.ops",
+    "stack": ".array.ops",
     "einsum": ".array.ops",
     "gelu": ".array.ops",
     "layer_norm": ".array.ops",
@@ -201,7 +217,7 @@ __all__ = [
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean",
     # array API
     "jit", "JitFunction", "matmul", "einsum", "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu",
-    "relu", "pi", "e", "custom_op", "CustomOp", "show_graph", "check_memory", "profile", "Parameter", "Module",
+    "relu", "pi", "e", "concat", "stack", "custom_op", "CustomOp", "show_graph", "check_memory", "profile", "Parameter", "Module",
     "module",
     # runtime
     "empty", "zeros", "empty_like", "zeros_like", "benchmark", "BenchmarkResult", "get_runtime_info",

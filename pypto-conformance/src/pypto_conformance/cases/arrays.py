@@ -127,6 +127,19 @@ def views(a):
     return a.transpose(2, 0, 1) * 2, a[1:, ::-2, 3], a.reshape(a.shape[0], -1).T[::2] + 1, a[..., None, 0]
 
 
+@array_case(
+    shapes=({"a": (2, 3), "b": (4, 3)}, {"a": (1, 1), "b": (1, 1)}),
+    reference=lambda a, b: (
+        np.concatenate([a * 2, b], 0),
+        np.concatenate([a.T, b.T], -1).sum(0),
+        np.stack([a, np.abs(a)], 1),
+    ),  # fmt: skip
+)
+def concat(a, b):
+    """pt.concat along the first and the last axis, pt.stack along a new middle axis."""
+    return pt.concat([a * 2, b], axis=0), pt.concat([a.T, b.T], axis=-1).sum(0), pt.stack([a, abs(a)], axis=1)
+
+
 # -- contractions --------------------------------------------------------------------------------------------
 
 

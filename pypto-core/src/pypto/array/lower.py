@@ -66,7 +66,7 @@ def _declared(shape: tuple[int, ...]) -> tuple[int, ...]:
 def _expensive(node: Array, memo: dict[int, bool]) -> bool:
     """Whether computing the node involves a reduction (so inlining it per point of a loop repeats one)."""
     hit = memo.get(id(node))
-    if hit is None and node.op == "reshape":
+    if hit is None and node.op in ("reshape", "concat"):
         hit = memo[id(node)] = False  # it reads its input from a buffer the input is stored in first
     if hit is None:
         hit = node.op in ("reduce", "contract") or any(
@@ -143,6 +143,20 @@ class Lowering:
 
     def store(self, buf: Buffer, node: Array) -> None:
         """Emit the store that fills ``buf`` with ``node`` (flat when ``buf.flat``)."""
+        if node.op == "concat":  # one store per part, each at its offset along the axis
+            axis = node.attrs
+            offset = 0
+            for part in node.args:
+                self.memo.clear()
+                idx = tuple(Affine.axis(a) for a in self._store_axes(part.shape))
+                outer, self.current = self.current, buf.name
+                value = self.at(part, idx)
+                self.current = outer
+                at = tuple(ix + offset if d == axis else ix for d, ix in enumerate(idx))
+                target = (_linear(at, node.shape),) if buf.flat else at
+                self.stores.append(Store(buf.name, target, value, loc=node.loc))
+                offset += part.shape[axis]
+            return
         self.memo.clear()  # reduction axes inside memoised values may be a store axis of this store
         axes = self._store_axes(node.shape)
         idx = tuple(Affine.axis(a) for a in axes)
@@ -196,6 +210,8 @@ class Lowering:
         if hit is not None:
             return hit
         buf = self.by_node.get(id(node))
+        if buf is None and node.op == "concat":
+            buf = self.materialize(node)  # written part by part, then read
         if buf is None and node.op != "input" and _expensive(node, self.costly) and self.varies(node, idx):
             buf = self.materialize(node)
         if buf is not None:
@@ -211,7 +227,7 @@ class Lowering:
     def varies(self, node: Array | int | float | bool, idx: tuple[Affine, ...]) -> bool:
         """Whether a reduction inside ``node``, read at ``idx``, would be evaluated at an index that moves with
         a reduction axis (so inlining it would compute the reduction again at every step of that axis)."""
-        if not isinstance(node, Array) or node.op in ("input", "reshape") or id(node) in self.by_node:
+        if not isinstance(node, Array) or node.op in ("input", "reshape", "concat") or id(node) in self.by_node:
             return False
         if node.op in ("reduce", "contract"):
             return any(a in self.reduction_axis_set for ix in idx for a in ix.axis_set())

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pypto.array import views
-from pypto.array.graph import Array, _operand, binary, broadcast_shapes, contract, unary
+from pypto.array.graph import Array, _operand, binary, broadcast_shapes, cast, contract, normalize_axes, unary
+from pypto.dtypes import promote as _promote
 from pypto.errors import ShapeError, TracingError
 from pypto.lang.location import user_loc
 
@@ -267,3 +268,44 @@ def transpose(x: Any, axes: Any = None) -> Array:
 
 def reshape(x: Any, shape: Any) -> Array:
     return views.reshape(_array(x, "pt.reshape"), shape)
+
+
+def concat(arrays: Sequence[Any], axis: int = 0) -> Array:
+    """Join arrays along an existing axis (``np.concatenate``); the result is stored part by part."""
+    parts = [_array(a, "pt.concat") for a in arrays]
+    if not parts:
+        raise ShapeError("pt.concat: no arrays given", param="arrays", expected="at least one array", got=arrays)
+    nd = parts[0].ndim
+    if nd == 0:
+        raise ShapeError("pt.concat: 0-d arrays cannot be joined", param="arrays", expected="arrays of rank >= 1",
+                         got=[p.shape for p in parts], fix="use pt.stack")  # fmt: skip
+    ax = normalize_axes((axis,), nd, "pt.concat")[0]
+    for k, p in enumerate(parts):
+        if p.ndim != nd or any(a != b for d, (a, b) in enumerate(zip(p.shape, parts[0].shape)) if d != ax):
+            raise ShapeError(
+                f"pt.concat: array {k} has shape {p.shape}, array 0 has {parts[0].shape}",
+                param=f"arrays[{k}]",
+                expected=f"the same shape except along axis {ax}",
+                got=p.shape,
+            )
+    if len(parts) == 1:
+        return parts[0]
+    dt = parts[0].dtype
+    for p in parts[1:]:
+        dt = _promote(dt, p.dtype)
+    parts = [p if p.dtype == dt else cast(p, dt) for p in parts]
+    shape = tuple(sum(p.shape[ax] for p in parts) if d == ax else n for d, n in enumerate(parts[0].shape))
+    return Array("concat", tuple(parts), ax, shape, dt)
+
+
+def stack(arrays: Sequence[Any], axis: int = 0) -> Array:
+    """Join arrays of one shape along a new axis (``np.stack``)."""
+    parts = [_array(a, "pt.stack") for a in arrays]
+    if not parts:
+        raise ShapeError("pt.stack: no arrays given", param="arrays", expected="at least one array", got=arrays)
+    for k, p in enumerate(parts):
+        if p.shape != parts[0].shape:
+            raise ShapeError(f"pt.stack: array {k} has shape {p.shape}, array 0 has {parts[0].shape}",
+                             param=f"arrays[{k}]", expected=str(parts[0].shape), got=p.shape)  # fmt: skip
+    ax = normalize_axes((axis,), parts[0].ndim + 1, "pt.stack")[0]
+    return concat([views.expand_dims(p, ax) for p in parts], axis=ax)
