@@ -109,6 +109,10 @@ def dispatch_overhead(comp, repeat: int) -> dict:
     for be in comp.pypto_backends:
         k = pt.kernel(executor=be)(PYPTO_KERNELS["vector_add"].fn)
         fns[f"pypto-{be}"] = lambda k=k: k(a, b, c)
+    if "openmp" in comp.pypto_backends:
+        add = pt.jit(lambda x, y: x + y, executor="openmp")
+        fns["pypto-jit (x + y, new result)"] = lambda: add(a, b)
+        fns["pypto-jit (x + y, out=)"] = lambda: add(a, b, out=c)
     if comp.numba:
         from numba import njit
 
@@ -186,6 +190,32 @@ def first_call_times() -> dict:
                 "import_s": run()[0]}  # fmt: skip
 
 
+_ATTENTION_COLD = """
+import sys, time, numpy as np
+sys.path.insert(0, {examples!r})
+import pypto as pt
+from attention import MultiHeadAttention
+block = MultiHeadAttention(256, 8, np.random.default_rng(0))
+x = np.ones((4, 256, 256), np.float32)
+t0 = time.perf_counter()
+block(x)
+print(time.perf_counter() - t0)
+"""
+
+
+def attention_cold_compile() -> float:
+    """First call of the attention block (trace, lower, compile) with an empty cache, in a new process (median of 3)."""
+    times = []
+    for _ in range(3):
+        with tempfile.TemporaryDirectory() as d:
+            env = {**os.environ, "PYPTO_CACHE_DIR": d}
+            script = Path(d) / "attention_cold.py"
+            script.write_text(_ATTENTION_COLD.format(examples=str(HERE.parent / "examples")))
+            out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True)
+            times.append(float(out.stdout.split()[-1]))
+    return statistics.median(times)
+
+
 def stream_ceiling(comp, repeat: int) -> dict:
     import numpy as np
 
@@ -233,6 +263,8 @@ def print_table(report: dict) -> None:
             f"\nfused_softmax first call: cold (trace + compile) {fc['cold_first_call_s'] * 1e3:.0f} ms, "
             f"warm cache {fc['warm_first_call_s'] * 1e3:.1f} ms; import pypto {fc['import_s'] * 1e3:.0f} ms"
         )
+        if "attention_cold_s" in fc:
+            print(f"attention block (examples/attention.py) first call, empty cache: {fc['attention_cold_s']:.2f} s")
     if report.get("stream"):
         s = report["stream"]
         print(
@@ -304,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         report["dispatch_us"] = dispatch_overhead(comp, args.repeat)
         if "openmp" in comp.pypto_backends:
             report["first_call"] = first_call_times()
+            report["first_call"]["attention_cold_s"] = attention_cold_compile()
         report["stream"] = stream_ceiling(comp, args.repeat)
     print_table(report)
     (args.out / "results.json").write_text(json.dumps(report, indent=1))

@@ -498,6 +498,10 @@ def build_cases(comp: Competitors, names: list[str] | None = None) -> list[Case]
     if want("transpose_4096"):
         _transpose_case()
 
+    from array_cases import build_array_cases
+
+    cases += build_array_cases(comp, want, rng, Case)
+
     if comp.missing:
         for c in cases:
             c.skipped.update(comp.missing)
