@@ -413,3 +413,42 @@ def test_concat_and_stack(jit, rng):
     close(got, np.concatenate([a[0], i]).astype(np.float32))
     with pytest.raises(pt.ShapeError, match="array 1 has shape \\(3, 4\\)"):
         jit(lambda a, b: pt.concat([a, b.T], axis=0))(a, b)
+
+
+def test_graph_pictures_need_graphviz(jit, rng, tmp_path):
+    import shutil
+
+    f = jit(lambda x: pt.softmax(x))
+    g = pt.show_graph(f, r(rng, 4, 8))
+    try:
+        import graphviz  # noqa: F401
+
+        renders = shutil.which("dot") is not None
+    except ImportError:
+        renders = False
+    if renders:
+        out = g.render(tmp_path / "softmax.svg")
+        assert out.exists() and out.read_text().lstrip().startswith(("<?xml", "<svg"))
+    else:  # a typed error that says what to install, never a half-written file
+        with pytest.raises(pt.ArgumentError, match="[Gg]raphviz"):
+            g.render(tmp_path / "softmax.svg")
+        assert not (tmp_path / "softmax.svg").exists()
+
+
+def test_one_function_called_from_eight_threads(jit, rng):
+    from concurrent.futures import ThreadPoolExecutor
+
+    f = jit(lambda x, y: pt.softmax(x * y, dim=-1))
+    xs = [r(rng, 16, 32) for _ in range(8)]
+    y = r(rng, 32)
+
+    def want(x):
+        s = wide(x) * y
+        e = np.exp(s - s.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda k: [f(xs[k], y) for _ in range(20)], range(8)))
+    for k, runs in enumerate(results):
+        for got in runs:
+            close(got, want(xs[k]))
