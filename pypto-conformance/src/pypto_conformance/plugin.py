@@ -65,20 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @dataclass(frozen=True, eq=False)
 class CaseParam:
-    """A catalogue case for one dtype on one backend."""
-
-    case: Any
-    dtype: str
-    target: BackendTarget
-
-    @property
-    def result_key(self) -> tuple[str, str, str]:
-        return (self.case.name, self.dtype, self.target.name)
-
-
-@dataclass(frozen=True, eq=False)
-class ArrayParam:
-    """An array-API case (a ``@pt.jit`` program) for one dtype on one backend."""
+    """A catalogue case (a kernel, or an array-API program) for one dtype on one backend."""
 
     case: Any
     dtype: str
@@ -112,14 +99,12 @@ class BackendParam:
         return ("declaration", "-", self.target.name)
 
 
-def _case_params(settings: ConformanceSettings) -> list[Any]:
-    from .cases import all_cases
-
+def _params_of(settings: ConformanceSettings, cases: list[Any]) -> list[Any]:
     params = []
     for target in settings.targets():
         if not target.available:
             continue
-        for case in all_cases():
+        for case in cases:
             for dtype in case.dtypes:
                 marks = settings.marks(case.name, dtype, target, case.required_dtypes(dtype), case.slow)
                 param = CaseParam(case, dtype, target)
@@ -127,19 +112,16 @@ def _case_params(settings: ConformanceSettings) -> list[Any]:
     return params
 
 
+def _case_params(settings: ConformanceSettings) -> list[Any]:
+    from .cases import all_cases
+
+    return _params_of(settings, all_cases())
+
+
 def _array_params(settings: ConformanceSettings) -> list[Any]:
     from .cases.arrays import all_array_cases
 
-    params = []
-    for target in settings.targets():
-        if not target.available:
-            continue
-        for case in all_array_cases():
-            for dtype in case.dtypes:
-                marks = settings.marks(case.name, dtype, target, case.required_dtypes(dtype))
-                param = ArrayParam(case, dtype, target)
-                params.append(pytest.param(param, id=f"{case.name}-{dtype}-{target.name}", marks=marks))
-    return params
+    return _params_of(settings, all_array_cases())
 
 
 def _fuzz_params(settings: ConformanceSettings) -> list[Any]:

@@ -32,6 +32,7 @@ class ArrayCase:
     tolerances: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     positive: frozenset[str] = frozenset()  # inputs drawn from (0.1, 2) instead of a normal distribution
     doc: str = ""
+    slow: bool = False
 
     def required_dtypes(self, dtype: str) -> frozenset[str]:
         return frozenset({dtype})
