@@ -172,7 +172,7 @@ def _catalogue() -> list[tuple[str, object]]:
     kernels = [(f"{c.name}[{dt}]", pt.kernel(c.build(dt))) for c in all_cases() for dt in c.dtypes]
     for c in all_array_cases():  # the array-API programs, at each of their sizes
         for dt in c.dtypes:
-            fn = pt.jit(c.fn)
+            fn = pt.jit(c.fn, dims=c.dims)
             kernels += [(f"{c.name}[{dt}, size {k}]", fn.kernel(*array_inputs(c, dt, k))) for k in range(len(c.shapes))]
     return kernels
 

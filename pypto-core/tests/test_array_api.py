@@ -176,6 +176,7 @@ EINSUMS = [
     ("ij,ij->i", [(5, 3), (5, 3)]),
     ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)]),
     ("i,i", [(6,), (6,)]),
+    ("kj,ki->ij", [(6, 5), (6, 3)]),  # the factor without i first: the contraction schedule must still find it
 ]
 
 
@@ -305,6 +306,11 @@ def test_returned_arrays_are_never_reused_while_referenced(jit, rng):
     for k, y in enumerate(kept):
         close(y, wide(x) + k + 1)
     assert len({y.ctypes.data for y in kept}) == 5
+    total = jit(lambda x: x.sum())  # a 0-d result: declared (1,) to the kernel, returned as ()
+    sums = [total(x + k) for k in range(4)]
+    for k, s in enumerate(sums):
+        assert s.shape == ()
+        close(s, wide(x).sum() + 32 * k)
 
 
 def test_bad_arguments_are_typed_errors(jit, rng):
@@ -452,3 +458,108 @@ def test_one_function_called_from_eight_threads(jit, rng):
     for k, runs in enumerate(results):
         for got in runs:
             close(got, want(xs[k]))
+
+
+# -- symbolic sizes (pt.jit(dims=...)) -----------------------------------------------------------------------
+
+
+def _layer_norm(x, w, b):
+    mu = wide(x).mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + 1e-5) * w + b
+
+
+def test_symbolic_dims_compile_once_for_every_size(pypto_executor, rng):
+    f = pt.jit(lambda x, w, b: pt.layer_norm(x, w, b, 1e-5), executor=pypto_executor, dims="symbolic")
+    for n, m in [(8, 32), (13, 32), (5, 77), (1, 77), (40, 3)]:
+        x, w, b = r(rng, n, m), r(rng, m), r(rng, m)
+        close(f(x, w, b), _layer_norm(x, w, b))
+    # one program per pattern of equal sizes and sizes of 1: (n, m) with n != m, and (1, m)
+    assert len(f._cache) == 2
+    assert "N0" in f.get_code(r(rng, 8, 32), r(rng, 32), r(rng, 32))
+
+
+def test_named_dims_keep_other_sizes_static(pypto_executor, rng):
+    w1, b1, w2 = r(rng, 16, 24), r(rng, 24), r(rng, 24, 8)
+
+    def mlp(x, w1, b1, w2):
+        return pt.relu(x @ w1 + b1) @ w2
+
+    f = pt.jit(mlp, executor=pypto_executor, dims={"x": ("batch", None)})
+    for batch in (4, 9, 33):
+        x = r(rng, batch, 16)
+        close(f(x, w1, b1, w2), np.maximum(wide(x) @ w1 + b1, 0) @ w2, rtol=1e-4, atol=1e-4)
+    assert len(f._cache) == 1
+    ir = f.ir(x, w1, b1, w2, stage="infer_shapes")
+    assert "batch" in ir and "n16" in ir  # the named dim, and a static size passed as a dim
+
+
+def test_symbolic_results_out_and_reuse(pypto_executor, rng):
+    f = pt.jit(lambda x: (x * 2, x.sum(1)), executor=pypto_executor, dims="symbolic")
+    for n in (3, 6, 3):
+        x = r(rng, n, 5)
+        a, s = f(x)
+        close(a, wide(x) * 2)
+        close(s, wide(x).sum(1))
+    o = (pt.empty((4, 5)), pt.empty(4))
+    x = r(rng, 4, 5)
+    assert f(x, out=o)[0] is o[0]
+    close(o[1], wide(x).sum(1))
+    with pytest.raises(pt.ShapeError, match="out\\[1\\] has shape"):
+        f(x, out=(pt.empty((4, 5)), pt.empty(5)))
+
+
+def test_a_program_that_needs_a_size_is_compiled_per_shape(pypto_executor, rng):
+    f = pt.jit(lambda x: x[1:] - x[:-1], executor=pypto_executor, dims="symbolic")
+    x = r(rng, 6)
+    with pytest.warns(pt.SpecializationWarning, match="compiled for each new shape"):
+        close(f(x), np.diff(x))
+    x = r(rng, 9)
+    close(f(x), np.diff(x))
+
+
+def test_dims_errors(rng):
+    def f(x, y):
+        return x + y
+
+    with pytest.raises(pt.ArgumentError, match="does not have"):
+        pt.jit(f, dims={"z": ("N",)})
+    with pytest.raises(pt.ArgumentError, match="dims="):
+        pt.jit(f, dims="dynamic")
+    with pytest.raises(pt.ArgumentError, match="not a sequence"):
+        pt.jit(f, dims={"x": "N"})
+    with pytest.raises(pt.ArgumentError, match="identifier"):
+        pt.jit(f, dims={"x": ("_N",)})
+    g = pt.jit(f, dims={"x": ("N",), "y": ("N",)})
+    with pytest.raises(pt.ShapeError, match=r"dim N is 4 in x.shape\[0\] but 5 in y.shape\[0\]"):
+        g(r(rng, 4), r(rng, 5))
+    with pytest.raises(pt.ShapeError, match="names 1 axes of x, which has 2"):
+        g(r(rng, 4, 4), r(rng, 4))
+
+
+def test_symbolic_attention_module_and_memory_report(pypto_executor, rng):
+    @pt.module(executor=pypto_executor, dims={"x": ("batch", "seq", None)})
+    class Block:
+        def __init__(self):
+            self.wq = pt.Parameter(r(rng, 12, 3, 4) / 4, "wq")
+            self.wo = pt.Parameter(r(rng, 3, 4, 12) / 4, "wo")
+
+        def forward(self, x):
+            q = pt.einsum("bsd,dhe->bhse", x, self.wq)
+            p = pt.softmax(pt.einsum("bhie,bhje->bhij", q, q), dim=-1)
+            o = pt.einsum("bhij,bhje->bhie", p, q)
+            return pt.einsum("bhse,hed->bsd", o, self.wo)  # sums over h and e: a reshape that merges them
+
+    block = Block()
+    for batch, seq in [(2, 4), (2, 5), (3, 9), (6, 7)]:  # seq 4 equals a static size: compiled on its own
+        x = r(rng, batch, seq, 12)
+        q = np.einsum("bsd,dhe->bhse", wide(x), block.wq.data)
+        s = np.einsum("bhie,bhje->bhij", q, q)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        want = np.einsum("bhse,hed->bsd", np.einsum("bhij,bhje->bhie", p, q), block.wo.data)
+        close(block(x), want, rtol=1e-4, atol=1e-4)
+    (jit,) = block._pt_compiled.values()
+    assert len(jit._cache) == 2  # the generic program and the one for seq == 4
+    report = pt.check_memory(jit, block.wq.data, block.wo.data, r(rng, 6, 7, 12))
+    assert {e.name: e.shape for e in report.entries}["out"] == (6, 7, 12)

@@ -173,7 +173,7 @@ def array_inputs(case: Any, dtype: str, index: int) -> list[np.ndarray]:
 def run_array_case(case: Any, dtype: str, backend: str, tolerance_for: Callable[..., Tolerance]) -> Outcome:
     """Run an array case (a ``@pt.jit`` program) for ``dtype`` on ``backend`` at every size."""
     outcome = Outcome(ok=True)
-    fn = pt.jit(case.fn, executor=backend)
+    fn = pt.jit(case.fn, executor=backend, dims=case.dims)
     problems: list[tuple[str, str]] = []
     for index, shapes in enumerate(case.shapes):
         inputs = array_inputs(case, dtype, index)

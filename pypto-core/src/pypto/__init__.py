@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from pypto._version import __version__
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on first use
+    from pypto.array.autodiff import GradFunction, grad, grad_enabled, is_grad_enabled, no_grad, value_and_grad, vjp
     from pypto.array.custom import CustomOp, custom_op
     from pypto.array.function import JitFunction, jit
     from pypto.array.introspect import check_memory, show_graph
@@ -53,6 +54,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         PyptoError,
         ScheduleError,
         ShapeError,
+        SpecializationWarning,
         TracingError,
     )
     from pypto.hookspecs import hookimpl
@@ -110,6 +112,7 @@ _LAZY: dict[str, str] = {
     "LaunchError": ".errors",
     "PluginError": ".errors",
     "PluginWarning": ".errors",
+    "SpecializationWarning": ".errors",
     "PyptoError": ".errors",
     "ScheduleError": ".errors",
     "ShapeError": ".errors",
@@ -118,6 +121,13 @@ _LAZY: dict[str, str] = {
     "hookimpl": ".hookspecs",
     # .array (the array-level API)
     "jit": ".array.function",
+    "grad": ".array.autodiff",
+    "value_and_grad": ".array.autodiff",
+    "vjp": ".array.autodiff",
+    "no_grad": ".array.autodiff",
+    "grad_enabled": ".array.autodiff",
+    "is_grad_enabled": ".array.autodiff",
+    "GradFunction": ".array.autodiff",
     "custom_op": ".array.custom",
     "CustomOp": ".array.custom",
     "show_graph": ".array.introspect",
@@ -216,7 +226,8 @@ __all__ = [
     "sigmoid", "abs", "maximum", "minimum", "where", "cast",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean",
     # array API
-    "jit", "JitFunction", "matmul", "einsum", "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu",
+    "jit", "JitFunction", "grad", "value_and_grad", "vjp", "no_grad", "grad_enabled", "is_grad_enabled",
+    "GradFunction", "matmul", "einsum", "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu",
     "relu", "pi", "e", "concat", "stack", "custom_op", "CustomOp", "show_graph", "check_memory", "profile", "Parameter", "Module",
     "module",
     # runtime
@@ -224,6 +235,6 @@ __all__ = [
     "list_backends", "register_plugin", "reload_plugins", "hookimpl",
     # errors
     "PyptoError", "TracingError", "DTypeError", "ShapeError", "AliasingError", "ArgumentError", "BackendNotFound",
-    "BackendUnavailable", "CompileError", "LaunchError", "PluginError", "PluginWarning", "IRVerificationError",
+    "BackendUnavailable", "CompileError", "LaunchError", "PluginError", "PluginWarning", "SpecializationWarning", "IRVerificationError",
     "ScheduleError",
 ]  # fmt: skip

@@ -105,6 +105,11 @@ class PluginError(PyptoError):
     """A plugin could not be loaded (raised instead of a warning when PYPTO_STRICT_PLUGINS=1)."""
 
 
+class SpecializationWarning(UserWarning):
+    """A ``@pt.jit`` function marked symbolic in ``dims=`` is compiled per shape: its program depends on the
+    value of a symbolic size."""
+
+
 class PluginWarning(UserWarning):
     """A plugin was skipped: it failed to import or was built for another plugin API."""
 

@@ -33,6 +33,7 @@ class ArrayCase:
     positive: frozenset[str] = frozenset()  # inputs drawn from (0.1, 2) instead of a normal distribution
     doc: str = ""
     slow: bool = False
+    dims: Any = None  # pt.jit(dims=...): one program for every size (the sizes in ``shapes`` then vary)
 
     def required_dtypes(self, dtype: str) -> frozenset[str]:
         return frozenset({dtype})
@@ -51,6 +52,7 @@ def array_case(
     tolerances: Mapping[str, tuple[float, float]] | None = None,
     positive: Sequence[str] = (),
     dtypes: Sequence[str] = FLOATS,
+    dims: Any = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function of arrays as an array case named after it."""
 
@@ -60,7 +62,7 @@ def array_case(
             raise ValueError(f"array case '{name}' is defined twice")
         ARRAY_REGISTRY[name] = ArrayCase(
             name, fn, reference, tuple(dict(s) for s in shapes), tuple(dtypes), frozenset(functions),
-            dict(tolerances or {}), frozenset(positive), (fn.__doc__ or "").strip(),
+            dict(tolerances or {}), frozenset(positive), (fn.__doc__ or "").strip(), dims=dims,
         )  # fmt: skip
         return fn
 
@@ -261,3 +263,20 @@ def attention(q, k, v):
     """Scaled dot-product attention: einsum, softmax, einsum."""
     s = pt.einsum("bhid,bhjd->bhij", q, k) * (1 / math.sqrt(q.shape[-1]))
     return pt.einsum("bhij,bhjd->bhid", pt.softmax(s, dim=-1), v)
+
+
+@array_case(
+    shapes=(
+        {"x": (3, 40), "w": (40, 5)},
+        {"x": (17, 40), "w": (40, 5)},
+        {"x": (9, 70), "w": (70, 12)},
+        {"x": (1, 70), "w": (70, 12)},
+    ),
+    reference=lambda x, w: (_softmax(x @ w), (x - x.mean(-1, keepdims=True)).sum(0)),
+    functions=("exp",),
+    tolerances=DOT,
+    dims="symbolic",
+)
+def symbolic_sizes(x, w):
+    """pt.jit(dims="symbolic"): one program for every size of a matmul, softmax and centred column sums."""
+    return pt.softmax(x @ w, dim=-1), (x - x.mean(-1, keepdims=True)).sum(0)

@@ -19,10 +19,12 @@ from __future__ import annotations
 import functools
 import inspect
 import keyword
+import math
 import numbers
 import sys
 import threading
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,10 +32,14 @@ import numpy as np
 from pypto import dtypes
 from pypto.array.graph import Array, input_array
 from pypto.array.lower import Buffer, Plan, lower
-from pypto.errors import ArgumentError, DTypeError, ShapeError, TracingError
+from pypto.errors import ArgumentError, DTypeError, PyptoError, ShapeError, SpecializationWarning, TracingError
 from pypto.ir.schedule import Schedule
-from pypto.lang.values import _RESERVED
+from pypto.lang.values import _RESERVED, Dim
 from pypto.runtime.kernel import Kernel
+
+
+class _InsideTrace(Exception):
+    """A jit function was called on traced arrays (inside another jit function or a gradient)."""
 
 
 class _PlanKernel(Kernel):
@@ -54,6 +60,13 @@ def _param_name(name: str, k: int, taken: set[str]) -> str:
     return out
 
 
+Spec = tuple  # a shape in a call's sizes: each entry an int, or ``(c,)`` for the c-th symbolic size
+
+
+def _resolve(spec: Spec, sizes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(e if type(e) is int else sizes[e[0]] for e in spec)
+
+
 POOL_SIZE = 2  # buffers kept per result or temporary for reuse (see Compiled.take)
 
 
@@ -71,15 +84,20 @@ class Compiled:
     temporary's call returned), so steady loops such as ``y = f(x)`` stop paying for fresh pages.
     """
 
-    def __init__(self, plan: Plan, kernel: Kernel, inputs: list[int], single: bool):
+    def __init__(self, plan: Plan, kernel: Kernel, inputs: list[int], single: bool,
+                 specs: dict[int, tuple[Spec, Spec]] | None = None):  # fmt: skip
         self.plan = plan
         self.kernel = kernel
         self.single = single  # the function returned one array (not a tuple)
+        # Shape-generic programs (``pt.jit(dims=...)``): buffer -> (its declared shape, the shape of the value it
+        # holds), each entry a size or ``(c,)`` for the call's c-th symbolic size.
+        self.specs = specs
         by_name = {b.name: k for k, b in enumerate(plan.buffers)}
         self.n = len(plan.buffers)
         self.feeds: list[tuple[int, int, tuple[int, ...] | None]] = []  # (buffer, argument, reshape to)
-        self.allocs: list[tuple[int, int, np.dtype, tuple[int, ...]]] = []  # (buffer, bytes, dtype, shape)
-        self.views: list[tuple[int, int]] = []  # (flat view buffer, buffer it views)
+        # (buffer, bytes, dtype, declared shape, shape of the value: what the caller gets, () for a 0-d result)
+        self.allocs: list[tuple[int, int, np.dtype, tuple[int, ...], tuple[int, ...]]] = []
+        self.views: list[tuple[int, int, tuple[int, ...]]] = []  # (flat view buffer, buffer it views, its shape)
         args = iter(inputs)
         for k, b in enumerate(plan.buffers):
             if b.kind == "input" and b.source is None:
@@ -87,56 +105,73 @@ class Compiled:
                 assert node is not None
                 self.feeds.append((k, next(args), b.shape if node.shape != b.shape else None))
             elif b.kind == "input":
-                self.views.append((k, by_name[b.source]))  # type: ignore[index]
+                self.views.append((k, by_name[b.source], b.shape))  # type: ignore[index]
             else:
-                self.allocs.append((k, b.nbytes, np.dtype(b.dtype.numpy), b.shape))
+                held = b.node.shape if b.kind == "output" and b.node is not None else b.shape
+                self.allocs.append((k, b.nbytes, np.dtype(b.dtype.numpy), b.shape, held))
         self.results = [(pos, plan.buffers[pos].node.shape) for pos in plan.outputs]  # type: ignore[union-attr]
         self.pools: dict[int, list[np.ndarray]] = {k: [] for k, *_ in self.allocs}
         self.lock = threading.Lock()
 
     def take(self, k: int, nbytes: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-        """A buffer for ``k``: a pooled one nothing else refers to, else a new 64-byte aligned one."""
+        """A buffer for ``k``: a pooled one nothing else refers to, else a new 64-byte aligned one.
+
+        The pooled array is the very object a caller gets as a result (never a view of it: a view would
+        not count as a reference to it), so its reference count tells whether the caller still holds it."""
         pool = self.pools[k]
         with self.lock:
             for a in pool:
-                if sys.getrefcount(a) == 3:  # the pool's list, this loop, getrefcount's argument
+                if sys.getrefcount(a) == 3 and a.shape == shape:  # refs: the pool, this loop, the argument
                     return a
             a = _aligned(nbytes, dtype, shape)
             if len(pool) < POOL_SIZE:
                 pool.append(a)
+            elif self.specs is not None:  # sizes change from call to call: keep the newest
+                pool.pop(0)
+                pool.append(a)
             return a
 
-    def run(self, args: tuple, given: dict[int, np.ndarray]) -> Any:
+    def shape_of(self, k: int, sizes: tuple[int, ...] | None) -> tuple[int, ...]:
+        """The shape of the value buffer ``k`` holds at a call whose symbolic dims have ``sizes``."""
+        if sizes is None or self.specs is None:
+            node = self.plan.buffers[k].node
+            assert node is not None
+            return node.shape
+        return _resolve(self.specs[k][1], sizes)
+
+    def run(self, args: tuple, given: dict[int, np.ndarray], sizes: tuple[int, ...] | None = None) -> Any:
         bound: list[Any] = [None] * self.n
         for k, src, shape in self.feeds:
             a = args[src]
             if type(a) is not np.ndarray:
                 a = np.asarray(a)
             bound[k] = a if shape is None else a.reshape(shape)
-        for k, nbytes, dtype, shape in self.allocs:
+        held: dict[int, np.ndarray] = {}
+        for k, nbytes, dtype, shape, value_shape in self.allocs:
+            if sizes is not None:
+                shape = _resolve(self.specs[k][0], sizes)  # type: ignore[index]
+                value_shape = _resolve(self.specs[k][1], sizes)  # type: ignore[index]
+                nbytes = math.prod(shape) * dtype.itemsize
             o = given.get(k) if given else None
-            bound[k] = self.take(k, nbytes, dtype, shape) if o is None else o.reshape(shape)
-        for k, s in self.views:
-            bound[k] = np.asarray(bound[s]).reshape(-1)
+            if o is None:
+                o = held[k] = self.take(k, nbytes, dtype, value_shape)
+            bound[k] = o if o.shape == shape else o.reshape(shape)
+        for k, s, shape in self.views:
+            if sizes is not None:
+                shape = _resolve(self.specs[k][0], sizes)  # type: ignore[index]
+            bound[k] = np.asarray(bound[s]).reshape(shape)
         self.kernel(*bound)
         if self.single:
-            pos, shape = self.results[0]
-            if given:
-                return given[pos]
-            r = bound[pos]
-            return r if r.shape == shape else r.reshape(shape)
-        out = []
-        for pos, shape in self.results:
-            r = given[pos] if given else bound[pos]
-            out.append(r if r.shape == shape else r.reshape(shape))
-        return tuple(out)
+            pos = self.results[0][0]
+            return given[pos] if given else held[pos]
+        return tuple(given[pos] if given else held[pos] for pos, _ in self.results)
 
 
 class JitFunction:
     """A ``@pt.jit`` function: call it with arrays; it returns new arrays (or fills ``out=``)."""
 
     def __init__(self, fn: Callable, *, executor: str | None = None, fastmath: bool = False,
-                 schedule: Schedule | dict | None = None):  # fmt: skip
+                 schedule: Schedule | dict | None = None, dims: Any = None):  # fmt: skip
         if not callable(fn):
             raise ArgumentError(f"pt.jit: expected a function, got {fn!r}", param="fn", expected="a function", got=fn)
         functools.update_wrapper(self, fn)
@@ -152,12 +187,16 @@ class JitFunction:
         positional = [p for p in self._params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         required = sum(p.default is p.empty for p in positional)
         self._nargs: tuple[int, int] | None = None if variadic else (required, len(positional))
+        self._dims = _check_dims(dims, [p.name for p in positional], getattr(fn, "__name__", "function"))
+        self._warned = False
 
     # -- signatures ----------------------------------------------------------------------------------------
     def _key_of(self, k: int, a: Any) -> tuple:
         """The signature entry of argument ``k``: shape and dtype of an array, type and value of a number."""
         if isinstance(a, np.ndarray):
             return (a.shape, a.dtype)
+        if isinstance(a, Array):  # called inside another traced function: trace in place
+            raise _InsideTrace
         if isinstance(a, (bool, np.bool_, numbers.Number)) and not isinstance(a, complex):
             return ("scalar", type(a).__name__, a.item() if isinstance(a, np.generic) else a)
         if hasattr(a, "__array_interface__") or hasattr(a, "__array__"):
@@ -174,82 +213,234 @@ class JitFunction:
     def _key(self, args: tuple) -> tuple:
         return tuple(self._key_of(k, a) for k, a in enumerate(args))
 
+    def _symbolic_key(self, args: tuple) -> tuple[tuple, tuple[int, ...], tuple[str | None, ...]]:
+        """The signature of a call under ``dims=``: symbolic sizes replaced by ``(c,)``, the c-th distinct one.
+
+        Returns the key, the symbolic sizes (in order of first appearance) and the name given to each (None:
+        unnamed). Sizes 0 and 1 stay in the key: broadcasting depends on them.
+        """
+        classes: dict[int, int] = {}
+        names: list[str | None] = []
+        seen: dict[str, tuple[int, str]] = {}
+        key: list[tuple] = []
+        for k, a in enumerate(args):
+            entry = (a.shape, a.dtype) if type(a) is np.ndarray else self._key_of(k, a)
+            if isinstance(entry[0], str):
+                key.append(entry)
+                continue
+            shape, dtype = entry
+            spec = self._axis_names(k, len(shape))
+            out: list[Any] = []
+            for d, n in enumerate(shape):
+                name = spec[d]
+                if name is None or n <= 1:
+                    out.append(n)
+                    continue
+                if name:
+                    where = f"{self._arg_name(k)}.shape[{d}]"
+                    first = seen.setdefault(name, (n, where))
+                    if first[0] != n:
+                        raise ShapeError(
+                            f"{self.__name__}: dim {name} is {first[0]} in {first[1]} but {n} in {where}",
+                            param=self._arg_name(k),
+                            expected=f"{where} == {first[0]} (both are dim {name} in dims=)",
+                            got=n,
+                            fix="pass arrays whose sizes agree, or give the two axes different names in dims=",
+                        )
+                c = classes.get(n)
+                if c is None:
+                    c = classes[n] = len(names)
+                    names.append(name or None)
+                elif names[c] is None and name:
+                    names[c] = name
+                out.append((c,))
+            key.append((tuple(out), dtype))
+        return tuple(key), tuple(classes), tuple(names)
+
+    def _axis_names(self, k: int, ndim: int) -> tuple[str | None, ...]:
+        """Per axis of argument ``k``: the name of its symbolic dim ("" unnamed), or None where it is static."""
+        if self._dims == "symbolic":
+            return ("",) * ndim
+        assert isinstance(self._dims, dict)
+        spec = self._dims.get(self._arg_name(k))
+        if spec is None:
+            return (None,) * ndim
+        if len(spec) != ndim:
+            raise ShapeError(
+                f"{self.__name__}: dims= names {len(spec)} axes of {self._arg_name(k)}, which has {ndim}",
+                param=self._arg_name(k),
+                expected=f"an array of rank {len(spec)}",
+                got=f"rank {ndim}",
+                fix=f"give one entry per axis in dims={{'{self._arg_name(k)}': ...}} (None for a static size)",
+            )
+        return spec
+
     def _arg_name(self, k: int) -> str:
         return self._params[k].name if k < len(self._params) else f"#{k}"
+
+    def _check_nargs(self, args: tuple) -> None:
+        if self._nargs is not None and not self._nargs[0] <= len(args) <= self._nargs[1]:
+            lo, hi = self._nargs
+            want = str(lo) if lo == hi else f"{lo} to {hi}"
+            raise ArgumentError(
+                f"{self.__name__}() takes {want} argument(s), {len(args)} were given",
+                param="args",
+                expected=f"{want} arrays or numbers",
+                got=len(args),
+            )
+
+    def _trace(self, args: tuple, key: tuple, shapes: dict[int, tuple[int, ...]] | None = None):
+        """Run the function on traced arrays (argument k with ``shapes[k]`` where given, else its own shape)."""
+        taken: set[str] = set()
+        traced: list[Any] = []
+        inputs: list[tuple[str, Array]] = []
+        positions: list[int] = []
+        for k, a in enumerate(args):
+            if isinstance(key[k][0], str):  # a Python number: a constant of this signature
+                traced.append(key[k][2])
+                continue
+            arr = a if type(a) is np.ndarray else np.asarray(a)
+            dt = dtypes.from_numpy(arr.dtype)
+            if dt is None:
+                raise DTypeError(
+                    f"{self.__name__}: argument {self._arg_name(k)} has dtype {arr.dtype}",
+                    param=self._arg_name(k),
+                    expected="float32, float64, int32, int64 or bool",
+                    got=str(arr.dtype),
+                    fix="convert it with .astype(np.float32) (or another supported dtype)",
+                )
+            name = _param_name(self._arg_name(k), k, taken)
+            node = input_array(name, shapes[k] if shapes else arr.shape, dt)
+            traced.append(node)
+            inputs.append((name, node))
+            positions.append(k)
+        result = self.fn(*traced)
+        single = not isinstance(result, (tuple, list))
+        results = [result] if single else list(result)
+        if not results:
+            raise TracingError(f"@pt.jit function '{self.__name__}' returned nothing", None,
+                               "return the array (or a tuple of arrays) it computes")  # fmt: skip
+        outs: list[tuple[str, Array]] = []
+        for k, r in enumerate(results):
+            if not isinstance(r, Array):
+                raise TracingError(
+                    f"@pt.jit function '{self.__name__}' returned a {type(r).__name__} as result {k}",
+                    None,
+                    "return arrays computed from the arguments (a tuple of them for several results)",
+                )
+            outs.append((_param_name(f"out{k}" if len(results) > 1 else "out", k, taken), r))
+        return inputs, outs, positions, single, taken
+
+    def _build(self, plan: Plan, positions: list[int], single: bool, specs: dict | None = None) -> Compiled:
+        opts = {k: v for k, v in self.options.items() if v is not None}
+        return Compiled(plan, _PlanKernel(plan, self.fn, **opts), positions, single, specs)
 
     def _compile(self, args: tuple, key: tuple) -> Compiled:
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
                 return hit
-            taken: set[str] = set()
-            traced: list[Any] = []
-            inputs: list[tuple[str, Array]] = []
-            positions: list[int] = []
-            for k, a in enumerate(args):
-                if isinstance(key[k][0], str):  # a Python number: a constant of this signature
-                    traced.append(key[k][2])
-                    continue
-                arr = np.asarray(a)
-                dt = dtypes.from_numpy(arr.dtype)
-                if dt is None:
-                    raise DTypeError(
-                        f"{self.__name__}: argument {self._arg_name(k)} has dtype {arr.dtype}",
-                        param=self._arg_name(k),
-                        expected="float32, float64, int32, int64 or bool",
-                        got=str(arr.dtype),
-                        fix="convert it with .astype(np.float32) (or another supported dtype)",
-                    )
-                name = _param_name(self._arg_name(k), k, taken)
-                node = input_array(name, arr.shape, dt)
-                traced.append(node)
-                inputs.append((name, node))
-                positions.append(k)
-            result = self.fn(*traced)
-            single = not isinstance(result, (tuple, list))
-            results = [result] if single else list(result)
-            if not results:
-                raise TracingError(f"@pt.jit function '{self.__name__}' returned nothing", None,
-                                   "return the array (or a tuple of arrays) it computes")  # fmt: skip
-            outs: list[tuple[str, Array]] = []
-            for k, r in enumerate(results):
-                if not isinstance(r, Array):
-                    raise TracingError(
-                        f"@pt.jit function '{self.__name__}' returned a {type(r).__name__} as result {k}",
-                        None,
-                        "return arrays computed from the arguments (a tuple of them for several results)",
-                    )
-                outs.append((_param_name(f"out{k}" if len(results) > 1 else "out", k, taken), r))
-            plan = lower(_kernel_name(self.__name__), inputs, outs)
-            opts = {k: v for k, v in self.options.items() if v is not None}
-            kern = _PlanKernel(plan, self.fn, **opts)
-            compiled = Compiled(plan, kern, positions, single)
+            inputs, outs, positions, single, _ = self._trace(args, key)
+            compiled = self._build(lower(_kernel_name(self.__name__), inputs, outs), positions, single)
             self._cache[key] = compiled
             return compiled
 
+    def _compile_symbolic(self, args: tuple, key: tuple, sizes: tuple[int, ...], names: tuple) -> Compiled | None:
+        """One program for every call whose arrays have this pattern of sizes, or None where the function's
+        program depends on the value of a symbolic size (it is then compiled for the call's sizes).
+
+        The function is traced with the call's sizes and again with every symbolic size scaled (by the
+        smallest factor from 2 that makes none equal to a static size, then the next). The program is
+        shape-generic when both lowerings give the same kernel, with each symbolic size a dim read from the
+        arrays at run time, and every buffer's shape follows the sizes.
+        """
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                return hit
+            plain = self._key(args)
+            inputs, outs, positions, single, taken = self._trace(args, plain)
+            dim_names = _dim_names(names, taken)
+            kname = _kernel_name(self.__name__)
+            first = lower(kname, inputs, outs, dict(zip(sizes, dim_names)))
+            statics = _static_sizes(key)
+            factors = [f for f in range(2, 64) if not any(n * f in statics for n in sizes)][:2]
+            for factor in factors:  # sizes that meet no static size, so no axis is shared by chance
+                scaled = tuple(n * factor for n in sizes)
+                shapes = {k: _resolve(entry[0], scaled) for k, entry in enumerate(key) if not isinstance(entry[0], str)}
+                try:
+                    inputs2, outs2, *_ = self._trace(args, plain, shapes)
+                    second = lower(kname, inputs2, outs2, dict(zip(scaled, dim_names)))
+                except PyptoError:
+                    continue  # e.g. a reshape that only fits the call's sizes
+                specs = _generalise(first, second, sizes, scaled)
+                if specs is not None and first.kernel == second.kernel:
+                    compiled = self._build(first, positions, single, specs)
+                    self._cache[key] = compiled
+                    return compiled
+            return None
+
+    def _lookup(self, args: tuple) -> tuple[Compiled, tuple[int, ...] | None]:
+        """The program for these arguments, compiled on first use, and the sizes of its symbolic dims."""
+        if self._dims is None:
+            key = tuple((a.shape, a.dtype) if type(a) is np.ndarray else self._key_of(k, a) for k, a in enumerate(args))
+            c = self._cache.get(key)
+            if c is None:
+                self._check_nargs(args)
+                c = self._compile(args, key)
+            return c, None
+        key, sizes, names = self._symbolic_key(args)
+        c = self._cache.get(key)
+        if c is not None:
+            return c, sizes
+        exact = self._key(args)
+        c = self._cache.get(exact)
+        if c is not None:
+            return c, None
+        self._check_nargs(args)
+        if not sizes or any(n in _static_sizes(key) for n in sizes):
+            # A symbolic size equal to a static one would share its loops in this call's lowering: this call
+            # gets a program of its own, and the next call with other sizes tries the generic one again.
+            return self._compile(args, exact), None
+        c = self._compile_symbolic(args, key, sizes, names)
+        if c is not None:
+            return c, sizes
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"{self.__name__}: the program depends on the value of a symbolic size (a size used as a number, "
+                "a slice, concatenation or reshape that needs it); it is compiled for each "
+                "new shape instead. Mark fewer axes symbolic in dims= to avoid this.",
+                SpecializationWarning,
+                stacklevel=3,
+            )
+        return self._compile(args, exact), None
+
     def compiled(self, *args: Any) -> Compiled:
-        key = self._key(args)
-        hit = self._cache.get(key)
-        return hit if hit is not None else self._compile(args, key)
+        """The compiled program for these arguments' signature (compiled on first use)."""
+        return self._lookup(args)[0]
 
     # -- calls ---------------------------------------------------------------------------------------------
     def __call__(self, *args: Any, out: Any = None) -> Any:
-        key = tuple((a.shape, a.dtype) if type(a) is np.ndarray else self._key_of(k, a) for k, a in enumerate(args))
-        c = self._cache.get(key)
-        if c is None:
-            if self._nargs is not None and not self._nargs[0] <= len(args) <= self._nargs[1]:
-                lo, hi = self._nargs
-                want = str(lo) if lo == hi else f"{lo} to {hi}"
-                raise ArgumentError(
-                    f"{self.__name__}() takes {want} argument(s), {len(args)} were given",
-                    param="args",
-                    expected=f"{want} arrays or numbers",
-                    got=len(args),
+        try:
+            if self._dims is None:
+                key = tuple(
+                    (a.shape, a.dtype) if type(a) is np.ndarray else self._key_of(k, a) for k, a in enumerate(args)
                 )
-            c = self._compile(args, key)
-        return c.run(args, self._outs(out, c) if out is not None else {})
+                c = self._cache.get(key)
+                if c is None:
+                    self._check_nargs(args)
+                    c = self._compile(args, key)
+                return c.run(args, self._outs(out, c, None) if out is not None else {})
+            c, sizes = self._lookup(args)
+            return c.run(args, self._outs(out, c, sizes) if out is not None else {}, sizes)
+        except _InsideTrace:
+            if out is not None:
+                raise TracingError(f"{self.__name__}: out= inside a traced function", None,
+                                   "return the array instead") from None  # fmt: skip
+            return self.fn(*args)  # its operations join the caller's program
 
-    def _outs(self, out: Any, c: Compiled) -> dict[int, np.ndarray]:
+    def _outs(self, out: Any, c: Compiled, sizes: tuple[int, ...] | None) -> dict[int, np.ndarray]:
         if out is None:
             return {}
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -267,13 +458,14 @@ class JitFunction:
             if not isinstance(o, np.ndarray):
                 raise ArgumentError(f"{self.__name__}: out[{k}] is a {type(o).__name__}", param="out",
                                     expected="a NumPy array", got=type(o).__name__)  # fmt: skip
-            if o.shape != b.node.shape:
+            shape = c.shape_of(pos, sizes)
+            if o.shape != shape:
                 raise ShapeError(
-                    f"{self.__name__}: out[{k}] has shape {o.shape}, the result has {b.node.shape}",
+                    f"{self.__name__}: out[{k}] has shape {o.shape}, the result has {shape}",
                     param="out",
-                    expected=str(b.node.shape),
+                    expected=str(shape),
                     got=o.shape,
-                    fix=f"pass pt.empty({b.node.shape}, {b.dtype.name})",
+                    fix=f"pass pt.empty({shape}, {b.dtype.name})",
                 )
             if o.dtype != b.dtype.numpy:
                 raise DTypeError(
@@ -309,8 +501,116 @@ def _kernel_name(name: str) -> str:
 
 
 def jit(fn: Callable | None = None, *, executor: str | None = None, fastmath: bool = False,
-        schedule: Schedule | dict | None = None) -> Any:  # fmt: skip
-    """Compile a function of whole arrays (``@pt.jit`` or ``@pt.jit(executor="openmp")``)."""
+        schedule: Schedule | dict | None = None, dims: Any = None) -> Any:  # fmt: skip
+    """Compile a function of whole arrays (``@pt.jit`` or ``@pt.jit(executor="openmp")``).
+
+    ``dims`` chooses which sizes the compiled code is specialised for. By default (``None`` or ``"static"``)
+    every new shape is traced and compiled again. ``dims="symbolic"`` makes every size other than 0 and 1 a
+    dim read from the arrays at each call, and ``dims={"x": ("B", "T", None)}`` makes the named axes of
+    ``x`` symbolic (axes named alike must have equal sizes; ``None`` keeps a size static): one program then
+    serves every call with the same ranks, dtypes and pattern of equal sizes.
+    """
     if fn is None:
-        return lambda f: JitFunction(f, executor=executor, fastmath=fastmath, schedule=schedule)
-    return JitFunction(fn, executor=executor, fastmath=fastmath, schedule=schedule)
+        return lambda f: JitFunction(f, executor=executor, fastmath=fastmath, schedule=schedule, dims=dims)
+    return JitFunction(fn, executor=executor, fastmath=fastmath, schedule=schedule, dims=dims)
+
+
+def _check_dims(dims: Any, params: list[str], fname: str) -> str | dict[str, tuple[str | None, ...]] | None:
+    """``pt.jit(dims=...)`` checked: None (static), "symbolic", or argument name -> per-axis dim names."""
+    if dims is None or dims == "static":
+        return None
+    if dims == "symbolic":
+        return "symbolic"
+    if not isinstance(dims, Mapping):
+        raise ArgumentError(
+            f"pt.jit({fname}): dims={dims!r} is not understood",
+            param="dims",
+            expected='"static", "symbolic", or a dict such as {"x": ("B", None)} (argument -> a name per axis)',
+            got=repr(dims),
+        )
+    out: dict[str, tuple[str | None, ...]] = {}
+    for arg, spec in dims.items():
+        if arg not in params:
+            raise ArgumentError(
+                f"pt.jit({fname}): dims= names argument {arg!r}, which {fname} does not have",
+                param="dims",
+                expected=f"one of {', '.join(params) or '(no arguments)'}",
+                got=repr(arg),
+            )
+        if isinstance(spec, (str, Dim)) or not isinstance(spec, Sequence):
+            raise ArgumentError(
+                f"pt.jit({fname}): dims[{arg!r}] = {spec!r} is not a sequence of names",
+                param="dims",
+                expected="one entry per axis: a dim name, pt.dim(...), or None for a static size",
+                got=repr(spec),
+                fix=f'write dims={{"{arg}": ("N", None)}} for a rank-2 {arg}',
+            )
+        names: list[str | None] = []
+        for e in spec:
+            if e is None:
+                names.append(None)
+            elif isinstance(e, Dim):
+                names.append(e.name)
+            elif isinstance(e, str):
+                try:
+                    names.append(Dim(e).name)
+                except TracingError as err:
+                    raise ArgumentError(f"pt.jit({fname}): dims[{arg!r}]: {err}", param="dims",
+                                        expected="a Python identifier not starting with '_'", got=repr(e)) from None  # fmt: skip
+            else:
+                raise ArgumentError(
+                    f"pt.jit({fname}): dims[{arg!r}] has entry {e!r}",
+                    param="dims",
+                    expected="a dim name, pt.dim(...), or None for a static size",
+                    got=repr(e),
+                )
+        out[arg] = tuple(names)
+    return out
+
+
+def _dim_names(names: tuple[str | None, ...], taken: set[str]) -> list[str]:
+    """The names of the symbolic dims in generated code: the user's, else ``N0``, ``N1`` ..., never a parameter's."""
+    out: list[str] = []
+    for c, n in enumerate(names):
+        name = n or f"N{c}"
+        while name in taken or name in out or name in _RESERVED:
+            name += "_"
+        out.append(name)
+    return out
+
+
+def _static_sizes(key: tuple) -> set[int]:
+    """The static sizes of a symbolic signature's arrays."""
+    return {n for entry in key if not isinstance(entry[0], str) for n in entry[0] if type(n) is int}
+
+
+def _generalise(first: Plan, second: Plan, sizes: tuple[int, ...], scaled: tuple[int, ...]) -> dict | None:
+    """Each buffer's shapes in terms of the symbolic sizes, from two lowerings at ``sizes`` and ``scaled``;
+    None where a shape does not follow them (a slice ``x[1:]`` of a symbolic axis, a concatenation, a flat
+    temporary)."""
+    if len(first.buffers) != len(second.buffers) or first.outputs != second.outputs:
+        return None
+    one = {n: c for c, n in enumerate(sizes)}
+    two = {n: c for c, n in enumerate(scaled)}
+
+    def spec(a: tuple[int, ...], b: tuple[int, ...]) -> Spec | None:
+        if len(a) != len(b):
+            return None
+        out: list[Any] = []
+        for x, y in zip(a, b):
+            if x == y:
+                out.append(x)
+            elif x in one and two.get(y) == one[x]:
+                out.append((one[x],))
+            else:
+                return None
+        return tuple(out)
+
+    specs: dict[int, tuple[Spec, Spec]] = {}
+    for k, (b1, b2) in enumerate(zip(first.buffers, second.buffers)):
+        declared = spec(b1.shape, b2.shape)
+        held = spec(b1.node.shape, b2.node.shape) if b1.node is not None and b2.node is not None else declared
+        if declared is None or held is None:
+            return None
+        specs[k] = (declared, held)
+    return specs

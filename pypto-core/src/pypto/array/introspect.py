@@ -8,6 +8,7 @@ bytes of the inputs, the results and every temporary the plan allocates, and the
 
 from __future__ import annotations
 
+import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,10 @@ def _label(node: Array) -> str:
         text = f"einsum {','.join(subs)}->{out}"
     elif node.op == "cast":
         text = f"cast {node.attrs.name}"
+    elif node.op == "custom":
+        text = f"{node.attrs[0].op_name} (own vjp)"
+    elif node.op == "fill":
+        text = f"fill {node.attrs}"
     else:
         text = node.op
     return f"{text}\\n{node.dtype.name}{list(node.shape)}"
@@ -240,11 +245,17 @@ class _Null:
 
 def check_memory(f: Any, *args: Any) -> MemoryReport:
     """The bytes of ``f``'s inputs, results and temporaries for a call with ``args``, and the peak."""
-    c = _jit_of(f, "pt.check_memory").compiled(*args)
+    c, sizes = _jit_of(f, "pt.check_memory")._lookup(args)
     kinds = {"input": "input", "output": "result", "temp": "temporary"}
-    entries = tuple(
-        MemoryEntry(b.name, kinds[b.kind], b.node.shape if b.node is not None else b.shape, b.dtype.name, b.nbytes)
-        for b in c.plan.buffers
-        if b.source is None  # a flat view of an input is the input
-    )
+    rows: list[MemoryEntry] = []
+    for k, b in enumerate(c.plan.buffers):
+        if b.source is not None:  # a flat view of an input is the input
+            continue
+        shape = b.node.shape if b.node is not None else b.shape
+        nbytes = b.nbytes
+        if sizes is not None and c.specs is not None:  # a shape-generic program: this call's sizes
+            shape = c.shape_of(k, sizes)
+            nbytes = math.prod(shape) * b.dtype.itemsize
+        rows.append(MemoryEntry(b.name, kinds[b.kind], shape, b.dtype.name, nbytes))
+    entries = tuple(rows)
     return MemoryReport(c.kernel.name, entries)

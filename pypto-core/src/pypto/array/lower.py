@@ -26,9 +26,9 @@ from pypto.dtypes import DType
 from pypto.errors import TracingError
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import AxisInfo, KernelIR, TensorParam
-from pypto.ir.nodes import Binary, Cast, Const, Expr, Load, Reduce, Store, Unary, Where
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Index, Load, Reduce, Store, Unary, Where
 
-MAX_AXES = 16
+MAX_AXES = 256  # a guard against runaway programs; each reduction of a program has its own axes
 
 
 @dataclass
@@ -40,8 +40,9 @@ class Buffer:
     dtype: DType
     kind: str  # "input", "output" or "temp"
     node: Array | None = None  # what it holds (outputs and temporaries)
-    flat: bool = False  # one flat axis (read through a reshape that merges axes)
-    source: str | None = None  # a flat view of this input (bound as ``input.reshape(-1)``)
+    flat: bool = False  # read through a reshape that merges axes: the axes from ``lead`` on are one flat axis
+    lead: int = 0  # leading axes a flat buffer keeps (those the reshape leaves alone)
+    source: str | None = None  # a flat view of this input (bound as ``input.reshape(shape)``)
 
     @property
     def nbytes(self) -> int:
@@ -77,8 +78,10 @@ def _expensive(node: Array, memo: dict[int, bool]) -> bool:
 
 
 class Lowering:
-    def __init__(self, name: str, inputs: Sequence[tuple[str, Array]], force: frozenset[int] = frozenset()):
+    def __init__(self, name: str, inputs: Sequence[tuple[str, Array]], force: frozenset[int] = frozenset(),
+                 names: dict[int, str] | None = None):  # fmt: skip
         self.name = name
+        self.names = names or {}  # size -> the name of its symbolic dim (``pt.jit(dims=...)``)
         self.force = force  # nodes to store wherever they are first read (found by a first pass)
         self.storing: set[int] = set()  # nodes whose store is being built
         self.buffers: list[Buffer] = []
@@ -93,7 +96,7 @@ class Lowering:
         self.taken = {n for n, _ in inputs}
         self.temp_count = 0
         self.keep: list[Array] = []  # nodes keyed by id stay alive while lowering
-        self.flat_inputs: dict[str, Buffer] = {}
+        self.flat_bufs: dict[tuple[int, int], Buffer] = {}  # (node id, lead) -> its flat buffer
         self.current = ""  # the buffer whose store is being built
         self.computed_in: dict[int, list[str]] = {}  # node id -> the buffers whose stores compute it inline
         for n, node in inputs:
@@ -155,7 +158,7 @@ class Lowering:
                 value = self.at(part, idx)
                 self.current = outer
                 at = tuple(ix + offset if d == axis else ix for d, ix in enumerate(idx))
-                target = (_linear(at, node.shape),) if buf.flat else at
+                target = _flat_index(at, node.shape, buf.lead) if buf.flat else at
                 self.stores.append(Store(buf.name, target, value, loc=node.loc))
                 offset += part.shape[axis]
             return
@@ -166,7 +169,7 @@ class Lowering:
         value = self.at(node, idx)
         self.current = outer
         if buf.flat:
-            target: tuple[Affine, ...] = (_linear(idx, node.shape),)
+            target: tuple[Affine, ...] = _flat_index(idx, node.shape, buf.lead)
         else:
             target = idx if idx else (Affine.constant(0),)
         self.stores.append(Store(buf.name, target, value, loc=node.loc))
@@ -181,27 +184,34 @@ class Lowering:
             self.keep.append(node)
         return buf
 
-    def materialize(self, node: Array, flat: bool = False) -> Buffer:
+    def materialize(self, node: Array, flat: bool = False, lead: int = 0) -> Buffer:
+        """The buffer ``node`` is stored in (first storing it); ``flat``: with its axes from ``lead`` on merged
+        into one, for a reshape that merges them (the leading axes stay axes, so their sizes can stay dims)."""
         buf = self.by_node.get(id(node))
-        if buf is not None and (buf.flat or not flat):
+        if buf is not None and not flat:
             return buf
-        if flat and buf is not None and buf.kind == "input":  # a flat view of the input: no copy
-            view = self.flat_inputs.get(buf.name)
-            if view is None:
-                view = Buffer(self.fresh(f"{buf.name}_flat"), (max(1, node.size),), node.dtype, "input", node,
-                              flat=True, source=buf.name)  # fmt: skip
-                self.buffers.append(view)
-                self.flat_inputs[buf.name] = view
+        if flat:
+            hit = self.flat_bufs.get((id(node), lead))
+            if hit is not None:
+                return hit
+        shape = _flat_shape(node.shape, lead) if flat else _declared(node.shape)
+        if flat and buf is not None and buf.kind == "input" and buf.source is None:  # a view of the input, no copy
+            view = Buffer(self.fresh(f"{buf.name}_flat"), shape, node.dtype, "input", node, flat=True, lead=lead,
+                          source=buf.name)  # fmt: skip
+            self.buffers.append(view)
+            self.flat_bufs[(id(node), lead)] = view
+            self.keep.append(node)
             return view
-        shape = (max(1, node.size),) if flat else _declared(node.shape)
-        buf = Buffer(self.fresh("tmp"), shape, node.dtype, "temp", node, flat=flat)
+        buf = Buffer(self.fresh("tmp"), shape, node.dtype, "temp", node, flat=flat, lead=lead)
         self.buffers.append(buf)
         saved = dict(self.memo)
         self.storing.add(id(node))
         self.store(buf, node)
         self.storing.discard(id(node))
         self.memo = saved
-        self.by_node[id(node)] = buf
+        self.by_node.setdefault(id(node), buf)
+        if flat:
+            self.flat_bufs[(id(node), lead)] = buf
         self.keep.append(node)
         return buf
 
@@ -237,13 +247,13 @@ class Lowering:
             return any(a in self.reduction_axis_set for ix in idx for a in ix.axis_set())
         if node.op == "view":
             return self.varies(node.args[0], _apply_view(node.attrs, idx))
-        if node.op == "cast":
+        if node.op in ("cast", "custom"):
             return self.varies(node.args[0], idx)
         return any(self.varies(x, self.operand_index(x, idx, node.shape)) for x in node.args)
 
     def load(self, buf: Buffer, node: Array, idx: tuple[Affine, ...]) -> Expr:
         if buf.flat:
-            return Load(buf.name, (_linear(idx, node.shape),), loc=node.loc)
+            return Load(buf.name, _flat_index(idx, node.shape, buf.lead), loc=node.loc)
         return Load(buf.name, idx if idx else (Affine.constant(0),), loc=node.loc)
 
     def operand_index(self, x: Array | int | float | bool, idx: tuple[Affine, ...], shape: tuple[int, ...]):
@@ -269,6 +279,10 @@ class Lowering:
         if op == "cast":
             (x,) = node.args
             return Cast(self.at(x, idx), dtype=node.attrs, loc=loc)
+        if op == "fill":
+            return Const(node.attrs, dtype=node.dtype, loc=loc)
+        if op == "custom":  # a custom op with its own gradient: its value is its body's
+            return self.at(node.args[0], idx)
         if op == "view":
             return self.at(node.args[0], _apply_view(node.attrs, idx))
         if op == "reshape":
@@ -278,8 +292,11 @@ class Lowering:
                 base = base.args[0]
             if base.op != "input" and id(base) not in self.by_node and _expensive(base, self.costly):
                 self.materialize(base)  # computed in its own layout (a contraction stays one), then copied flat
-            buf = self.materialize(x, flat=True)
-            return Load(buf.name, (_linear(idx, node.shape),), loc=loc)
+            lead = 0  # the leading axes the reshape leaves alone stay axes of the flat buffer
+            while lead < min(x.ndim, node.ndim) - 1 and x.shape[lead] == node.shape[lead]:
+                lead += 1
+            buf = self.materialize(x, flat=True, lead=lead)
+            return Load(buf.name, _flat_index(idx, node.shape, lead), loc=loc)
         if op == "reduce":
             return self.reduce(node, idx)
         if op == "contract":
@@ -303,11 +320,13 @@ class Lowering:
                 src.append(next(it))
         body = self.at(x, tuple(src))
         if op == "mean":
-            count = math.prod(x.shape[d] for d in axes)
-            total = Reduce("sum", body, tuple(red), loc=node.loc)
-            return Binary(
-                "div", Cast(total, dtype=node.dtype, loc=node.loc), Const(float(count), weak=True), loc=node.loc
-            )
+            total = Cast(Reduce("sum", body, tuple(red), loc=node.loc), dtype=node.dtype, loc=node.loc)
+            count: Expr = Const(float(math.prod(x.shape[d] for d in axes if x.shape[d] not in self.names)), weak=True)
+            for d in axes:  # a symbolic size is read from its dim at run time
+                if x.shape[d] in self.names:
+                    n = Cast(Index(Affine.dim(self.names[x.shape[d]])), dtype=node.dtype, loc=node.loc)
+                    count = Binary("mul", count, n, loc=node.loc)
+            return Binary("div", total, count, loc=node.loc)
         return Reduce(op, body, tuple(red), loc=node.loc)
 
     def contract(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
@@ -343,7 +362,7 @@ class Lowering:
         # register-tiled contraction measured 1.3x faster). Flat buffers and the axes of their mixed-radix
         # indices keep constant sizes, which those indices need.
         buffers = {b.name: b for b in self.buffers}
-        static_buf = {b.name for b in self.buffers if b.flat or (b.node is not None and b.node.op == "concat")}
+        static_buf = {b.name for b in self.buffers if b.node is not None and b.node.op == "concat"}
         accesses = [(s.tensor, s.index) for s in self.stores]
         accesses += [(ld.tensor, ld.index) for s in self.stores for ld in loads(s.value)]
         for tensor, index in accesses:  # a buffer read through a slice keeps constant sizes
@@ -351,32 +370,40 @@ class Lowering:
                 a = ix.plain_axis()
                 if a is not None and buffers[tensor].shape[pos] != self.extents[a]:
                     static_buf.add(tensor)
+
+        def static(tensor: str, pos: int) -> bool:  # a flat buffer's flat axis has a constant size
+            b = buffers[tensor]
+            return tensor in static_buf or (b.flat and pos >= b.lead)
+
         const_axes: set[int] = set()  # axes whose loops keep a constant trip count
         for tensor, index in accesses:
-            for ix in index:
+            for pos, ix in enumerate(index):
                 a = ix.plain_axis()
                 if a is None and len(ix.axes) > 1:  # mixed-radix (flat) indices need constant sizes
                     const_axes |= ix.axis_set()
-                elif a is not None and tensor in static_buf:
+                elif a is not None and static(tensor, pos):
                     const_axes.add(a)
         dims: dict[str, None] = {}
 
         def size(n: int, const: bool) -> Affine:
             if const or n <= 1:
                 return Affine.constant(n)
-            dims[f"n{n}"] = None
-            return Affine.dim(f"n{n}")
+            name = self.names.get(n, f"n{n}")
+            dims[name] = None
+            return Affine.dim(name)
 
         params = []
         for b in self.buffers:
             role = "in"
             if b.name in stored:
                 role = "inout" if b.name in loaded else "out"
-            params.append(TensorParam(b.name, b.dtype, tuple(size(n, b.name in static_buf) for n in b.shape), role))
+            params.append(TensorParam(b.name, b.dtype, tuple(size(n, static(b.name, k)) for k, n in enumerate(b.shape)),
+                                      role))  # fmt: skip
         from_params = set(dims)  # an axis's size is a dim only where some array's shape gives it at a call
         axes = tuple(
             AxisInfo(a, _axis_name(a, a in self.reduction_axis_set),
-                     size(n, a in const_axes or f"n{n}" not in from_params), f"its size, {n}")
+                     size(n, a in const_axes or self.names.get(n, f"n{n}") not in from_params),
+                     f"its size, {self.names.get(n, n)}")
             for a, n in sorted(self.extents.items())
         )  # fmt: skip
         return KernelIR(self.name, tuple(params), tuple(dims), axes, tuple(self.stores))
@@ -397,6 +424,16 @@ def _apply_view(index, idx: tuple[Affine, ...]) -> tuple[Affine, ...]:
     return tuple(src)
 
 
+def _flat_shape(shape: tuple[int, ...], lead: int) -> tuple[int, ...]:
+    """The declared shape of a flat buffer: the leading axes, then the rest as one axis."""
+    return (*shape[:lead], max(1, math.prod(shape[lead:])))
+
+
+def _flat_index(idx: tuple[Affine, ...], shape: tuple[int, ...], lead: int) -> tuple[Affine, ...]:
+    """``idx`` of an array of ``shape`` in its flat buffer (axes from ``lead`` on merged)."""
+    return (*idx[:lead], _linear(idx[lead:], shape[lead:]))
+
+
 def _linear(idx: tuple[Affine, ...], shape: tuple[int, ...]) -> Affine:
     """The row-major offset of ``idx`` in an array of ``shape``."""
     out = Affine.constant(0)
@@ -407,15 +444,20 @@ def _linear(idx: tuple[Affine, ...], shape: tuple[int, ...]) -> Affine:
     return out
 
 
-def lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tuple[str, Array]]) -> Plan:
-    """The kernel computing ``outputs`` (name, node) from ``inputs`` (name, node), and its buffers."""
+def lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tuple[str, Array]],
+          names: dict[int, str] | None = None) -> Plan:  # fmt: skip
+    """The kernel computing ``outputs`` (name, node) from ``inputs`` (name, node), and its buffers.
+
+    ``names`` maps sizes to the names of symbolic dims: loops and shapes of those sizes use the dim (read from
+    the arrays at each call), and nothing of the kernel depends on the size's value where it can avoid it.
+    """
     # A first pass finds the nodes worth storing; the second stores each of them before its first read, so
     # a value read inline before the read that decided to store it is loaded too, not computed twice.
-    first = Lowering(name, inputs)
+    first = Lowering(name, inputs, names=names)
     for n, node in outputs:
         first.output(node, n)
     stored = frozenset(id(b.node) for b in first.buffers if b.kind == "temp" and not b.flat)
-    low = Lowering(name, inputs, stored)
+    low = Lowering(name, inputs, stored, names)
     positions = []
     for n, node in outputs:
         positions.append(len(low.buffers))

@@ -151,8 +151,9 @@ def _get(root: Any, path: Path) -> Any:
     return obj
 
 
-def module(cls: type | None = None, *, executor: str | None = None) -> Any:
-    """Make a class with a ``forward(self, ...)`` method a module (see the module doc)."""
+def module(cls: type | None = None, *, executor: str | None = None, dims: Any = None) -> Any:
+    """Make a class with a ``forward(self, ...)`` method a module (see the module doc); ``executor`` and
+    ``dims`` (keyed by ``forward``'s argument names) are those of :func:`pypto.jit`."""
 
     def wrap(c: type) -> type:
         if not callable(getattr(c, "forward", None)):
@@ -163,7 +164,7 @@ def module(cls: type | None = None, *, executor: str | None = None) -> Any:
                 got=c.__name__,
             )
         new = type(c.__name__, (c, Module), {"__module__": c.__module__, "__qualname__": c.__qualname__,
-                                             "__doc__": c.__doc__, "__pypto_jit_options__": {"executor": executor}})  # fmt: skip
+                                             "__doc__": c.__doc__, "__pypto_jit_options__": {"executor": executor, "dims": dims}})  # fmt: skip
         return new
 
     return wrap(cls) if cls is not None else wrap

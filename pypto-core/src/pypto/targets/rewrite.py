@@ -37,7 +37,15 @@ def flat(s: Stmt) -> list[Stmt]:
 
 
 def var_names(e: Expr) -> set[str]:
-    return {n.name for n in postorder(e) if isinstance(n, Var)}
+    """The variables ``e`` reads, those in the indices of its buffer reads included."""
+    out: set[str] = set()
+    for n in postorder(e):
+        if isinstance(n, Var):
+            out.add(n.name)
+        elif isinstance(n, Read):
+            for ix in n.index:
+                out |= var_names(ix)
+    return out
 
 
 def reads_a_row_apart(loop: Loop, along: str) -> bool:

@@ -1,0 +1,590 @@
+"""Reverse-mode automatic differentiation of array programs: ``pt.grad``, ``pt.value_and_grad``, ``pt.vjp``.
+
+    loss = lambda w, x, y: ((x @ w - y) ** 2).mean()
+    dw = pt.grad(loss)(w, x, y)          # one compiled kernel computing the gradient
+
+The gradient of a traced program is another array program: :func:`backward` walks the graph from
+the result to the inputs, and every operation's adjoint rule builds the operations that carry the
+cotangent back (``exp`` multiplies it by its result, a sum broadcasts it, a matrix product
+contracts it with the other operand, a view scatters it back). The backward program is traced,
+lowered, fused and scheduled like any ``@pt.jit`` program, forward and backward together in one
+kernel: values the backward pass needs are recomputed where they are cheap elementwise expressions
+and stored once where they hold a reduction (the lowering's rule for temporaries), so what is kept
+between the passes is decided by the compiler, not saved wholesale.
+
+Rules where the derivative is not unique, stated once:
+
+- ``maximum``/``minimum`` at a tie give half of the cotangent to each operand (as ``jax.grad``);
+- ``max``/``min`` reductions share the cotangent equally between the tied maxima (as ``jax.grad`` and
+  ``torch.amax``);
+- ``abs`` has derivative 0 at 0, ``relu`` (``maximum(x, 0)``) 0.5 at 0 by the tie rule above;
+- ``prod`` is differentiated exactly through zeros: with one zero, its element gets the product of
+  the others; with two or more, every element gets 0;
+- comparisons, integer and boolean values, ``//`` (piecewise constant) and ``where``'s condition
+  carry no gradient.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from pypto import dtypes
+from pypto.array import views
+from pypto.array.graph import Array, binary, cast, reduce, unary, walk, where
+from pypto.errors import ArgumentError, TracingError
+from pypto.lang.location import user_loc
+
+# -- switching gradients off --------------------------------------------------------------------------------
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    """Whether gradients may be taken in this thread (``pt.no_grad()`` switches them off)."""
+    return getattr(_state, "enabled", True)
+
+
+class grad_enabled(contextlib.ContextDecorator):  # noqa: N801 - a context manager spelled like a function
+    """Switch gradients on or off in this thread: ``with pt.grad_enabled(False):`` or as a decorator.
+
+    While off, :func:`vjp` runs the function forward only (nothing is traced or compiled for the
+    backward pass) and its pullback raises; :func:`grad` and :func:`value_and_grad` raise.
+    """
+
+    def __init__(self, mode: bool = True):
+        if not isinstance(mode, bool):
+            raise ArgumentError("pt.grad_enabled(mode): mode must be True or False", param="mode",
+                                expected="a bool", got=repr(mode))  # fmt: skip
+        self.mode = mode
+        self._saved: list[bool] = []
+
+    def __enter__(self) -> grad_enabled:
+        self._saved.append(is_grad_enabled())
+        _state.enabled = self.mode
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _state.enabled = self._saved.pop()
+
+
+def no_grad() -> grad_enabled:
+    """``with pt.no_grad():`` — gradients off in this block (see :class:`grad_enabled`)."""
+    return grad_enabled(False)
+
+
+def _require_grad(what: str) -> None:
+    if not is_grad_enabled():
+        raise TracingError(
+            f"{what}: gradients are switched off here (pt.no_grad() or pt.grad_enabled(False))",
+            None,
+            "take the gradient outside the no_grad block",
+        )
+
+
+# -- the backward program ------------------------------------------------------------------------------------
+
+
+def full(shape: tuple[int, ...], value: float, dtype: dtypes.DType) -> Array:
+    """A constant array (every element ``value``)."""
+    return Array("fill", (), value, shape, dtype)
+
+
+def _differentiable(x: Any) -> bool:
+    return isinstance(x, Array) and x.dtype.is_float
+
+
+def unbroadcast(g: Array, shape: tuple[int, ...]) -> Array:
+    """``g`` summed over the axes NumPy's broadcasting added or stretched to reach it from ``shape``."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    if lead:
+        g = reduce("sum", g, tuple(range(lead)), False)
+    stretched = tuple(k for k, n in enumerate(shape) if n == 1 and g.shape[k] != 1)
+    if stretched:
+        g = reduce("sum", g, stretched, True)
+    return g
+
+
+def _expand(g: Array, axes: tuple[int, ...], keepdims: bool, shape: tuple[int, ...]) -> Array:
+    """A reduction's cotangent ``g`` broadcast back over the reduced ``axes`` of an array of ``shape``."""
+    kept = tuple(1 if k in axes else n for k, n in enumerate(shape))
+    if not keepdims:
+        g = views.reshape(g, kept)
+    return views.broadcast_to(g, shape)
+
+
+def _zeros_like(x: Array) -> Array:
+    return full(x.shape, 0.0, x.dtype)
+
+
+def _pad(g: Array, axis: int, before: int, after: int) -> Array:
+    """``g`` with ``before`` and ``after`` zeros along ``axis``."""
+    from pypto.array.ops import concat
+
+    parts = []
+    if before:
+        parts.append(full(g.shape[:axis] + (before,) + g.shape[axis + 1 :], 0.0, g.dtype))
+    parts.append(g)
+    if after:
+        parts.append(full(g.shape[:axis] + (after,) + g.shape[axis + 1 :], 0.0, g.dtype))
+    return parts[0] if len(parts) == 1 else concat(parts, axis)
+
+
+def _view_adjoint(node: Array, g: Array) -> Array:
+    """The cotangent of a view's input: ``g`` summed over broadcast axes and scattered back through
+    transposes, slices (steps too), integer indices and reshapes that split axes."""
+    (x,) = node.args
+    if views._split_only(x.shape, node.shape) == node.attrs:  # a reshape that splits axes
+        return views.reshape(g, x.shape)
+    index = node.attrs
+    used = [o for _, terms in index for o, _ in terms]
+    if len(used) != len(set(used)) or any(len(terms) > 1 for _, terms in index):
+        raise TracingError(
+            "the gradient of this view (a reshape combined with slicing or a diagonal) is not supported",
+            node.loc,
+            "write the reshape and the slice as separate steps, or reshape the result instead",
+        )
+    # 1. sum over the output axes no input axis reads (broadcasts, new axes)
+    free = tuple(o for o in range(node.ndim) if o not in used)
+    if free:
+        g = reduce("sum", g, free, False)
+    remaining = [o for o in range(node.ndim) if o not in free]
+    # 2. put the remaining axes in the input's order: axis d of the result is input axis d's output axis
+    order = [remaining.index(terms[0][0]) for _, terms in index if terms]
+    if order != sorted(order):
+        g = views.transpose(g, tuple(order))
+    # 3. per input axis: scatter along it (steps, offsets), or add it back where an integer indexed it
+    d_g = 0
+    for d, (const, terms) in enumerate(index):
+        n = x.shape[d]
+        if not terms:  # an integer index (or a size-1 axis read at 0)
+            g = views.reshape(g, g.shape[:d] + (1,) + g.shape[d:])
+            g = _pad(g, d, const, n - const - 1)
+            d_g += 1
+            continue
+        _, step = terms[0]
+        length = g.shape[d]
+        if step < 0:  # read backwards: reverse, then it is a forward slice from its last element
+            g = views.getitem(g, (slice(None),) * d + (slice(None, None, -1),))
+            step = -step
+            const = const - step * (length - 1)
+        if step > 1:  # interleave step - 1 zeros after each element, then drop the trailing ones
+            z = _zeros_like(g)
+            g = views.reshape(
+                views.getitem(_stack_after(g, z, d, step), (slice(None),) * (d + 1)),
+                g.shape[:d] + (length * step,) + g.shape[d + 1 :],
+            )
+            g = views.getitem(g, (slice(None),) * d + (slice(0, (length - 1) * step + 1),)) if length else g
+        span = g.shape[d]
+        g = _pad(g, d, const if length else 0, n - (const if length else 0) - span)
+        d_g += 1
+    return g
+
+
+def _stack_after(g: Array, z: Array, axis: int, step: int) -> Array:
+    """``g`` with ``step - 1`` copies of ``z`` stacked after it along a new axis ``axis + 1``."""
+    from pypto.array.ops import stack
+
+    return stack([g] + [z] * (step - 1), axis + 1)
+
+
+def _contract_adjoint(node: Array, g: Array, k: int) -> Array:
+    """The cotangent of operand ``k`` of a contraction: ``g`` contracted with the other operands."""
+    from pypto.array.ops import _as_letters, _einsum
+
+    subscripts, out, sizes = node.attrs
+    size = dict(sizes)
+    x, sub = node.args[k], subscripts[k]
+    if len(set(sub)) != len(sub):
+        raise TracingError(
+            f"the gradient of an einsum operand with a repeated index ('{sub}') is not supported",
+            node.loc,
+            "take the diagonal with an explicit einsum first and differentiate that",
+        )
+    others = [(a, s) for j, (a, s) in enumerate(zip(node.args, subscripts)) if j != k]
+    present = set(out) | {c for _, s in others for c in s}
+    avail = "".join(c for c in sub if c in present)
+    r = _einsum([g] + [a for a, _ in others], [out] + [s for _, s in others], avail)
+    full_sizes = {c: size[c] for c in sub}
+    r = _as_letters(r, avail, sub, full_sizes) if avail != sub else r
+    stretched = tuple(d for d, (c, n) in enumerate(zip(sub, x.shape)) if n == 1 and size[c] != 1)
+    if stretched:
+        r = reduce("sum", r, stretched, True)
+    return r
+
+
+def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
+    """``(operand, its cotangent)`` for each differentiable operand of ``node``, given ``node``'s ``g``."""
+    op, args = node.op, node.args
+    out: list[tuple[Array, Array]] = []
+    if op == "unary":
+        (x,) = args
+        y = node
+        rule = {
+            "neg": lambda: -g,
+            "abs": lambda: where(x > 0, g, where(x < 0, -g, 0.0)),
+            "exp": lambda: g * y,
+            "log": lambda: g / x,
+            "sqrt": lambda: g * 0.5 / y,
+            "rsqrt": lambda: g * -0.5 * y * y * y,
+            "tanh": lambda: g * (1 - y * y),
+            "sin": lambda: g * unary("cos", x),
+            "cos": lambda: -g * unary("sin", x),
+            "erf": lambda: g * (2 / math.sqrt(math.pi)) * unary("exp", -(x * x)),
+            "sigmoid": lambda: g * y * (1 - y),
+        }.get(node.attrs)
+        if rule is not None and _differentiable(x):
+            out.append((x, rule()))
+        return out
+    if op == "binary":
+        a, b = args
+        kind = node.attrs
+        ga: Any = None
+        gb: Any = None
+        if kind == "add":
+            ga, gb = g, g
+        elif kind == "sub":
+            ga, gb = g, -g
+        elif kind == "mul":
+            ga, gb = g * b, g * a
+        elif kind == "div":
+            ga, gb = g / b, -g * node / b
+        elif kind in ("maximum", "minimum"):
+            wins = (a > b) if kind == "maximum" else (a < b)
+            share = where(wins, 1.0, where(binary("eq", a, b), 0.5, 0.0))
+            ga, gb = g * share, g * (1 - share)
+        elif kind == "mod":  # a - floor(a / b) * b
+            ga, gb = g, -g * binary("floordiv", a, b)
+        for x, gx in ((a, ga), (b, gb)):
+            if gx is not None and _differentiable(x):
+                out.append((x, unbroadcast(_as_array(gx, node), x.shape)))
+        return out
+    if op == "where":
+        _, a, b = args
+        c = args[0]
+        for x, gx in ((a, where(c, g, 0.0)), (b, where(c, 0.0, g))):
+            if _differentiable(x):
+                out.append((x, unbroadcast(gx, x.shape)))
+        return out
+    if op == "cast":
+        (x,) = args
+        if _differentiable(x):
+            out.append((x, cast(g, x.dtype)))
+        return out
+    if op == "reduce":
+        (x,) = args
+        kind, axes, keepdims = node.attrs
+        if not _differentiable(x):
+            return out
+        ge = _expand(g, axes, keepdims, x.shape)
+        if kind == "sum":
+            gx = ge
+        elif kind == "mean":
+            gx = ge / math.prod(x.shape[d] for d in axes)
+        elif kind in ("max", "min"):
+            ye = _expand(node, axes, keepdims, x.shape)
+            hit = cast(binary("eq", x, ye), x.dtype)
+            gx = ge * hit / _expand(reduce("sum", hit, axes, keepdims), axes, keepdims, x.shape)
+        else:  # prod, exact through zeros
+            zero = binary("eq", x, 0)
+            nonzero = reduce("prod", where(zero, 1.0, x), axes, keepdims)
+            zeros = reduce("sum", cast(zero, dtypes.int32), axes, keepdims)
+            pe, ze = _expand(nonzero, axes, keepdims, x.shape), _expand(zeros, axes, keepdims, x.shape)
+            gx = ge * where(binary("eq", ze, 0), pe / where(zero, 1.0, x), where(zero & binary("eq", ze, 1), pe, 0.0))
+        out.append((x, gx))
+        return out
+    if op == "contract":
+        for k, x in enumerate(args):
+            if _differentiable(x):
+                out.append((x, _contract_adjoint(node, g, k)))
+        return out
+    if op == "view":
+        (x,) = args
+        if _differentiable(x):
+            out.append((x, _view_adjoint(node, g)))
+        return out
+    if op == "reshape":
+        (x,) = args
+        if _differentiable(x):
+            out.append((x, views.reshape(g, x.shape)))
+        return out
+    if op == "concat":
+        axis = node.attrs
+        offset = 0
+        for x in args:
+            n = x.shape[axis]
+            if _differentiable(x):
+                out.append((x, views.getitem(g, (slice(None),) * axis + (slice(offset, offset + n),))))
+            offset += n
+        return out
+    if op == "custom":
+        return _custom_adjoints(node, g)
+    return out  # inputs and constants
+
+
+def _as_array(gx: Any, like: Array) -> Array:
+    return gx if isinstance(gx, Array) else full(like.shape, float(gx), like.dtype)
+
+
+def _custom_adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
+    """A custom op with a user's backward: its ``vjp(g, *args)`` gives the cotangents of its array arguments."""
+    _body, *_ = node.args
+    op, call_args = node.attrs
+    arrays = [a for a in call_args if isinstance(a, Array)]
+    got = op.vjp_fn(g, *call_args)
+    got = list(got) if isinstance(got, (tuple, list)) else [got]
+    if len(got) != len(arrays):
+        raise TracingError(
+            f"the vjp of custom op '{op.op_name}' returned {len(got)} cotangent(s) for {len(arrays)} array argument(s)",
+            None,
+            "return one cotangent per array argument, in order (None for one that has no gradient)",
+        )
+    out = []
+    for x, gx in zip(arrays, got):
+        if gx is None or not _differentiable(x):
+            continue
+        if not isinstance(gx, Array):
+            gx = full(x.shape, float(gx), x.dtype)
+        if gx.shape != x.shape:
+            try:
+                gx = unbroadcast(gx, x.shape) if gx.ndim >= x.ndim else views.broadcast_to(gx, x.shape)
+            except Exception:
+                raise TracingError(
+                    f"the vjp of custom op '{op.op_name}' returned a cotangent of shape {gx.shape} for an "
+                    f"argument of shape {x.shape}",
+                    None,
+                    "return cotangents shaped like the arguments",
+                ) from None
+        out.append((x, cast(gx, x.dtype)))
+    return out
+
+
+def backward(outputs: Sequence[Array], cotangents: Sequence[Array], wrt: Sequence[Array]) -> list[Array]:
+    """The cotangents of ``wrt`` given those of ``outputs``: the vector-Jacobian product, as array operations."""
+    adj: dict[int, Array] = {}
+    for y, g in zip(outputs, cotangents):
+        adj[id(y)] = adj[id(y)] + g if id(y) in adj else g
+    for node in reversed(walk(list(outputs))):
+        g = adj.get(id(node))
+        if g is None or not node.dtype.is_float:
+            continue
+        for x, gx in _adjoints(node, g):
+            if gx.dtype != x.dtype:
+                gx = cast(gx, x.dtype)
+            adj[id(x)] = adj[id(x)] + gx if id(x) in adj else gx
+    return [adj.get(id(x), _zeros_like(x)) for x in wrt]
+
+
+# -- the API ----------------------------------------------------------------------------------------------------
+
+
+def _function_of(f: Any, what: str) -> tuple[Callable, dict[str, Any]]:
+    """The Python function of arrays behind ``f`` and the jit options to compile its gradient with."""
+    from pypto.array.custom import CustomOp
+    from pypto.array.function import JitFunction
+
+    if isinstance(f, JitFunction):
+        return f.fn, dict(f.options)
+    if isinstance(f, (CustomOp, GradFunction)):
+        return f, {}
+    if callable(f) and not isinstance(f, type):
+        return f, {}
+    raise ArgumentError(f"{what}: expected a function of arrays, got {f!r}", param="fn",
+                        expected="a @pt.jit function or a Python function of arrays", got=type(f).__name__)  # fmt: skip
+
+
+def _argnums(argnums: Any, what: str) -> tuple[int, ...]:
+    items = argnums if isinstance(argnums, (tuple, list)) else (argnums,)
+    if not items or any(isinstance(a, bool) or not isinstance(a, int) or a < 0 for a in items):
+        raise ArgumentError(f"{what}: argnums={argnums!r}", param="argnums",
+                            expected="a non-negative int or a tuple of them", got=repr(argnums))  # fmt: skip
+    return tuple(items)
+
+
+class GradFunction:
+    """``pt.grad(f)`` / ``pt.value_and_grad(f)``: called with arrays, it returns the gradient (and value);
+    called inside another traced function, it traces in place (so ``pt.grad(pt.grad(f))`` works)."""
+
+    def __init__(self, f: Any, argnums: Any, with_value: bool, what: str):
+        self.what = what
+        self.fn, options = _function_of(f, what)
+        self.argnums = _argnums(argnums, what)
+        self.single = not isinstance(argnums, (tuple, list))
+        self.with_value = with_value
+        self.__doc__ = getattr(self.fn, "__doc__", None)
+        self.__name__ = f"{'value_and_grad' if with_value else 'grad'}_{getattr(self.fn, '__name__', 'f')}"
+        from pypto.array.function import JitFunction
+
+        program = _named_like(self._program, self.fn, self.__name__)
+        self.jit = JitFunction(program, **{k: v for k, v in options.items() if v is not None})
+
+    def _program(self, *args: Any) -> Any:
+        _require_grad(self.what)
+        for k in self.argnums:
+            if k >= len(args):
+                raise ArgumentError(f"{self.what}: argnums has {k}, but only {len(args)} argument(s) were given",
+                                    param="argnums", expected=f"ints below {len(args)}", got=k)  # fmt: skip
+            if not isinstance(args[k], Array) or not args[k].dtype.is_float:
+                got = args[k].dtype.name if isinstance(args[k], Array) else type(args[k]).__name__
+                raise TracingError(
+                    f"{self.what}: argument {k} is {got}; gradients are taken with respect to float arrays",
+                    user_loc(),
+                    "pass a float32 or float64 array, or leave the argument out of argnums",
+                )
+        y = self.fn(*args)
+        if not isinstance(y, Array) or y.shape != ():
+            shape = y.shape if isinstance(y, Array) else type(y).__name__
+            raise TracingError(
+                f"{self.what}: the function must return a scalar (a 0-d array), it returned {shape}",
+                user_loc(),
+                "reduce the result first (.sum() or .mean()), or use pt.vjp for a non-scalar result",
+            )
+        if not y.dtype.is_float:
+            raise TracingError(f"{self.what}: the function returned {y.dtype.name}, not a float", user_loc())
+        grads = backward([y], [full((), 1.0, y.dtype)], [args[k] for k in self.argnums])
+        return (y, *grads) if self.with_value else tuple(grads)
+
+    def _shape(self, flat: Any) -> Any:
+        flat = flat if isinstance(flat, tuple) else (flat,)
+        if self.with_value:
+            value, grads = flat[0], flat[1:]
+            return value, (grads[0] if self.single else tuple(grads))
+        return flat[0] if self.single else tuple(flat)
+
+    def __call__(self, *args: Any) -> Any:
+        if any(isinstance(a, Array) for a in args):  # inside another traced function
+            return self._shape(self._program(*args))
+        _require_grad(self.what)
+        # a number differentiated against is a 0-d array (an input), not a constant of the signature
+        args = tuple(np.asarray(a) if k in self.argnums and isinstance(a, (float, np.floating)) else a
+                     for k, a in enumerate(args))  # fmt: skip
+        return self._shape(self.jit(*args))
+
+    def get_code(self, *args: Any, backend: str | None = None) -> str:
+        """The source of the kernel computing the gradient for these arguments."""
+        return self.jit.get_code(*args, backend=backend)
+
+    def ir(self, *args: Any, stage: str | None = None, backend: str | None = None) -> str:
+        return self.jit.ir(*args, stage=stage, backend=backend)
+
+    def __repr__(self) -> str:
+        return f"<pypto {self.__name__}>"
+
+
+def _named_like(program: Callable, fn: Callable, name: str) -> Callable:
+    """``program`` with ``fn``'s signature (argument names become the kernel's parameter names)."""
+
+    def run(*args: Any) -> Any:
+        return program(*args)
+
+    try:
+        run.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        pass
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
+def grad(fn: Any, argnums: int | Sequence[int] = 0) -> GradFunction:
+    """The gradient of a scalar-valued function of arrays with respect to argument(s) ``argnums``.
+
+    ``pt.grad(f)(x, y)`` returns ``df/dx`` shaped like ``x``; with ``argnums=(0, 1)`` a tuple. The
+    gradient is one compiled kernel (see :meth:`GradFunction.get_code`)."""
+    return GradFunction(fn, argnums, False, "pt.grad")
+
+
+def value_and_grad(fn: Any, argnums: int | Sequence[int] = 0) -> GradFunction:
+    """Like :func:`grad`, returning ``(f(x, ...), gradient)`` from one kernel."""
+    return GradFunction(fn, argnums, True, "pt.value_and_grad")
+
+
+class _Pullbacks:
+    """The compiled pullback programs of one function, shared by its :func:`vjp` calls."""
+
+    def __init__(self, fn: Callable, options: dict[str, Any]):
+        from pypto.array.function import JitFunction
+
+        self.fn = fn
+        self.forward = JitFunction(_named_like(fn, fn, getattr(fn, "__name__", "f")), **_clean(options))
+        self.backward: dict[int, Any] = {}
+        self.options = options
+
+    def pullback_jit(self, n_args: int, n_out: int) -> Any:
+        from pypto.array.function import JitFunction
+
+        key = (n_args, n_out)
+        hit = self.backward.get(key)  # type: ignore[call-overload]
+        if hit is None:
+            fn = self.fn
+
+            def program(*xs: Any) -> Any:
+                args, cts = xs[:n_args], xs[n_args:]
+                ys = fn(*args)
+                ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
+                wrt = [a for a in args if isinstance(a, Array) and a.dtype.is_float]
+                return tuple(backward(ys, list(cts), wrt))
+
+            params = [inspect.Parameter(f"x{k}", inspect.Parameter.POSITIONAL_ONLY) for k in range(n_args)]
+            params += [inspect.Parameter(f"ct{k}", inspect.Parameter.POSITIONAL_ONLY) for k in range(n_out)]
+            program.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+            program.__name__ = program.__qualname__ = f"vjp_{getattr(fn, '__name__', 'f')}"
+            hit = self.backward[key] = JitFunction(program, **_clean(self.options))  # type: ignore[index]
+        return hit
+
+
+def _clean(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in options.items() if v is not None}
+
+
+PULLBACK_CACHE = 64  # functions whose compiled pullbacks pt.vjp keeps (least recently used dropped first)
+_pullbacks: dict[int, tuple[Any, _Pullbacks]] = {}
+_pullbacks_lock = threading.Lock()
+
+
+def vjp(fn: Any, *args: Any) -> tuple[Any, Callable[..., Any]]:
+    """``(fn(*args), pullback)``: ``pullback(cotangent)`` returns the cotangents of ``args``' float arrays
+    (a tuple, in order) for a cotangent shaped like the result (a tuple of them for several results).
+
+    The pullback is one compiled kernel that recomputes what it needs of the forward pass."""
+    f, options = _function_of(fn, "pt.vjp")
+    with _pullbacks_lock:
+        hit = _pullbacks.pop(id(f), None)
+        if hit is None or hit[0] is not f:
+            hit = (f, _Pullbacks(f, options))
+        _pullbacks[id(f)] = hit  # most recently used last
+        while len(_pullbacks) > PULLBACK_CACHE:
+            del _pullbacks[next(iter(_pullbacks))]
+    pb = hit[1]
+    out = pb.forward(*args)
+    if not is_grad_enabled():
+
+        def off(*_: Any) -> Any:
+            _require_grad("pt.vjp pullback")
+
+        return out, off
+    outs = out if isinstance(out, tuple) else (out,)
+
+    def pullback(*cotangents: Any) -> tuple[Any, ...]:
+        cts = cotangents[0] if len(cotangents) == 1 and isinstance(cotangents[0], (tuple, list)) else cotangents
+        if len(cts) != len(outs):
+            raise ArgumentError(f"pt.vjp pullback: {len(cts)} cotangent(s) for {len(outs)} result(s)",
+                                param="cotangents", expected=f"{len(outs)} arrays", got=len(cts))  # fmt: skip
+        fixed = []
+        for k, (c, o) in enumerate(zip(cts, outs)):
+            c = np.asarray(c)
+            if c.shape != o.shape:
+                raise ArgumentError(f"pt.vjp pullback: cotangent {k} has shape {c.shape}, the result {o.shape}",
+                                    param="cotangents", expected=str(o.shape), got=c.shape)  # fmt: skip
+            fixed.append(c.astype(o.dtype, copy=False))
+        res = pb.pullback_jit(len(args), len(outs))(*args, *fixed)
+        return res if isinstance(res, tuple) else (res,)
+
+    return out, pullback
