@@ -17,6 +17,7 @@ OPENCL = "./pypto-backend-opencl[pocl]"  # with PoCL's CPU device: OpenCL withou
 CUDA = "./pypto-backend-cuda"  # installed with --no-deps: pycuda has no wheels and its build needs the driver
 CONFORMANCE = "./pypto-conformance"
 NUMBA = "./examples/pypto-backend-numba"  # the example third-party backend (pulls in numba)
+TORCH = "torch==2.13.0"  # the CPU build (a bare "torch" resolves to a CUDA build of several GB)
 
 
 @nox.session
@@ -32,6 +33,7 @@ def tests(session: nox.Session) -> None:
     """Every package's tests in one environment with every package installed."""
     session.install(CORE, OPENMP, TBB, OPENCL, CONFORMANCE, NUMBA)
     session.install("--no-deps", CUDA)
+    session.install(TORCH)  # for pt.torch (pypto-core[torch]) and its tests
     session.run(
         "pytest",
         "pypto-core/tests",

@@ -192,4 +192,6 @@ def build_array_cases(comp, want, rng, case_type) -> list:
                         ("mlp_block", _mlp_block), ("attention_block", _attention_block)):  # fmt: skip
         if want(name):
             build()
-    return cases
+    from grad_cases import build_grad_cases
+
+    return cases + build_grad_cases(comp, want, rng, case_type, jax, jnp)

@@ -41,6 +41,14 @@ TARGETS = [
     ("attention_block", "pypto-jit", "torch", 1.0, "attention block at least as fast as torch eager"),
     ("attention_block", "pypto-jit", "jax.jit", 1.0, "attention block at least as fast as jax.jit"),
     ("attention_block", "pypto-jit", "numpy", 1 / 3, "attention block at least 3 × faster than NumPy"),
+    ("grad_softmax_4096", "pypto-grad", "torch", 1 / 1.2, "softmax backward ≥ 1.2 × faster than torch autograd"),
+    ("grad_softmax_4096", "pypto-grad", "jax.jit(grad)", 1.1, "softmax backward ≤ 1.1 × jax.jit(grad)"),
+    ("grad_layernorm_4096", "pypto-grad", "torch", 1 / 1.2, "layer_norm backward ≥ 1.2 × faster than torch autograd"),
+    ("grad_layernorm_4096", "pypto-grad", "jax.jit(grad)", 1.1, "layer_norm backward ≤ 1.1 × jax.jit(grad)"),
+    ("grad_gelu_16M", "pypto-grad", "torch", 1 / 1.2, "gelu backward ≥ 1.2 × faster than torch autograd"),
+    ("grad_gelu_16M", "pypto-grad", "jax.jit(grad)", 1.1, "gelu backward ≤ 1.1 × jax.jit(grad)"),
+    ("train_mlp_block", "pypto-grad", "torch", 1.0, "MLP training step at least as fast as torch eager"),
+    ("train_attention_block", "pypto-grad", "torch", 1.0, "attention training step at least as fast as torch eager"),
 ]
 
 

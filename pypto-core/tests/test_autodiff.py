@@ -129,6 +129,10 @@ def test_tie_and_zero_rules(pypto_executor):
     # prod through zeros: one zero gets the product of the others, two zeros give zeros
     g = grad(lambda x: x.prod(1).sum())(np.array([[2.0, 0.0, 3.0], [0.0, 4.0, 0.0], [1.0, 2.0, 3.0]]))
     np.testing.assert_allclose(g, [[0, 6, 0], [0, 0, 0], [6, 3, 2]])
+    # a fractional power at 0: the value 0 and the gradient 0, not NaN
+    np.testing.assert_allclose(grad(lambda x: (x**1.5).sum())(np.array([0.0, 4.0])), [0.0, 3.0], rtol=1e-14)
+    # stop_gradient: a value, no gradient through it
+    np.testing.assert_array_equal(grad(lambda x: (x * pt.stop_gradient(x)).sum())(x), x)
     # a cast carries the cotangent back in the input's type
     x32 = np.array([0.5, -1.5, 2.0], np.float32)
     g = grad(lambda x: (x.astype(pt.float64) ** 2).sum())(x32)
@@ -248,3 +252,81 @@ def test_training_a_small_mlp_lowers_its_loss(rng):
     h = np.tanh(x @ params[0] + params[1])
     np.testing.assert_allclose(value, ((h @ params[2] + params[3] - y) ** 2).mean(), rtol=0.05)
     assert math.isfinite(float(value))
+
+
+# -- destination-passing kernels --------------------------------------------------------------------------------
+
+M, N, K = pt.dims("M N K")
+
+
+def test_kernel_vjp_softmax_layernorm_and_matmul(pypto_executor, rng):
+    from pypto.testing import layernorm, softmax
+
+    x = rng.standard_normal((6, 9)).astype(np.float32)
+    y = np.empty_like(x)
+    k = pt.kernel(softmax.fn, executor=pypto_executor)
+    out, pullback = k.vjp(x, y)
+    want = np.exp(x - x.max(1, keepdims=True))
+    want /= want.sum(1, keepdims=True)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)  # the kernel ran
+    dy = rng.standard_normal((6, 9)).astype(np.float32)
+    (dx,) = pullback(dy)
+    np.testing.assert_allclose(dx, want * (dy - (dy * want).sum(1, keepdims=True)), rtol=1e-4, atol=1e-5)
+
+    g, b = rng.standard_normal(9).astype(np.float32), rng.standard_normal(9).astype(np.float32)
+    ln = pt.kernel(layernorm.fn, executor=pypto_executor)
+    _, pullback = pt.vjp(ln, x, g, b, np.empty_like(x))
+    _, array_pullback = pt.vjp(lambda x, g, b: pt.layer_norm(x, g, b, 1e-5), x, g, b)
+    for got, want in zip(pullback(dy), array_pullback(dy)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+    @pt.kernel(executor=pypto_executor)
+    def dense(a: pt.Tensor[pt.float64, (M, K)], w: pt.Tensor[pt.float64, (K, N)], s: float,
+              c: pt.Tensor[pt.float64, (M, N)]):  # fmt: skip
+        i, j, kk = pt.axis(0), pt.axis(1), pt.axis(2)
+        c[i, j] = pt.tanh(pt.reduce_sum(a[i, kk] * w[kk, j], axis=kk) * s)
+
+    a, w = rng.standard_normal((4, 6)), rng.standard_normal((6, 3))
+    _, pullback = dense.vjp(a, w, 0.5, np.empty((4, 3)))
+    dc = rng.standard_normal((4, 3))
+    da, dw = pullback(dc)
+    h = np.tanh(a @ w * 0.5)
+    np.testing.assert_allclose(da, (dc * (1 - h * h) * 0.5) @ w.T, rtol=1e-12)
+    np.testing.assert_allclose(dw, a.T @ (dc * (1 - h * h) * 0.5), rtol=1e-12)
+    with pytest.raises(pt.ArgumentError, match="cotangent 0 has shape"):
+        pullback(np.ones((3, 4)))
+
+
+def test_kernel_vjp_reads_shifted_loads_and_refuses_partial_stores(rng):
+    @pt.kernel
+    def diff(x: pt.Tensor[pt.float64, (N,)], y: pt.Tensor[pt.float64, (N - 1,)]):
+        i = pt.axis(0)
+        y[i] = x[i + 1] * x[i + 1] - x[i]
+
+    x = rng.standard_normal(8)
+    _, pullback = diff.vjp(x, np.empty(7))
+    dy = rng.standard_normal(7)
+    (dx,) = pullback(dy)
+    want = np.zeros(8)
+    want[1:] += 2 * x[1:] * dy
+    want[:-1] -= dy
+    np.testing.assert_allclose(dx, want, rtol=1e-12)
+
+    @pt.kernel
+    def total(x: pt.Tensor[pt.float64, (N,)], s: pt.Tensor[pt.float64, (1,)]):
+        i = pt.axis(0)
+        s[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)  # a scalar result in a one-element output
+
+    s = np.empty(1)
+    _, pullback = total.vjp(x, s)
+    np.testing.assert_allclose(s, np.exp(x).sum(), rtol=1e-12)
+    np.testing.assert_allclose(pullback(np.array([2.0]))[0], 2 * np.exp(x), rtol=1e-12)
+
+    @pt.kernel
+    def twice(x: pt.Tensor[pt.float64, (N,)], y: pt.Tensor[pt.float64, (N,)]):
+        i = pt.axis(0)
+        y[i] = x[i]
+        y[i] = y[i] * 2  # updated in place: not read back as one array expression
+
+    with pytest.raises(pt.TracingError, match="more than one store"):
+        twice.vjp(x, np.zeros(8))[1](np.ones(8))

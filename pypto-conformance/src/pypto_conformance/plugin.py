@@ -124,6 +124,12 @@ def _array_params(settings: ConformanceSettings) -> list[Any]:
     return _params_of(settings, all_array_cases())
 
 
+def _gradient_params(settings: ConformanceSettings) -> list[Any]:
+    from .cases.gradients import all_gradient_cases
+
+    return _params_of(settings, all_gradient_cases())
+
+
 def _fuzz_params(settings: ConformanceSettings) -> list[Any]:
     from .fuzz import FAMILIES
 
@@ -148,6 +154,7 @@ def _backend_params(settings: ConformanceSettings) -> list[Any]:
 _PARAMETRISED = {
     "conformance_case": _case_params,
     "conformance_array": _array_params,
+    "conformance_gradient": _gradient_params,
     "conformance_fuzz": _fuzz_params,
     "conformance_backend": _backend_params,
 }

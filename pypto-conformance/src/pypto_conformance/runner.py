@@ -209,3 +209,50 @@ def run_array_case(case: Any, dtype: str, backend: str, tolerance_for: Callable[
             "\n".join(f"  - {p}" for p in group_problems(problems))
         )
     return outcome
+
+
+def _finite_differences(f: Callable[..., float], args: list[np.ndarray], k: int, eps: float = 1e-6) -> np.ndarray:
+    """Central differences of the scalar ``f`` with respect to ``args[k]`` (float64)."""
+    x = args[k]
+    out = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        hi, lo = x.copy(), x.copy()
+        hi[idx] += eps
+        lo[idx] -= eps
+        out[idx] = (f(*args[:k], hi, *args[k + 1 :]) - f(*args[:k], lo, *args[k + 1 :])) / (2 * eps)
+    return out
+
+
+def run_gradient_case(case: Any, dtype: str, backend: str) -> Outcome:
+    """``pt.grad`` of a gradient case on ``backend`` against finite differences of its NumPy reference."""
+    from .cases.gradients import RELATIVE
+
+    outcome = Outcome(ok=True)
+    inputs = array_inputs(case, dtype, 0)
+    names = list(case.shapes[0])
+    wide = [x.astype(np.float64) for x in inputs]
+    problems: list[tuple[str, str]] = []
+    try:
+        fn = pt.grad(pt.jit(case.fn, executor=backend), argnums=tuple(range(len(inputs))))
+        grads = fn(*(x.copy() for x in inputs))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:
+        problems.append(("all inputs", "the gradient raised " + describe_exception(e)))
+        grads = ()
+    rel = RELATIVE[dtype]
+    for k, g in enumerate(grads):
+        want = _finite_differences(case.reference, wide, k)
+        scale = max(1.0, float(np.abs(want).max(initial=0.0)))
+        err = float(np.abs(np.asarray(g, np.float64) - want).max(initial=0.0))
+        outcome.absorb(err, err / scale)
+        if g.shape != want.shape or g.dtype != np.dtype(dtype):
+            problems.append((names[k], f"gradient {g.dtype}{list(g.shape)}, expected {dtype}{list(want.shape)}"))
+        elif not err <= rel * scale:
+            problems.append((names[k], f"max |error| {err:.3g} > {rel:g} x {scale:.3g} (finite differences)"))
+    if problems:
+        outcome.ok = False
+        outcome.message = f"gradient case '{case.name}' [{dtype}] on backend '{backend}' disagrees:\n" + "\n".join(
+            f"  - d/d{where}: {what}" for where, what in problems
+        )
+    return outcome

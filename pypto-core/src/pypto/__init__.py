@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from pypto.array.autodiff import GradFunction, grad, grad_enabled, is_grad_enabled, no_grad, value_and_grad, vjp
     from pypto.array.custom import CustomOp, custom_op
     from pypto.array.function import JitFunction, jit
+    from pypto.array.graph import stop_gradient
     from pypto.array.introspect import check_memory, show_graph
     from pypto.array.module import Module, Parameter, module
     from pypto.array.ops import (
@@ -122,6 +123,7 @@ _LAZY: dict[str, str] = {
     # .array (the array-level API)
     "jit": ".array.function",
     "grad": ".array.autodiff",
+    "stop_gradient": ".array.graph",
     "value_and_grad": ".array.autodiff",
     "vjp": ".array.autodiff",
     "no_grad": ".array.autodiff",
@@ -201,12 +203,20 @@ _LAZY: dict[str, str] = {
 }
 
 
+_SUBMODULES = frozenset({"torch"})
+
+
 def __getattr__(name: str) -> object:
     """Load a public name on first use: ``import pypto`` itself costs about a millisecond."""
+    import importlib
+
+    if name in _SUBMODULES:  # pt.torch: the PyTorch integration, imported on first use
+        value = importlib.import_module(f"{__name__}.{name}")
+        globals()[name] = value
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'pypto' has no attribute {name!r}")
-    import importlib
 
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value  # later lookups skip this function
@@ -214,7 +224,7 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)
 
 
 __all__ = [
@@ -226,7 +236,7 @@ __all__ = [
     "sigmoid", "abs", "maximum", "minimum", "where", "cast",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean",
     # array API
-    "jit", "JitFunction", "grad", "value_and_grad", "vjp", "no_grad", "grad_enabled", "is_grad_enabled",
+    "jit", "JitFunction", "grad", "stop_gradient", "value_and_grad", "vjp", "no_grad", "grad_enabled", "is_grad_enabled",
     "GradFunction", "matmul", "einsum", "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu",
     "relu", "pi", "e", "concat", "stack", "custom_op", "CustomOp", "show_graph", "check_memory", "profile", "Parameter", "Module",
     "module",

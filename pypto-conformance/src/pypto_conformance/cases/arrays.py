@@ -280,3 +280,13 @@ def attention(q, k, v):
 def symbolic_sizes(x, w):
     """pt.jit(dims="symbolic"): one program for every size of a matmul, softmax and centred column sums."""
     return pt.softmax(x @ w, dim=-1), (x - x.mean(-1, keepdims=True)).sum(0)
+
+
+@array_case(
+    shapes=({"a": (9, 20), "b": (9, 11)}, {"a": (1, 3), "b": (1, 2)}),
+    reference=lambda a, b: (np.einsum("kj,ki->ij", a, b), np.einsum("kj,ki->ji", a, b) * 2),
+    tolerances=DOT,
+)
+def einsum_factor_order(a, b):
+    """Contractions whose first factor is the one without the result's row index (a.T @ b as einsum)."""
+    return pt.einsum("kj,ki->ij", a, b), pt.einsum("kj,ki->ji", a, b) * 2

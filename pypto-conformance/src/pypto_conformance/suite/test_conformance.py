@@ -6,7 +6,7 @@ import pytest
 
 from pypto_conformance.backends import declaration_problems
 from pypto_conformance.fuzz import run_campaign
-from pypto_conformance.runner import Outcome, run_array_case, run_case
+from pypto_conformance.runner import Outcome, run_array_case, run_case, run_gradient_case
 
 
 def _fail_unless_ok(outcome: Outcome) -> None:
@@ -28,6 +28,14 @@ def test_array_case(conformance_array, conformance_settings, conformance_record)
     p = conformance_array
     tolerance = conformance_settings.tolerance_for(p.target, p.case.name, p.case.tolerances)
     outcome = run_array_case(p.case, p.dtype, p.target.name, tolerance)
+    conformance_record(outcome)
+    _fail_unless_ok(outcome)
+
+
+def test_gradient_case(conformance_gradient, conformance_record):
+    """One gradient case, one dtype, one backend: pt.grad agrees with finite differences of NumPy."""
+    p = conformance_gradient
+    outcome = run_gradient_case(p.case, p.dtype, p.target.name)
     conformance_record(outcome)
     _fail_unless_ok(outcome)
 

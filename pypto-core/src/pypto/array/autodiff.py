@@ -162,13 +162,11 @@ def _view_adjoint(node: Array, g: Array) -> Array:
     if order != sorted(order):
         g = views.transpose(g, tuple(order))
     # 3. per input axis: scatter along it (steps, offsets), or add it back where an integer indexed it
-    d_g = 0
     for d, (const, terms) in enumerate(index):
         n = x.shape[d]
         if not terms:  # an integer index (or a size-1 axis read at 0)
             g = views.reshape(g, g.shape[:d] + (1,) + g.shape[d:])
             g = _pad(g, d, const, n - const - 1)
-            d_g += 1
             continue
         _, step = terms[0]
         length = g.shape[d]
@@ -177,15 +175,12 @@ def _view_adjoint(node: Array, g: Array) -> Array:
             step = -step
             const = const - step * (length - 1)
         if step > 1:  # interleave step - 1 zeros after each element, then drop the trailing ones
-            z = _zeros_like(g)
             g = views.reshape(
-                views.getitem(_stack_after(g, z, d, step), (slice(None),) * (d + 1)),
-                g.shape[:d] + (length * step,) + g.shape[d + 1 :],
+                _stack_after(g, _zeros_like(g), d, step), g.shape[:d] + (length * step,) + g.shape[d + 1 :]
             )
             g = views.getitem(g, (slice(None),) * d + (slice(0, (length - 1) * step + 1),)) if length else g
         span = g.shape[d]
         g = _pad(g, d, const if length else 0, n - (const if length else 0) - span)
-        d_g += 1
     return g
 
 
@@ -554,6 +549,11 @@ def vjp(fn: Any, *args: Any) -> tuple[Any, Callable[..., Any]]:
     (a tuple, in order) for a cotangent shaped like the result (a tuple of them for several results).
 
     The pullback is one compiled kernel that recomputes what it needs of the forward pass."""
+    from pypto.runtime.kernel import Kernel
+
+    if isinstance(fn, Kernel):  # a destination-passing kernel
+        _require_grad("pt.vjp")
+        return fn.vjp(*args)
     f, options = _function_of(fn, "pt.vjp")
     with _pullbacks_lock:
         hit = _pullbacks.pop(id(f), None)

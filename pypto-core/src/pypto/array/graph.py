@@ -368,6 +368,13 @@ def cast(x: Any, dtype: Any) -> Array:
     return Array("cast", (x,), dt, x.shape, _typeof(Cast(_placeholder(x.dtype), dtype=dt)))
 
 
+def stop_gradient(x: Any) -> Any:
+    """``x`` itself, through which :func:`pypto.grad` carries no gradient (as ``jax.lax.stop_gradient``)."""
+    if not isinstance(x, Array):
+        return x
+    return Array("stop", (x,), None, x.shape, x.dtype)
+
+
 def power(base: Any, exponent: Any) -> Array:
     """``base ** exponent``: integer exponents by multiplication, 0.5 as a square root, others through exp and log."""
     base, exponent = _operand(base, "'**'"), _operand(exponent, "'**'")
@@ -401,9 +408,11 @@ def power(base: Any, exponent: Any) -> Array:
         return unary("sqrt", base)
     if exponent == -0.5:
         return unary("rsqrt", base)
-    # x ** y = exp(y log x): NaN for x < 0 (as NumPy for a non-integer exponent), 0 for x = 0 and y > 0
-    p = unary("exp", binary("mul", unary("log", base), exponent))
-    return where(binary("eq", base, 0), 0.0 if exponent > 0 else math.inf, p)
+    # x ** y = exp(y log x): NaN for x < 0 (as NumPy for a non-integer exponent), 0 for x = 0 and y > 0. The
+    # logarithm reads 1 where x = 0, so the gradient there is the selected constant's (0), not 0 * inf
+    zero = binary("eq", base, 0)
+    p = unary("exp", binary("mul", unary("log", where(zero, 1.0, base)), exponent))
+    return where(zero, 0.0 if exponent > 0 else math.inf, p)
 
 
 def reduce(op: str, x: Any, axis: Any = None, keepdims: bool = False) -> Array:

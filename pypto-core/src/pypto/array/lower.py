@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pypto.array.graph import Array
+from pypto.array.graph import Array, walk
 from pypto.dtypes import DType
 from pypto.errors import TracingError
 from pypto.ir.affine import Affine
@@ -247,7 +247,7 @@ class Lowering:
             return any(a in self.reduction_axis_set for ix in idx for a in ix.axis_set())
         if node.op == "view":
             return self.varies(node.args[0], _apply_view(node.attrs, idx))
-        if node.op in ("cast", "custom"):
+        if node.op in ("cast", "custom", "stop"):
             return self.varies(node.args[0], idx)
         return any(self.varies(x, self.operand_index(x, idx, node.shape)) for x in node.args)
 
@@ -281,7 +281,7 @@ class Lowering:
             return Cast(self.at(x, idx), dtype=node.attrs, loc=loc)
         if op == "fill":
             return Const(node.attrs, dtype=node.dtype, loc=loc)
-        if op == "custom":  # a custom op with its own gradient: its value is its body's
+        if op in ("custom", "stop"):  # a custom op with its own gradient, or stop_gradient: the value's
             return self.at(node.args[0], idx)
         if op == "view":
             return self.at(node.args[0], _apply_view(node.attrs, idx))
@@ -456,13 +456,16 @@ def lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tupl
     first = Lowering(name, inputs, names=names)
     for n, node in outputs:
         first.output(node, n)
-    stored = frozenset(id(b.node) for b in first.buffers if b.kind == "temp" and not b.flat)
-    low = Lowering(name, inputs, stored, names)
+    stored = {id(b.node) for b in first.buffers if b.kind == "temp" and not b.flat}
+    # a contraction computed inline by several stores (a forward value and its gradient both read x @ w) is
+    # computed once and stored instead
+    for node in walk([node for _, node in outputs]):
+        if node.op == "contract" and len(first.computed_in.get(id(node), ())) > 1:
+            stored.add(id(node))
+    low = Lowering(name, inputs, frozenset(stored), names)
     positions = []
     for n, node in outputs:
         positions.append(len(low.buffers))
         low.output(node, n)
-    from pypto.array.graph import walk
-
     nodes = walk([node for _, node in outputs])
     return Plan(low.kernel(), low.buffers, positions, nodes, low.computed_in)

@@ -14,7 +14,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from pypto.array import views
-from pypto.array.graph import Array, _operand, binary, broadcast_shapes, cast, contract, normalize_axes, unary
+from pypto.array.graph import (
+    Array,
+    _operand,
+    binary,
+    broadcast_shapes,
+    cast,
+    contract,
+    normalize_axes,
+    stop_gradient,
+    unary,
+)
 from pypto.dtypes import promote as _promote
 from pypto.errors import ShapeError, TracingError
 from pypto.lang.location import user_loc
@@ -183,8 +193,17 @@ def _pair(a: Array, sa: str, b: Array, sb: str, out: str, sizes: dict[str, int])
     spare = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in sa + sb + out)
     fa = "".join(c for c in _unique(sa) if c not in summed)
     fb = "".join(c for c in _unique(sb) if c not in summed)
+    if not set(fa) & set(fb) and out == fb + fa and out != fa + fb:  # the rows come from b: swap the factors
+        a, sa, b, sb, fa, fb = b, sb, a, sa, fb, fa
     merged = math.prod(sizes[c] for c in summed)
     a2 = views.reshape(_as_letters(a, sa, fa + "".join(summed), sizes), tuple(sizes[c] for c in fa) + (merged,))
+    if len(fb) > 1 and not set(fa) & set(fb) and out == fa + fb:
+        # several columns (dw[d, h, e] = sum x[b, s, d] g[b, s, h, e]): merged into one too, so the contraction
+        # is a matrix product the schedule tiles; its result is stored, then reshaped
+        cols = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in sa + sb + out + spare)
+        b2 = views.reshape(_as_letters(b, sb, "".join(summed) + fb, sizes), (merged, math.prod(sizes[c] for c in fb)))
+        flat = contract([a2, b2], [fa + spare, spare + cols], fa + cols)
+        return Array("reshape", (flat,), None, tuple(sizes[c] for c in out), flat.dtype)
     b2 = views.reshape(_as_letters(b, sb, "".join(summed) + fb, sizes), (merged,) + tuple(sizes[c] for c in fb))
     return contract([a2, b2], [fa + spare, spare + fb], out)
 
@@ -192,14 +211,14 @@ def _pair(a: Array, sa: str, b: Array, sb: str, out: str, sizes: dict[str, int])
 def softmax(x: Any, dim: int = -1) -> Array:
     """``exp(x - max) / sum(exp(x - max))`` along ``dim`` (one fused nest)."""
     x = _array(x, "pt.softmax")
-    ex = unary("exp", x - x.max(dim, keepdims=True))
+    ex = unary("exp", x - stop_gradient(x.max(dim, keepdims=True)))  # any shift gives the same result
     return ex / ex.sum(dim, keepdims=True)
 
 
 def log_softmax(x: Any, dim: int = -1) -> Array:
     """``x - max - log(sum(exp(x - max)))`` along ``dim``."""
     x = _array(x, "pt.log_softmax")
-    shifted = x - x.max(dim, keepdims=True)
+    shifted = x - stop_gradient(x.max(dim, keepdims=True))
     return shifted - unary("log", unary("exp", shifted).sum(dim, keepdims=True))
 
 

@@ -241,6 +241,14 @@ class Kernel:
             self._fast = (key, fast, outputs)
         return result
 
+    def vjp(self, *args: Any, **kwargs: Any) -> tuple[Any, Callable[..., tuple]]:
+        """Run the kernel on ``args`` (its outputs filled as by a call) and return ``(outputs, pullback)``:
+        ``pullback(*cotangents)``, one per output, returns the cotangents of the input arrays (one kernel,
+        see :mod:`pypto.array.kernel_grad`)."""
+        from pypto.array.kernel_grad import kernel_vjp
+
+        return kernel_vjp(self, *args, **kwargs)
+
     def compile(self, backend: str | None = None) -> Kernel:
         """Trace and compile now for ``backend`` (default: the kernel's executor); returns the kernel."""
         entry = self._backend(backend, need_available=True)

@@ -1,0 +1,224 @@
+"""Gradients of destination-passing kernels: ``kernel.vjp(*args)`` (also ``pt.vjp(kernel, *args)``).
+
+    @pt.kernel
+    def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]): ...
+
+    y, pullback = softmax.vjp(x, y)      # runs the kernel (y is filled), and
+    (dx,) = pullback(dy)                # dx from dy: one compiled kernel
+
+The kernel's IR (after ``infer_shapes``, with the call's sizes) is read back as an array program: each
+store is an expression of whole arrays indexed by the kernel's axes (a load at plain axes is a view, a
+reduction a reduction over its axes), and :func:`pypto.array.autodiff.backward` differentiates that. The
+pullback is compiled like any gradient: one kernel, fused and scheduled.
+
+Supported: stores that write a whole output at distinct plain axes (``y[i, j] = ...``), each output written
+once; loads at plain axes, constants, or ``k*axis + c`` (slices); the kernel language's elementwise
+operations, ``where``, casts and reductions; scalar parameters (constants of the pullback). A kernel beyond
+that gets a :class:`~pypto.errors.TracingError` naming the store.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from pypto.array import views
+from pypto.array.graph import Array, binary, cast, reduce, unary, where
+from pypto.errors import TracingError
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Extent, Index, Load, Reduce, Scalar, Unary, Where
+
+Named = tuple[Any, tuple[int, ...]]  # an array (or a Python number) and the kernel axis of each of its dims
+
+
+class _Reader:
+    """Reads one kernel's stores back as array operations, for given dims and scalar values."""
+
+    def __init__(self, ir: Any, dims: dict[str, int], scalars: dict[str, Any]):
+        self.ir = ir
+        self.dims = dims
+        self.scalars = scalars
+        self.extent = {a.index: a.extent.evaluate(dims) for a in ir.axes if a.extent is not None}
+
+    def fail(self, store: Any, why: str) -> TracingError:
+        return TracingError(f"kernel.vjp of '{self.ir.name}': {why}", store.loc,
+                            "kernel.vjp reads kernels whose stores write whole outputs at plain axes; "
+                            "write the computation as a @pt.jit function and use pt.grad or pt.vjp")  # fmt: skip
+
+    # -- values over named axes -----------------------------------------------------------------------------
+    def align(self, value: Named, axes: tuple[int, ...]) -> Any:
+        """``value`` as an array over ``axes`` (size 1 where it does not vary), ready to broadcast."""
+        arr, have = value
+        if not isinstance(arr, Array) or not have:
+            if isinstance(arr, Array) and axes:
+                return views.reshape(arr, (1,) * len(axes))
+            return arr
+        present = [a for a in axes if a in have]
+        perm = tuple(have.index(a) for a in present)
+        if perm != tuple(range(len(have))):
+            arr = views.transpose(arr, perm)
+        shape = tuple(self.extent[a] if a in have else 1 for a in axes)
+        return views.reshape(arr, shape) if shape != arr.shape else arr
+
+    def union(self, *values: Named) -> tuple[int, ...]:
+        out: list[int] = []
+        for _, axes in values:
+            out += [a for a in axes if a not in out]
+        return tuple(out)
+
+    def value(self, e: Expr, env: dict[str, Array], store: Any) -> Named:
+        if isinstance(e, Const):
+            return (e.value, ())
+        if isinstance(e, Scalar):
+            return (self.scalars[e.name], ())
+        if isinstance(e, Extent):
+            return (self.extent[e.axis], ())
+        if isinstance(e, Index):
+            if e.affine.axes:
+                raise self.fail(store, "an axis used as a value (pt.axis(k) in arithmetic) has no gradient here")
+            return (e.affine.evaluate(self.dims), ())
+        if isinstance(e, Load):
+            return self.load(e, env, store)
+        if isinstance(e, Unary):
+            arr, axes = self.value(e.x, env, store)
+            if not isinstance(arr, Array):
+                raise self.fail(store, f"{e.op} of a constant")
+            return (unary(e.op, arr), axes)
+        if isinstance(e, Binary):
+            a, b = self.value(e.a, env, store), self.value(e.b, env, store)
+            axes = self.union(a, b)
+            return (binary(e.op, self.align(a, axes), self.align(b, axes)), axes)
+        if isinstance(e, Where):
+            parts = [self.value(x, env, store) for x in (e.cond, e.a, e.b)]
+            axes = self.union(*parts)
+            c, a, b = (self.align(p, axes) for p in parts)
+            return (where(c, a, b), axes)
+        if isinstance(e, Cast):
+            arr, axes = self.value(e.x, env, store)
+            return (cast(arr, e.dtype) if isinstance(arr, Array) else arr, axes)
+        if isinstance(e, Reduce):
+            arr, axes = self.value(e.body, env, store)
+            if not isinstance(arr, Array):
+                raise self.fail(store, "a reduction of a constant")
+            over = tuple(axes.index(a) for a in e.axes if a in axes)
+            missing = [a for a in e.axes if a not in axes]
+            if missing and e.op in ("sum", "prod"):  # the body does not vary along it: n copies
+                raise self.fail(store, "a sum or product over an axis its body does not read")
+            rest = tuple(a for a in axes if a not in e.axes)
+            return (reduce(e.op, arr, over, False) if over else arr, rest)
+        raise self.fail(store, f"{type(e).__name__} is not supported")
+
+    def load(self, e: Load, env: dict[str, Array], store: Any) -> Named:
+        arr = env.get(e.tensor)
+        if arr is None:
+            raise self.fail(store, f"'{e.tensor}' is read before it is written")
+        key: list[Any] = []
+        axes: list[int] = []
+        for ix in e.index:
+            if not ix.axes:
+                key.append(ix.evaluate(self.dims))
+                continue
+            if len(ix.axes) != 1:
+                raise self.fail(store, f"the index {ix} of '{e.tensor}' mixes axes")
+            (a, k), c = ix.axes[0], ix.without_axes().evaluate(self.dims)
+            if a in axes:
+                raise self.fail(store, f"axis {a} indexes two dimensions of '{e.tensor}' (a diagonal)")
+            n = self.extent[a]
+            if k > 0:
+                key.append(slice(c, c + k * (n - 1) + 1, k))
+            else:
+                stop = c + k * (n - 1) - 1
+                key.append(slice(c, stop if stop >= 0 else None, k))
+            axes.append(a)
+        out = views.getitem(arr, tuple(key)) if key else arr
+        return (out, tuple(axes))
+
+
+_lock = threading.Lock()
+
+
+def kernel_vjp(kernel: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+    """Run ``kernel`` on ``args`` (filling its outputs) and return ``(outputs, pullback)``.
+
+    ``pullback(*cotangents)`` takes one array per output (shaped like it) and returns the cotangents of
+    the kernel's input arrays, in parameter order."""
+    from pypto.array.autodiff import _clean, _require_grad, backward
+    from pypto.array.function import JitFunction
+
+    binder = kernel._get_binder()
+    bound = binder.bind(args, kwargs)
+    ir = kernel._compilation(True, None).stages["infer_shapes"]
+    dims = dict(zip(ir.dims, bound.dims))
+    values = dict(zip([p.name for p in ir.params], bound.in_param_order))
+    outputs = kernel(*args, **kwargs)
+    ins = [p for p in ir.tensor_params if p.role == "in"]
+    outs = [p for p in ir.tensor_params if p.role != "in"]
+    scalars = {p.name: values[p.name] for p in ir.scalar_params}
+    scalars = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in scalars.items()}
+    reader = _Reader(ir, dims, scalars)
+    out_shapes = [tuple(int(s) for s in np.shape(values[p.name])) for p in outs]
+
+    def program(*xs: Any) -> Any:
+        _require_grad(f"{kernel.name}.vjp pullback")
+        arrays, cts = xs[: len(ins)], xs[len(ins) :]
+        env: dict[str, Array] = {p.name: a for p, a in zip(ins, arrays)}
+        written: dict[str, Array] = {}
+        for s in ir.stores:
+            if s.tensor in written:
+                raise reader.fail(s, f"'{s.tensor}' is written by more than one store")
+            target = tuple(np.shape(values[s.tensor]))
+            plain = [ix.plain_axis() for ix in s.index]
+            axes = tuple(a for a in plain if a is not None)
+            # every dimension at its own axis over its whole size, or a dimension of size 1 at index 0
+            whole = all(
+                (a is not None and reader.extent[a] == n) or (ix.is_const and ix.const == 0 and n == 1)
+                for a, ix, n in zip(plain, s.index, target)
+            )  # fmt: skip
+            if not whole or len(set(axes)) != len(axes) or len(s.index) != len(target):
+                raise reader.fail(s, f"the store to '{s.tensor}' does not write the whole array at plain axes")
+            val = reader.value(s.value, env, s)
+            arr = reader.align(val, axes)
+            if not isinstance(arr, Array):
+                raise reader.fail(s, f"'{s.tensor}' is a constant")
+            arr = views.reshape(arr, tuple(target) if not axes else arr.shape)  # a scalar into its (1,) output
+            arr = views.broadcast_to(arr, target) if arr.shape != target else arr
+            dtype = next(p.dtype for p in outs if p.name == s.tensor)
+            written[s.tensor] = env[s.tensor] = cast(arr, dtype)
+        ys = [written[p.name] for p in outs]
+        wrt = [a for a in arrays if a.dtype.is_float]
+        return tuple(backward(ys, list(cts), wrt))
+
+    key = (tuple(sorted(dims.items())), tuple(sorted(scalars.items())))
+    with _lock:
+        cache = kernel.__dict__.setdefault("_pt_vjp", {})
+        jit = cache.get(key)
+        if jit is None:
+            import inspect
+
+            params = [inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_ONLY) for p in ins]
+            params += [inspect.Parameter(f"d_{p.name}", inspect.Parameter.POSITIONAL_ONLY) for p in outs]
+            program.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+            program.__name__ = program.__qualname__ = f"vjp_{kernel.name}"
+            jit = cache[key] = JitFunction(program, **_clean({"executor": kernel.executor}))
+    in_arrays = [np.asarray(values[p.name]) for p in ins]
+
+    def pullback(*cotangents: Any) -> tuple[Any, ...]:
+        from pypto.errors import ArgumentError
+
+        cts = cotangents[0] if len(cotangents) == 1 and isinstance(cotangents[0], (tuple, list)) else cotangents
+        if len(cts) != len(outs):
+            raise ArgumentError(f"{kernel.name}.vjp pullback: {len(cts)} cotangent(s) for {len(outs)} output(s)",
+                                param="cotangents", expected=f"{len(outs)} arrays", got=len(cts))  # fmt: skip
+        fixed = []
+        for k, (c, p) in enumerate(zip(cts, outs)):
+            c = np.asarray(c)
+            if c.shape != out_shapes[k]:
+                raise ArgumentError(f"{kernel.name}.vjp pullback: cotangent {k} has shape {c.shape}, output "
+                                    f"'{p.name}' {out_shapes[k]}", param="cotangents", expected=str(out_shapes[k]),
+                                    got=c.shape)  # fmt: skip
+            fixed.append(c.astype(p.dtype.numpy, copy=False))
+        res = jit(*in_arrays, *fixed)
+        return res if isinstance(res, tuple) else (res,)
+
+    return outputs, pullback

@@ -1,0 +1,174 @@
+"""PyTorch integration: a pypto function of arrays as a ``torch.library`` operator with its gradient.
+
+    import torch
+    import pypto as pt
+
+    @pt.jit
+    def scaled_softmax(x, w):
+        return pt.softmax(x * w, dim=-1)
+
+    op = pt.torch.op(scaled_softmax)          # torch.ops.pypto.scaled_softmax_0
+    y = op(tx, tw)                           # CPU tensors in, a tensor out, differentiable
+    y.sum().backward()                       # the backward pass is pypto's gradient kernel
+
+The operator is registered with ``torch.library.custom_op``: its forward is the compiled jit function,
+its autograd formula is the compiled pullback of :func:`pypto.vjp` (one kernel), and its fake
+implementation gives the result shapes by tracing, so it works inside ``torch.nn.Module``\\ s, under
+``torch.autograd.gradcheck`` and in graphs ``torch.compile`` captures (once the operator has been called
+eagerly with as many tensors: that call registers it). Tensors reach the kernels
+without copies (``Tensor.numpy()`` views of CPU tensors; results are wrapped with
+``torch.from_numpy``). Install with ``pip install pypto-core[torch]``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from typing import Any
+
+import numpy as np
+
+from pypto.errors import ArgumentError
+
+_counter = itertools.count()
+_lock = threading.Lock()
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ArgumentError(
+            "pt.torch needs PyTorch",
+            param="torch",
+            expected="PyTorch 2.4 or newer installed",
+            got="no module named 'torch'",
+            fix="pip install pypto-core[torch]",
+        ) from None
+    return torch
+
+
+class TorchOp:
+    """A pypto function of arrays registered as a PyTorch operator (see the module doc)."""
+
+    def __init__(self, fn: Any, name: str | None = None):
+        from pypto.array.autodiff import _function_of, _named_like, _Pullbacks
+        from pypto.array.function import JitFunction
+
+        self.torch = _torch()
+        self.fn, options = _function_of(fn, "pt.torch.op")
+        base = re.sub(r"\W", "_", name or getattr(self.fn, "__name__", "op")).strip("_") or "op"
+        self.name = f"{base}_{next(_counter)}"
+        clean = {k: v for k, v in options.items() if v is not None}
+        self.forward = JitFunction(_named_like(self.fn, self.fn, base), **clean)
+        self.pullbacks = _Pullbacks(self.fn, options)
+        self._ops: dict[tuple[int, int, bool], Any] = {}
+        self._by_arity: dict[int, Any] = {}  # the operator last called with this many tensors
+
+    # -- tensors <-> arrays -----------------------------------------------------------------------------------
+    def _array(self, t: Any, k: int) -> np.ndarray:
+        torch = self.torch
+        if not isinstance(t, torch.Tensor):
+            raise ArgumentError(
+                f"pt.torch.op {self.name}: argument {k} is a {type(t).__name__}",
+                param=f"#{k}",
+                expected="a torch.Tensor",
+                got=type(t).__name__,
+                fix="pass tensors (torch.as_tensor(...)); Python numbers belong inside the function",
+            )
+        if t.device.type != "cpu":
+            raise ArgumentError(
+                f"pt.torch.op {self.name}: argument {k} is on {t.device}",
+                param=f"#{k}",
+                expected="a CPU tensor",
+                got=str(t.device),
+                fix="move it with .cpu(); device tensors are not passed to pypto operators yet",
+            )
+        return t.detach().contiguous().numpy()
+
+    def _tensor(self, a: np.ndarray) -> Any:
+        return self.torch.from_numpy(np.ascontiguousarray(a))
+
+    # -- the operator ---------------------------------------------------------------------------------------
+    def _signature(self, arrays: list[np.ndarray]) -> tuple[int, bool]:
+        c = self.forward.compiled(*arrays)
+        return len(c.plan.outputs), c.single
+
+    def _make(self, n_in: int, n_out: int, single: bool) -> Any:
+        torch = self.torch
+        args = ", ".join(f"Tensor x{k}" for k in range(n_in))
+        outs = "Tensor" if single else "(" + ", ".join(["Tensor"] * n_out) + ")"
+        qualified = f"pypto::{self.name}_{n_in}_{n_out}"
+        me = self
+
+        def impl(*ts: Any) -> Any:
+            res = me.forward(*(me._array(t, k) for k, t in enumerate(ts)))
+            return me._tensor(res) if single else tuple(me._tensor(r) for r in res)
+
+        op = torch.library.custom_op(qualified, impl, mutates_args=(), schema=f"({args}) -> {outs}")
+
+        @op.register_fake
+        def fake(*ts: Any) -> Any:
+            probes = [np.lib.stride_tricks.as_strided(np.zeros(1, _numpy_dtype(t)), tuple(t.shape), (0,) * t.dim())
+                      for t in ts]  # fmt: skip
+            c = me.forward.compiled(*probes)
+            shapes = [c.shape_of(pos, None) for pos in c.plan.outputs]
+            dts = [_torch_dtype(torch, c.plan.buffers[pos].dtype.numpy) for pos in c.plan.outputs]
+            made = [ts[0].new_empty(s, dtype=d) for s, d in zip(shapes, dts)]
+            return made[0] if single else tuple(made)
+
+        def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+            ctx.save_for_backward(*inputs)
+
+        def backward(ctx: Any, *grads: Any) -> tuple:
+            inputs = ctx.saved_tensors
+            arrays = [me._array(t, k) for k, t in enumerate(inputs)]
+            outs_meta = me.forward.compiled(*arrays)
+            cts = []
+            for pos, g in zip(outs_meta.plan.outputs, grads):
+                if g is None:
+                    b = outs_meta.plan.buffers[pos]
+                    cts.append(np.zeros(outs_meta.shape_of(pos, None), b.dtype.numpy))
+                else:
+                    cts.append(me._array(g, 0))
+            res = me.pullbacks.pullback_jit(n_in, n_out)(*arrays, *cts)
+            res = list(res) if isinstance(res, tuple) else [res]
+            out: list[Any] = []
+            for a in arrays:
+                out.append(me._tensor(res.pop(0)) if a.dtype.kind == "f" else None)
+            return tuple(out)
+
+        op.register_autograd(backward, setup_context=setup_context)
+        return op
+
+    def __call__(self, *tensors: Any) -> Any:
+        if self.torch.compiler.is_compiling():  # inside torch.compile: the operator, nothing of ours to trace
+            op = self._by_arity.get(len(tensors))
+            if op is not None:
+                return op(*tensors)
+        arrays = [self._array(t, k) for k, t in enumerate(tensors)]
+        n_out, single = self._signature(arrays)
+        key = (len(tensors), n_out, single)
+        with _lock:
+            op = self._ops.get(key)
+            if op is None:
+                op = self._ops[key] = self._make(*key)
+            self._by_arity[len(tensors)] = op
+        return op(*tensors)
+
+    def __repr__(self) -> str:
+        return f"<pypto torch operator pypto::{self.name}>"
+
+
+def _numpy_dtype(t: Any) -> np.dtype:
+    return np.dtype(str(t.dtype).removeprefix("torch."))
+
+
+def _torch_dtype(torch: Any, dt: Any) -> Any:
+    return getattr(torch, np.dtype(dt).name)
+
+
+def op(fn: Any, *, name: str | None = None) -> TorchOp:
+    """``fn`` (a ``@pt.jit`` function, a custom op or a function of arrays) as a PyTorch operator with autograd."""
+    return TorchOp(fn, name)

@@ -1,0 +1,93 @@
+"""pt.torch.op: pypto functions as PyTorch operators, their gradients checked by torch.autograd.gradcheck.
+
+Needs PyTorch (pypto-core[torch]); the test session installs it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pypto as pt
+
+torch = pytest.importorskip("torch", reason="pt.torch needs PyTorch: pip install pypto-core[torch]")
+
+
+def test_forward_gradcheck_and_opcheck():
+    torch.manual_seed(0)
+
+    @pt.jit
+    def scaled_softmax(x, w):
+        return pt.softmax(x * w, dim=-1)
+
+    op = pt.torch.op(scaled_softmax)
+    x = torch.randn(4, 7, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(7, dtype=torch.float64, requires_grad=True)
+    torch.testing.assert_close(op(x, w), torch.softmax(x * w, -1), rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(op, (x, w))
+    checks = torch.library.opcheck(next(iter(op._ops.values())), (x.detach(), w.detach()))
+    assert set(checks.values()) == {"SUCCESS"}, checks
+
+
+def test_inside_a_module_with_several_results():
+    torch.manual_seed(1)
+    dense = pt.torch.op(lambda x, w, b: (pt.gelu(x @ w + b), x.sum(0)), name="dense")
+
+    class Dense(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(6, 3))
+            self.b = torch.nn.Parameter(torch.zeros(3))
+
+        def forward(self, x):
+            return dense(x, self.w, self.b)
+
+    m = Dense()
+    x = torch.randn(5, 6)
+    y, s = m(x)
+    torch.testing.assert_close(y, torch.nn.functional.gelu(x @ m.w + m.b), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(s, x.sum(0))
+    y.sum().backward()  # the second result unused: its cotangent is zero
+    w, b = m.w.detach().clone().requires_grad_(), m.b.detach().clone().requires_grad_()
+    torch.nn.functional.gelu(x @ w + b).sum().backward()
+    torch.testing.assert_close(m.w.grad, w.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(m.b.grad, b.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_tensors_are_shared_not_copied():
+    op = pt.torch.op(lambda x: x * 2)
+    x = torch.arange(6, dtype=torch.float32)
+    y = op(x)
+    assert isinstance(y, torch.Tensor) and y.dtype == torch.float32
+    seen = []
+    probe = pt.torch.op(lambda x: x + 0)
+    probe.forward = _Recorder(probe.forward, seen)
+    probe(x)
+    assert seen and seen[0] == x.data_ptr()  # the kernel read the tensor's own memory
+    np.testing.assert_array_equal(y.numpy(), np.arange(6) * 2)
+
+
+class _Recorder:
+    def __init__(self, jit, seen):
+        self.jit, self.seen = jit, seen
+
+    def __call__(self, *arrays):
+        self.seen.append(arrays[0].ctypes.data)
+        return self.jit(*arrays)
+
+    def compiled(self, *arrays):
+        return self.jit.compiled(*arrays)
+
+
+def test_torch_compile_captures_the_operator():
+    op = pt.torch.op(lambda x, w: pt.tanh(x) * w)
+    x, w = torch.randn(3, 4), torch.randn(4)
+    op(x, w)  # an eager call registers the operator
+    f = torch.compile(lambda x, w: op(x, w).sum() * 2, backend="eager", fullgraph=True)  # no graph break
+    torch.testing.assert_close(f(x, w), (torch.tanh(x) * w).sum() * 2, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(f(x * 3, w), (torch.tanh(x * 3) * w).sum() * 2, rtol=1e-5, atol=1e-5)
+
+
+def test_bad_arguments():
+    op = pt.torch.op(lambda x: x * 2)
+    with pytest.raises(pt.ArgumentError, match="is a ndarray"):
+        op(np.ones(3))
