@@ -176,6 +176,13 @@ def test_backward_is_fused(pypto_executor):
     assert "tmp" not in fused.split("\n", 1)[0]  # nothing stored between the passes
     gl = pt.grad(pt.jit(lambda x: pt.gelu(x).sum(), executor=pypto_executor))
     assert gl.ir(x, stage="fuse").count("nest ") == 1
+    # what the gradient of an MLP keeps between its passes: the hidden layer's contraction, stored once
+    w1, w2 = np.ones((256, 32), np.float32), np.ones((32, 4), np.float32)
+    mlp = pt.grad(lambda x, w1, w2: (pt.tanh(x @ w1) @ w2).sum(), argnums=(1, 2))
+    report = pt.check_memory(mlp, x, w1, w2)
+    temps = [e for e in report.entries if e.kind == "temporary"]
+    assert temps and all(e.shape == (64, 32) for e in temps[:1])
+    assert "einsum" in pt.show_graph(mlp, x, w1, w2).dot
 
 
 def test_custom_vjp_replaces_the_body(pypto_executor, rng):

@@ -80,7 +80,7 @@ def install_plugin(tmp_path, monkeypatch):
     """Install plugins as distributions (dist-info + module) on sys.path, then reload pypto's plugins."""
     counter = iter(range(100))
 
-    def install(name: str, source: str, dist: str | None = None) -> None:
+    def install(name: str, source: str, dist: str | None = None, attr: str | None = None) -> None:
         i = next(counter)
         root = tmp_path / f"site{i}"
         root.mkdir()
@@ -90,7 +90,7 @@ def install_plugin(tmp_path, monkeypatch):
         info = root / f"{dist.replace('-', '_')}-0.1.dist-info"
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
-        (info / "entry_points.txt").write_text(f"[pypto]\n{name} = {mod}\n")
+        (info / "entry_points.txt").write_text(f"[pypto]\n{name} = {mod}{':' + attr if attr else ''}\n")
         monkeypatch.syspath_prepend(str(root))
 
     yield install
@@ -168,6 +168,19 @@ def test_version_skew_and_broken_plugins_are_skipped_with_warnings(install_plugi
     assert "fakeref" in reg.backends and "future" not in reg.backends  # the good plugin still loads
     skipped = {s["name"] for s in pt.get_runtime_info()["skipped_plugins"]}
     assert {"skewmod", "skewspec", "broken"} <= skipped
+
+
+def test_a_plugin_claiming_a_builtin_name_with_a_bad_object_is_skipped(install_plugin):
+    before = set(pt.list_backends())
+    install_plugin("openmp", "BACKEND = 42\n", dist="pypto-evil", attr="BACKEND")
+    install_plugin("reference", GOOD, dist="pypto-also-reference")
+    reg, warned = reload()
+    text = "\n".join(warned)
+    assert "pypto plugin 'openmp' (from distribution 'pypto-evil') was skipped" in text
+    # loaded before the real openmp plugin it is refused for having no hooks, after it for the name
+    assert "has no @pypto.hookimpl functions" in text or "(from distribution 'pypto-backend-openmp')" in text
+    assert "another plugin of that name is already registered (from distribution 'pypto-core')" in text
+    assert before <= set(pt.list_backends())  # the real backends are all still there
 
 
 def test_strict_mode_raises(install_plugin, monkeypatch):

@@ -8,6 +8,7 @@ with the ``[pocl]`` extra). pyopencl is imported here, lazily, on first use.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +82,7 @@ def open_device() -> Device:
     else:
         dev = _choose(cl)
         ctx = cl.Context([dev])
+    _check_linker(cl, dev)
     queue = cl.CommandQueue(ctx, dev)
     exts = dev.extensions.split()
     return Device(
@@ -99,6 +101,21 @@ def open_device() -> Device:
         compute_units=int(dev.max_compute_units),
         max_alloc=int(dev.max_mem_alloc_size),
     )
+
+
+def _check_linker(cl: Any, dev: Any) -> None:
+    """PoCL's CPU device links every kernel it builds with the system linker ``ld``; without one a build
+    aborts the process, so the device is unavailable instead (with the reason)."""
+    try:
+        pocl = "portable computing language" in dev.platform.name.lower() or "pocl" in dev.platform.name.lower()
+        cpu = bool(dev.type & cl.device_type.CPU)
+    except Exception:  # a driver that cannot say: nothing to check
+        return
+    if pocl and cpu and shutil.which("ld") is None:
+        raise DeviceUnavailable(
+            "PoCL's CPU device links kernels with the system linker 'ld', which is not on PATH "
+            f"(PATH={os.environ.get('PATH', '')!r}); install binutils (Debian: apt install binutils) or put it on PATH"
+        )
 
 
 def _choose(cl: Any) -> Any:

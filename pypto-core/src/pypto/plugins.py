@@ -143,6 +143,19 @@ class Registry:
                 f"{PLUGIN_API_VERSION}; install a matching version",
             )
             return False
+        marker = f"{hookspecs.PROJECT}_impl"  # what @pypto.hookimpl sets on a hook implementation
+        try:
+            hooks = [n for n in dir(plugin) if n.startswith("pypto_") and hasattr(getattr(plugin, n, None), marker)]
+        except Exception:
+            hooks = []
+        if not hooks:
+            self._problem(
+                name,
+                dist,
+                f"its object ({type(plugin).__name__} {plugin!r:.60}) has no @pypto.hookimpl functions; the entry "
+                "point must name a module or object defining pypto_backends (see 'Write a backend plugin')",
+            )
+            return False
         try:
             self.pm.register(plugin, name=name)
         except Exception as e:
@@ -164,7 +177,9 @@ class Registry:
                 self.skipped.append(SkippedPlugin(ep.name, dist, "disabled by PYPTO_DISABLE_PLUGINS"))
                 continue
             if self.pm.has_plugin(ep.name):
-                self._problem(ep.name, dist, "another plugin of that name is already registered")
+                other = self.plugin_dists.get(ep.name)
+                self._problem(ep.name, dist, "another plugin of that name is already registered"
+                              + (f" (from distribution '{other}')" if other else ""))  # fmt: skip
                 continue
             try:
                 plugin = ep.load()

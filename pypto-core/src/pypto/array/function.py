@@ -51,7 +51,10 @@ class _PlanKernel(Kernel):
 
 
 def _param_name(name: str, k: int, taken: set[str]) -> str:
+    from pypto.lang.tracer import _LIBC
+
     ok = name.isidentifier() and name.isascii() and not name.startswith("_") and not keyword.iskeyword(name)
+    ok = ok and name not in _LIBC and name.rstrip("f") not in _LIBC and not name.startswith("pt_")
     base = name if ok and name not in _RESERVED else f"arg{k}"
     out = base
     while out in taken or out in _RESERVED:
@@ -193,6 +196,14 @@ class JitFunction:
     # -- signatures ----------------------------------------------------------------------------------------
     def _key_of(self, k: int, a: Any) -> tuple:
         """The signature entry of argument ``k``: shape and dtype of an array, type and value of a number."""
+        if isinstance(a, np.ma.MaskedArray):
+            raise ArgumentError(
+                f"{self.__name__}: argument {self._arg_name(k)} is a masked array; its mask would be ignored",
+                param=self._arg_name(k),
+                expected="a plain NumPy array",
+                got="numpy.ma.MaskedArray",
+                fix="pass .filled(value) (masked elements replaced), or .data to ignore the mask",
+            )
         if isinstance(a, np.ndarray):
             return (a.shape, a.dtype)
         if isinstance(a, Array):  # called inside another traced function: trace in place

@@ -28,12 +28,15 @@ def _jit_of(f: Any, what: str) -> JitFunction:
     standalone = getattr(f, "_standalone", None)  # a custom op on its own
     if isinstance(standalone, JitFunction):
         return standalone
+    program = getattr(f, "jit", None)  # a gradient (pt.grad, pt.value_and_grad): its compiled program
+    if isinstance(program, JitFunction):
+        return program
     if isinstance(f, JitFunction):
         return f
     raise ArgumentError(
         f"{what}: expected a @pt.jit function or a @pt.custom_op, got {f!r}",
         param="f",
-        expected="a function decorated with @pt.jit",
+        expected="a function decorated with @pt.jit (or a custom op, or a pt.grad of one)",
         got=type(f).__name__,
         fix="decorate it with @pt.jit first",
     )

@@ -11,6 +11,7 @@ explained errors; the C entry renders the same rules and falls back to them on a
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -184,7 +185,18 @@ class CallContract(ParamViews):
                     )
                 return npt(int(v))
         elif isinstance(v, (numbers.Real, np.floating, np.integer)) and not isinstance(v, (bool, np.bool_)):
-            return npt(v)
+            with np.errstate(over="ignore"):
+                r = npt(v)
+            if np.isinf(r) and math.isfinite(float(v)):  # 1e300 for a float32: it would become inf
+                shown = repr(v) if len(repr(v)) <= 24 else f"{float(v):.6g}"
+                raise DTypeError(
+                    f"{self.name}(): scalar '{p.name}' = {shown} does not fit in {p.dtype} (it would become inf)",
+                    param=p.name,
+                    expected=f"a finite value within ±{float(np.finfo(p.dtype.numpy).max):.6g}",
+                    got=v,
+                    fix="scale the value, or declare the parameter as pt.float64",
+                )
+            return r
         raise DTypeError(
             f"{self.name}(): scalar '{p.name}' must be a {p.dtype} value, got {type(v).__name__} {v!r}",
             param=p.name,

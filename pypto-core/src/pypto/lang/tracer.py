@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import re
 import textwrap
 import threading
 from collections.abc import Callable
@@ -88,8 +87,22 @@ _LIBC = frozenset(
 )
 
 
+def _ascii_identifier(name: str) -> str:
+    """``name`` with every character outside ASCII letters, digits and ``_`` spelled ``u<hex>`` (a letter
+    or digit) or ``_``: generated code and module names stay ASCII (``ядро`` -> ``u44fu434u440u43e``)."""
+    out = []
+    for ch in name:
+        if ch.isascii() and (ch.isalnum() or ch == "_"):
+            out.append(ch)
+        elif ch.isalnum():
+            out.append(f"u{ord(ch):x}")
+        else:
+            out.append("_")
+    return "".join(out)
+
+
 def _c_identifier(name: str) -> str:
-    s = re.sub(r"\W", "_", name)
+    s = _ascii_identifier(name)
     if not s or s[0].isdigit() or s[0] == "_":
         s = "k" + s if s.startswith("_") else "k_" + s
     if s in _RESERVED or s in _LIBC or s.rstrip("f") in _LIBC or s.startswith("pt_"):
@@ -143,6 +156,13 @@ class Tracer:
                     f"kernel '{self.name}': parameter name '{p.name}' is reserved in generated code",
                     self.loc,
                     "rename the parameter (names may not start with '_' or be C keywords)",
+                )
+            if p.name in _LIBC or p.name.rstrip("f") in _LIBC or p.name.startswith("pt_"):
+                raise TracingError(
+                    f"kernel '{self.name}': parameter name '{p.name}' is a function the generated code calls "
+                    "(C's math library, OpenCL's built-ins or pypto's runtime)",
+                    self.loc,
+                    f"rename the parameter (e.g. '{p.name}_in' or 'x_{p.name}')",
                 )
             a = ann.get(p.name, inspect.Parameter.empty)
             if isinstance(a, TensorType):

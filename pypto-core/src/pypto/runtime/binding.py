@@ -24,6 +24,15 @@ def _ptype(p: TensorParam) -> str:
 
 def _to_array(kernel: str, p: TensorParam, value: Any) -> np.ndarray:
     """The NumPy view of an argument (no copy for arrays, __array_interface__ and DLPack objects)."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise ArgumentError(
+            f"{kernel}(): argument '{p.name}' is a masked array; kernels read and write every element, so its "
+            "mask would be ignored",
+            param=p.name,
+            expected="a plain NumPy array",
+            got="numpy.ma.MaskedArray",
+            fix=f"pass {p.name}.filled(value) (masked elements replaced), or {p.name}.data to ignore the mask",
+        )
     if isinstance(value, np.ndarray):
         return value
     is_output = p.role != "in"

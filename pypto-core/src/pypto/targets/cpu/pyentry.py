@@ -70,6 +70,8 @@ def render_entry(k: CallContract, function: str, module: str, c_types: dict[DTyp
         i = idx[p.name]
         flags = "PyBUF_C_CONTIGUOUS | PyBUF_FORMAT" + (" | PyBUF_WRITABLE" if p.role != "in" else "")
         item = p.dtype.itemsize
+        # only plain ndarrays take the fast path: subclasses (a masked array's mask) are checked in Python
+        w(f'    if (strcmp(Py_TYPE(args[{i}])->tp_name, "numpy.ndarray") != 0) goto fallback;')
         w(f"    if (PyObject_GetBuffer(args[{i}], &pb_{p.name}, {flags}) != 0) {{ PyErr_Clear(); goto fallback; }}")
         w("    acquired++;")
         w(f"    if (pb_{p.name}.ndim != {p.ndim} || pb_{p.name}.itemsize != {item} "
@@ -141,6 +143,9 @@ def render_entry(k: CallContract, function: str, module: str, c_types: dict[DTyp
                 f"if (v == -1.0 && PyErr_Occurred()) {{ PyErr_Clear(); goto fallback; }} ps_{p.name} = ({c_types[p.dtype]})v; }}"
             )
             w("    else goto fallback;")
+            if p.dtype.bits == 32:  # a finite value that overflowed the float: the checked path raises DTypeError
+                w(f"    if (isinf(ps_{p.name}) && !isinf(PyFloat_CheckExact({o}) ? PyFloat_AS_DOUBLE({o}) : 0.0)) "
+                  "goto fallback;")  # fmt: skip
     call_args = []
     by_name = {p.name: p for p in params}
     for a in arg_order:
