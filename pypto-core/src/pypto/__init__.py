@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         ArgumentError,
         BackendNotFound,
         BackendUnavailable,
+        CacheWarning,
         CompileError,
         DTypeError,
         IRVerificationError,
@@ -114,6 +115,7 @@ _LAZY: dict[str, str] = {
     "PluginError": ".errors",
     "PluginWarning": ".errors",
     "SpecializationWarning": ".errors",
+    "CacheWarning": ".errors",
     "PyptoError": ".errors",
     "ScheduleError": ".errors",
     "ShapeError": ".errors",
@@ -245,6 +247,6 @@ __all__ = [
     "list_backends", "register_plugin", "reload_plugins", "hookimpl",
     # errors
     "PyptoError", "TracingError", "DTypeError", "ShapeError", "AliasingError", "ArgumentError", "BackendNotFound",
-    "BackendUnavailable", "CompileError", "LaunchError", "PluginError", "PluginWarning", "SpecializationWarning", "IRVerificationError",
+    "BackendUnavailable", "CompileError", "LaunchError", "PluginError", "PluginWarning", "SpecializationWarning", "CacheWarning", "IRVerificationError",
     "ScheduleError",
 ]  # fmt: skip

@@ -98,8 +98,9 @@ class DiskCache:
                 "core": __version__,
             }
             _atomic_write(meta_path, json.dumps(meta).encode())
-        except OSError:
-            return artifact  # a read-only or full disk only costs recompilation
+        except OSError as e:  # a read-only or full disk only costs recompilation: said once per process
+            _warn_unwritable(self.root, e)
+            return artifact
         artifact.path = str(data_path)
         return artifact
 
@@ -115,6 +116,27 @@ class DiskCache:
     def clear(self) -> None:
         if self.root.exists():
             shutil.rmtree(self.root)
+
+
+_warned_unwritable = False
+
+
+def _warn_unwritable(root: Path, e: OSError) -> None:
+    global _warned_unwritable
+    if _warned_unwritable:
+        return
+    _warned_unwritable = True
+    import warnings
+
+    from pypto.errors import CacheWarning
+
+    warnings.warn(
+        f"pypto's cache directory {root} cannot be written ({type(e).__name__}: {e.strerror or e}); compiled "
+        "kernels work but are not kept for the next process. Set PYPTO_CACHE_DIR to a writable directory "
+        "(or PYPTO_NO_CACHE=1 to build without a cache).",
+        CacheWarning,
+        stacklevel=4,
+    )
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

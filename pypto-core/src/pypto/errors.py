@@ -105,6 +105,10 @@ class PluginError(PyptoError):
     """A plugin could not be loaded (raised instead of a warning when PYPTO_STRICT_PLUGINS=1)."""
 
 
+class CacheWarning(UserWarning):
+    """The disk cache cannot be written (a read-only or full disk): kernels still compile and run."""
+
+
 class SpecializationWarning(UserWarning):
     """A ``@pt.jit`` function marked symbolic in ``dims=`` is compiled per shape: its program depends on the
     value of a symbolic size."""

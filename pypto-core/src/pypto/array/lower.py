@@ -456,16 +456,21 @@ def lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tupl
     first = Lowering(name, inputs, names=names)
     for n, node in outputs:
         first.output(node, n)
-    stored = {id(b.node) for b in first.buffers if b.kind == "temp" and not b.flat}
-    # a contraction computed inline by several stores (a forward value and its gradient both read x @ w) is
-    # computed once and stored instead
-    for node in walk([node for _, node in outputs]):
-        if node.op == "contract" and len(first.computed_in.get(id(node), ())) > 1:
-            stored.add(id(node))
-    low = Lowering(name, inputs, frozenset(stored), names)
-    positions = []
-    for n, node in outputs:
-        positions.append(len(low.buffers))
-        low.output(node, n)
+    stored = frozenset(id(b.node) for b in first.buffers if b.kind == "temp" and not b.flat)
     nodes = walk([node for _, node in outputs])
+
+    def run(force: frozenset[int]) -> tuple[Lowering, list[int]]:
+        low = Lowering(name, inputs, force, names)
+        positions = []
+        for n, node in outputs:
+            positions.append(len(low.buffers))
+            low.output(node, n)
+        return low, positions
+
+    low, positions = run(stored)
+    # a contraction still computed inline by several stores (a forward value and its gradient both read
+    # x @ w) is computed once and stored instead
+    again = {id(n) for n in nodes if n.op == "contract" and len(low.computed_in.get(id(n), ())) > 1}
+    if again:
+        low, positions = run(stored | again)
     return Plan(low.kernel(), low.buffers, positions, nodes, low.computed_in)

@@ -1,0 +1,100 @@
+"""Faults of the disk cache and of the build: damaged entries, unwritable directories, many processes at
+once, a compiler killed mid-build. Each runs kernels in fresh processes (``CUBE_SCRIPT`` checks its result
+against NumPy and prints ``ok``), on the OpenMP backend, which builds through the system compiler."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+import pypto as pt
+from pypto.testing import CUBE_SCRIPT, counting_compiler, run_python
+
+pytestmark = pytest.mark.skipif("openmp" not in pt.list_backends(), reason="needs the openmp backend")
+
+
+def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return run_python(CUBE_SCRIPT, {"PYPTO_EXECUTOR": "openmp", **env}, timeout=300)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "zero_bytes", "garbled", "garbled_json", "missing_data"])
+def test_damaged_cache_entries_are_rebuilt(tmp_path, damage):
+    cc = counting_compiler(tmp_path, "c")
+    env = {"CC": cc.path, "PYPTO_CACHE_DIR": str(tmp_path / "cache")}
+    assert _run(env).stdout.strip() == "ok"
+    (meta,) = list((tmp_path / "cache").glob("openmp/*/*.json"))
+    (so,) = list((tmp_path / "cache").glob("openmp/*/*.so"))
+    if damage == "truncated":
+        so.write_bytes(so.read_bytes()[: so.stat().st_size // 2])
+    elif damage == "zero_bytes":
+        so.write_bytes(b"")
+    elif damage == "garbled":
+        data = bytearray(so.read_bytes())
+        data[len(data) // 2 : len(data) // 2 + 64] = b"\xff" * 64
+        so.write_bytes(bytes(data))
+    elif damage == "garbled_json":
+        meta.write_text(meta.read_text()[:20])
+    else:
+        so.unlink()
+    r = _run(env)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    assert cc.count("cube.c") == 2  # detected and rebuilt
+    assert json.loads(meta.read_text())["suffix"] == ".so"  # and the entry is whole again
+    assert _run(env).stdout.strip() == "ok" and cc.count("cube.c") == 2
+
+
+def test_a_read_only_cache_directory_warns_once_and_still_runs(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only directories: run as a normal user to test this")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        r = _run({"PYPTO_CACHE_DIR": str(cache)})
+    finally:
+        cache.chmod(stat.S_IRWXU)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    assert r.stderr.count("CacheWarning") == 1 and "cannot be written" in r.stderr
+
+
+def test_a_cache_path_that_is_a_file_warns_once_and_still_runs(tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the cache directory should be")
+    r = _run({"PYPTO_CACHE_DIR": str(blocker / "cache")})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    assert r.stderr.count("CacheWarning") == 1 and "cannot be written" in r.stderr
+
+
+def test_eight_processes_compile_the_same_new_kernel(tmp_path):
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PYPTO_CACHE_DIR": str(cache), "PYPTO_EXECUTOR": "openmp"}
+    procs = [subprocess.Popen([sys.executable, "-c", CUBE_SCRIPT], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(8)]  # fmt: skip
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0 and out.strip() == "ok", err[-2000:]
+    entries = list(cache.glob("openmp/*/*.json"))
+    assert len(entries) == 1 and not list(cache.rglob(".tmp-*"))  # one entry, whole, no torn files
+    assert _run({"PYPTO_CACHE_DIR": str(cache)}).stdout.strip() == "ok"
+
+
+def test_a_compiler_killed_mid_build_is_a_compile_error(tmp_path):
+    from pypto.targets.cpu.toolchain import find_compiler
+
+    real = find_compiler("c").split()[0]
+    killer = tmp_path / "cc"  # compiles the availability probe, is killed on the kernel's source
+    killer.write_text(f'#!/bin/sh\ncase "$*" in *cube.c*) kill -9 $$ ;; esac\nexec {real} "$@"\n')
+    killer.chmod(killer.stat().st_mode | stat.S_IEXEC)
+    code = CUBE_SCRIPT.replace(
+        "cube(x, y)",
+        "try:\n    cube(x, y)\nexcept pt.CompileError as e:\n    print('CompileError')\n    raise SystemExit(0)",
+    )
+    r = run_python(code, {"PYPTO_EXECUTOR": "openmp", "CC": str(killer), "PYPTO_CACHE_DIR": str(tmp_path / "c")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "CompileError" in r.stdout
+    assert not list((tmp_path / "c").rglob("*.so"))  # nothing half-built was kept
