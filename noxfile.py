@@ -123,3 +123,24 @@ def cuda(session: nox.Session) -> None:
     session.install(CORE, CONFORMANCE)
     session.install("--no-deps", CUDA)
     session.run("pytest", "pypto-backend-cuda/tests", *session.posargs)
+
+
+@nox.session
+def longrun(session: nox.Session) -> None:
+    """Long runs (not part of CI's time budget): 10^6 calls of a small kernel with flat resident memory."""
+    session.install(CORE, OPENMP)
+    session.run(
+        "pytest",
+        "pypto-core/tests/reliability/test_reliability_concurrency.py",
+        "-k",
+        "resident",
+        *session.posargs,
+        env={"PYPTO_LONGRUN_CALLS": "1000000"},
+    )
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Differential fuzzing at scale (not part of CI, which runs 300 examples): 2,000 per backend."""
+    session.install(CORE, OPENMP, TBB, OPENCL, CONFORMANCE, NUMBA)
+    session.run("pypto-conformance", "--backend", "all", "-k", "fuzz", "--max-examples", "2000", *session.posargs)

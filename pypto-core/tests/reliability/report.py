@@ -20,7 +20,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from test_catalogue import BACKENDS, CATALOGUE, Case  # noqa: E402
+from test_reliability_catalogue import BACKENDS, CATALOGUE, Case  # noqa: E402
 
 import pypto as pt  # noqa: E402
 

@@ -83,7 +83,7 @@ class NumbaLauncher:
         scope = namespace()
         exec(compile(source, f"<pypto numba: {name}>", "exec"), scope)
         fn = scope[name]
-        options = {"error_model": "numpy", "fastmath": fastmath}
+        options = {"error_model": "numpy", "fastmath": fastmath, "nogil": True}  # other threads run meanwhile
         self.serial = numba.njit(**options)(fn)
         self.parallel = numba.njit(parallel=True, **options)(fn) if parallel else None
         self.work: Callable[..., int] | None = scope.get(WORK_FUNCTION)

@@ -107,7 +107,7 @@ class NativeBackend(Backend):
             out["compiler"] = f"unavailable: {e}"
             return out
         out.update({
-            "compiler": f"{tc.compiler} ({tc.version})",
+            "compiler": f"{tc.compiler} ({tc.version})" + (" [not found: cached kernels only]" if tc.prebuilt else ""),
             "flags": " ".join(tc.flags),
             "vector_math": list(tc.vector_math),
             "fast_dispatch": tc.python_include is not None,
@@ -170,6 +170,11 @@ class NativeBackend(Backend):
 
     def build(self, program: Program, source: Source) -> Artifact:
         tc = self.toolchain()
+        if tc.prebuilt:  # no compiler here: only kernels already in the cache can run
+            raise ToolchainError(
+                f"{tc.prebuilt}\n  kernel '{program.name}' is not in pypto's cache, and building it needs a "
+                "compiler (cached kernels built by the same compiler still run)"
+            )
         flags: list[str] = list(self.fastmath_flags) if program.options.fastmath else []
         if tc.python_include and program.noalias:
             flags.append(f"-I{tc.python_include}")

@@ -13,7 +13,7 @@ import platform
 import re
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from pypto._hashing import sha256
@@ -40,6 +40,9 @@ class Toolchain:
     vector_math: tuple[str, ...] = ()
     cpu: str = ""
     extra: dict = field(default_factory=dict)
+    # set when no compiler was found and this is the toolchain recorded by the last probe on this machine:
+    # kernels that toolchain built can still be loaded from the cache; new ones cannot be built (the reason)
+    prebuilt: str = ""
 
     def identity(self) -> str:
         """Everything that changes the binary: part of every cache key."""
@@ -162,21 +165,24 @@ def probe(language: str, base_flags: Sequence[str], optional_flags: Sequence[str
 
     from pypto.cache import cache_dir
 
-    compiler = find_compiler(language)
     cpu = cpu_identity()
+    last = cache_dir() / "toolchains" / f"last-{language}-{sha256(cpu.encode()).hexdigest()[:16]}.json"
+    try:
+        compiler = find_compiler(language)
+    except ToolchainError as missing:
+        recorded = _load_toolchain(last)
+        if recorded is None:
+            raise
+        # a cache built elsewhere (or before the compiler went away): its kernels still load
+        return replace(recorded, prebuilt=str(missing))
     # keyed by the compiler file's identity, so a warm start runs no compiler at all
     key_src = json.dumps([language, compiler, list(base_flags), list(optional_flags), test_source,
                           list(link_flags), cpu, _stat(compiler), _python_identity(), 5])  # fmt: skip
     key = sha256(key_src.encode()).hexdigest()[:32]
     cache_file = cache_dir() / "toolchains" / f"{key}.json"
-    try:
-        data = json.loads(cache_file.read_text())
-        data["flags"] = tuple(data["flags"])
-        data["link_flags"] = tuple(data["link_flags"])
-        data["vector_math"] = tuple(data["vector_math"])
-        return Toolchain(**data)
-    except (OSError, ValueError, TypeError, KeyError):
-        pass
+    hit = _load_toolchain(cache_file)
+    if hit is not None:
+        return hit
     version = _version(compiler)
     if not _accepts(compiler, language, base_flags, test_source, link_flags):
         with tempfile.TemporaryDirectory() as d:
@@ -198,14 +204,27 @@ def probe(language: str, base_flags: Sequence[str], optional_flags: Sequence[str
     else:
         vm = ()
     tc = Toolchain(language, compiler, version, tuple(flags), tuple(link), _python_include(), vm, cpu)
-    try:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(asdict(tc)))
-        os.replace(tmp, cache_file)
-    except OSError:
-        pass
+    for path in (cache_file, last):  # ``last``: what a machine without a compiler uses to find cached kernels
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(asdict(tc)))
+            os.replace(tmp, path)
+        except OSError:
+            pass
     return tc
+
+
+def _load_toolchain(path: Path) -> Toolchain | None:
+    try:
+        data = json.loads(path.read_text())
+        data["flags"] = tuple(data["flags"])
+        data["link_flags"] = tuple(data["link_flags"])
+        data["vector_math"] = tuple(data["vector_math"])
+        data.pop("prebuilt", None)
+        return Toolchain(**data)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
 
 
 def _stat(path: str) -> list:
