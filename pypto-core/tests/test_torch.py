@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pypto as pt
 
@@ -91,3 +93,31 @@ def test_bad_arguments():
     op = pt.torch.op(lambda x: x * 2)
     with pytest.raises(pt.ArgumentError, match="is a ndarray"):
         op(np.ones(3))
+
+
+TORCH_PAIRS = [
+    (lambda x, w: (pt.softmax(x * w, dim=-1) ** 2).sum(), lambda x, w: (torch.softmax(x * w, -1) ** 2).sum()),
+    (lambda x, w: (pt.layer_norm(x, w, w, 1e-5) * x).sum(),
+     lambda x, w: (torch.nn.functional.layer_norm(x, (x.shape[-1],), w, w, 1e-5) * x).sum()),
+    (lambda x, w: (pt.gelu(x) * w + pt.tanh(x * w) - x.max(0)).sum(),
+     lambda x, w: (torch.nn.functional.gelu(x) * w + torch.tanh(x * w) - x.amax(0)).sum()),
+    (lambda x, w: ((x @ x.T) * pt.sigmoid(x.sum(1))).mean() + (w**3).sum(),
+     lambda x, w: ((x @ x.T) * torch.sigmoid(x.sum(1))).mean() + (w**3).sum()),
+]  # fmt: skip
+
+
+@settings(max_examples=12, deadline=None)
+@given(rows=st.integers(1, 6), cols=st.integers(1, 9), which=st.integers(0, len(TORCH_PAIRS) - 1),
+       seed=st.integers(0, 2**16))  # fmt: skip
+def test_gradients_agree_with_torch_autograd_in_float32(rows, cols, which, seed):
+    """float32 gradients within 1e-4 (relative to the largest) of torch.autograd's on random shapes."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    w = rng.standard_normal(cols).astype(np.float32)
+    ours, theirs = TORCH_PAIRS[which]
+    gx, gw = pt.grad(ours, argnums=(0, 1))(x, w)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    theirs(tx, tw).backward()
+    for got, want in ((gx, tx.grad.numpy()), (gw, tw.grad.numpy())):
+        scale = max(1.0, float(np.abs(want).max()))
+        assert float(np.abs(got - want).max()) <= 1e-4 * scale

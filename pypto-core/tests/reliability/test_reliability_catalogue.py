@@ -460,4 +460,3 @@ def test_generated_code_indexes_with_64_bits() -> None:
         code = k.get_code(backend)
         loops = [line for line in code.splitlines() if line.strip().startswith("for (")]
         assert loops and all(index_type in line for line in loops), (backend, loops[:3])
-        assert " int i" not in code and "(int)" not in code.replace("(int64_t)", "")

@@ -113,3 +113,49 @@ def test_a_warm_cache_runs_without_a_compiler(tmp_path):
     r = run_python(new_kernel, {"PYPTO_EXECUTOR": "openmp", **no_compiler}, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "ToolchainError" in r.stdout and "is not in pypto's cache" in r.stdout and "set CC" in r.stdout
+
+
+INTERRUPTED = """
+import sys, time, numpy as np, pypto as pt
+N = pt.dim("N")
+
+@pt.kernel(executor=sys.argv[1])
+def slow(x: pt.Tensor[pt.float64, (N,)], y: pt.Tensor[pt.float64, (N,)]):
+    i, j = pt.axis(0), pt.axis(1)
+    y[i] = pt.reduce_sum(pt.sin(x[i] * x[j]), axis=j)
+
+x = np.linspace(0, 1, 40000)
+y = np.full_like(x, 7.0)
+slow(x[:10], y[:10])  # compiled before the clock starts
+print("start", flush=True)
+try:
+    slow(x, y)
+    print("finished")
+except KeyboardInterrupt:
+    state = "nan" if np.isnan(y).all() else "partial" if (y == 7.0).any() else "complete"
+    print("interrupted", state)
+print("alive")
+"""
+
+
+@pytest.mark.parametrize("backend", ["openmp", "opencl"])
+def test_ctrl_c_during_a_long_kernel_call(tmp_path, backend):
+    """The interpreter survives, and the output is either the whole result (the kernel finished before
+    Python saw the signal) or NaN: never partly written as if it were a result."""
+    import signal
+
+    if backend not in pt.list_backends() or not pt.get_runtime_info()["backends"][backend].get("available"):
+        pytest.skip(f"backend '{backend}' is not available here")
+    script = tmp_path / "slow.py"
+    script.write_text(INTERRUPTED)
+    p = subprocess.Popen([sys.executable, str(script), backend], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)  # fmt: skip
+    assert p.stdout is not None and p.stdout.readline().strip() == "start"
+    import time
+
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-2000:]
+    assert "alive" in out and "partial" not in out
+    assert "interrupted complete" in out or "interrupted nan" in out or "finished" in out

@@ -539,6 +539,23 @@ def _clean(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if v is not None}
 
 
+def cotangents_for(what: str, given: tuple, results: list[tuple[tuple[int, ...], Any, str]]) -> list[np.ndarray]:
+    """A pullback's cotangents (one array per result, or one tuple of them), checked against the results'
+    ``(shape, dtype, name)`` and converted to their dtypes."""
+    cts = given[0] if len(given) == 1 and isinstance(given[0], (tuple, list)) else given
+    if len(cts) != len(results):
+        raise ArgumentError(f"{what}: {len(cts)} cotangent(s) for {len(results)} result(s)", param="cotangents",
+                            expected=f"{len(results)} arrays", got=len(cts))  # fmt: skip
+    out = []
+    for k, (c, (shape, dtype, name)) in enumerate(zip(cts, results)):
+        c = np.asarray(c)
+        if c.shape != tuple(shape):
+            raise ArgumentError(f"{what}: cotangent {k} has shape {c.shape}, {name} {tuple(shape)}",
+                                param="cotangents", expected=str(tuple(shape)), got=c.shape)  # fmt: skip
+        out.append(c.astype(dtype, copy=False))
+    return out
+
+
 PULLBACK_CACHE = 64  # functions whose compiled pullbacks pt.vjp keeps (least recently used dropped first)
 _pullbacks: dict[int, tuple[Any, _Pullbacks]] = {}
 _pullbacks_lock = threading.Lock()
@@ -573,17 +590,7 @@ def vjp(fn: Any, *args: Any) -> tuple[Any, Callable[..., Any]]:
     outs = out if isinstance(out, tuple) else (out,)
 
     def pullback(*cotangents: Any) -> tuple[Any, ...]:
-        cts = cotangents[0] if len(cotangents) == 1 and isinstance(cotangents[0], (tuple, list)) else cotangents
-        if len(cts) != len(outs):
-            raise ArgumentError(f"pt.vjp pullback: {len(cts)} cotangent(s) for {len(outs)} result(s)",
-                                param="cotangents", expected=f"{len(outs)} arrays", got=len(cts))  # fmt: skip
-        fixed = []
-        for k, (c, o) in enumerate(zip(cts, outs)):
-            c = np.asarray(c)
-            if c.shape != o.shape:
-                raise ArgumentError(f"pt.vjp pullback: cotangent {k} has shape {c.shape}, the result {o.shape}",
-                                    param="cotangents", expected=str(o.shape), got=c.shape)  # fmt: skip
-            fixed.append(c.astype(o.dtype, copy=False))
+        fixed = cotangents_for("pt.vjp pullback", cotangents, [(o.shape, o.dtype, "the result") for o in outs])
         res = pb.pullback_jit(len(args), len(outs))(*args, *fixed)
         return res if isinstance(res, tuple) else (res,)
 

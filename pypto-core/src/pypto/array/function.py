@@ -51,10 +51,10 @@ class _PlanKernel(Kernel):
 
 
 def _param_name(name: str, k: int, taken: set[str]) -> str:
-    from pypto.lang.tracer import _LIBC
+    from pypto.lang.tracer import _CALLED
 
     ok = name.isidentifier() and name.isascii() and not name.startswith("_") and not keyword.iskeyword(name)
-    ok = ok and name not in _LIBC and name.rstrip("f") not in _LIBC and not name.startswith("pt_")
+    ok = ok and name not in _CALLED and name.rstrip("f") not in _CALLED and not name.startswith("pt_")
     base = name if ok and name not in _RESERVED else f"arg{k}"
     out = base
     while out in taken or out in _RESERVED:

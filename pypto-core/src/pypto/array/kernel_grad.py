@@ -143,7 +143,7 @@ def kernel_vjp(kernel: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
 
     ``pullback(*cotangents)`` takes one array per output (shaped like it) and returns the cotangents of
     the kernel's input arrays, in parameter order."""
-    from pypto.array.autodiff import _clean, _require_grad, backward
+    from pypto.array.autodiff import _clean, _require_grad, backward, cotangents_for
     from pypto.array.function import JitFunction
 
     binder = kernel._get_binder()
@@ -204,20 +204,8 @@ def kernel_vjp(kernel: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
     in_arrays = [np.asarray(values[p.name]) for p in ins]
 
     def pullback(*cotangents: Any) -> tuple[Any, ...]:
-        from pypto.errors import ArgumentError
-
-        cts = cotangents[0] if len(cotangents) == 1 and isinstance(cotangents[0], (tuple, list)) else cotangents
-        if len(cts) != len(outs):
-            raise ArgumentError(f"{kernel.name}.vjp pullback: {len(cts)} cotangent(s) for {len(outs)} output(s)",
-                                param="cotangents", expected=f"{len(outs)} arrays", got=len(cts))  # fmt: skip
-        fixed = []
-        for k, (c, p) in enumerate(zip(cts, outs)):
-            c = np.asarray(c)
-            if c.shape != out_shapes[k]:
-                raise ArgumentError(f"{kernel.name}.vjp pullback: cotangent {k} has shape {c.shape}, output "
-                                    f"'{p.name}' {out_shapes[k]}", param="cotangents", expected=str(out_shapes[k]),
-                                    got=c.shape)  # fmt: skip
-            fixed.append(c.astype(p.dtype.numpy, copy=False))
+        results = [(shape, p.dtype.numpy, f"output '{p.name}'") for shape, p in zip(out_shapes, outs)]
+        fixed = cotangents_for(f"{kernel.name}.vjp pullback", cotangents, results)
         res = jit(*in_arrays, *fixed)
         return res if isinstance(res, tuple) else (res,)
 

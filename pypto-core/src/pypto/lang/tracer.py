@@ -87,6 +87,11 @@ _LIBC = frozenset(
 )
 
 
+# what generated code calls by name (C's math library with its ``f`` forms, OpenCL built-ins, allocation): a
+# parameter of that name would hide the function (see ``math_names`` in pypto.targets.cstyle)
+_CALLED = frozenset("exp log sqrt tanh sin cos erf fabs floor fmod copysign max select barrier malloc free".split())
+
+
 def _ascii_identifier(name: str) -> str:
     """``name`` with every character outside ASCII letters, digits and ``_`` spelled ``u<hex>`` (a letter
     or digit) or ``_``: generated code and module names stay ASCII (``ядро`` -> ``u44fu434u440u43e``)."""
@@ -157,7 +162,7 @@ class Tracer:
                     self.loc,
                     "rename the parameter (names may not start with '_' or be C keywords)",
                 )
-            if p.name in _LIBC or p.name.rstrip("f") in _LIBC or p.name.startswith("pt_"):
+            if p.name in _CALLED or p.name.rstrip("f") in _CALLED or p.name.startswith("pt_"):
                 raise TracingError(
                     f"kernel '{self.name}': parameter name '{p.name}' is a function the generated code calls "
                     "(C's math library, OpenCL's built-ins or pypto's runtime)",
