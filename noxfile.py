@@ -10,7 +10,7 @@ import nox
 nox.options.sessions = ["lint", "tests", "docs"]
 nox.options.error_on_missing_interpreters = True
 
-CORE = "./pypto-core[test]"
+CORE = "./pypto-core[test,dask]"
 OPENMP = "./pypto-backend-openmp"
 TBB = "./pypto-backend-tbb"
 OPENCL = "./pypto-backend-opencl[pocl]"  # with PoCL's CPU device: OpenCL without a GPU driver

@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         PluginError,
         PluginWarning,
         PyptoError,
+        RechunkWarning,
         ScheduleError,
         ShapeError,
         SpecializationWarning,
@@ -115,6 +116,7 @@ _LAZY: dict[str, str] = {
     "PluginError": ".errors",
     "PluginWarning": ".errors",
     "SpecializationWarning": ".errors",
+    "RechunkWarning": ".errors",
     "CacheWarning": ".errors",
     "PyptoError": ".errors",
     "ScheduleError": ".errors",
@@ -205,7 +207,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-_SUBMODULES = frozenset({"torch"})
+_SUBMODULES = frozenset({"torch", "dask"})
 
 
 def __getattr__(name: str) -> object:
@@ -248,5 +250,5 @@ __all__ = [
     # errors
     "PyptoError", "TracingError", "DTypeError", "ShapeError", "AliasingError", "ArgumentError", "BackendNotFound",
     "BackendUnavailable", "CompileError", "LaunchError", "PluginError", "PluginWarning", "SpecializationWarning", "CacheWarning", "IRVerificationError",
-    "ScheduleError",
+    "ScheduleError", "RechunkWarning",
 ]  # fmt: skip

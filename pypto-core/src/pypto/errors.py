@@ -114,6 +114,11 @@ class SpecializationWarning(UserWarning):
     value of a symbolic size."""
 
 
+class RechunkWarning(UserWarning):
+    """A kernel called on dask arrays needed some inputs in one chunk along an axis (read at shifted or
+    strided indices, or used as a value): they were rechunked, which moves data between workers."""
+
+
 class PluginWarning(UserWarning):
     """A plugin was skipped: it failed to import or was built for another plugin API."""
 

@@ -70,6 +70,37 @@ def test_a_cache_path_that_is_a_file_warns_once_and_still_runs(tmp_path):
     assert r.stderr.count("CacheWarning") == 1 and "cannot be written" in r.stderr
 
 
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KiB filesystem filled to the last byte (a tmpfs: mounting one needs root)."""
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {r.stderr.strip()}")
+    try:
+        (mnt / "cache").mkdir()
+        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(fd, b"\0" * 512)
+        except OSError as e:
+            assert e.errno == 28  # ENOSPC: the disk is full
+        finally:
+            os.close(fd)
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_cache_on_a_full_disk_warns_once_and_still_runs(full_disk):
+    r = _run({"PYPTO_CACHE_DIR": str(full_disk / "cache")})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    assert r.stderr.count("CacheWarning") == 1 and "cannot be written" in r.stderr
+    leftovers = [p for p in (full_disk / "cache").rglob("*") if p.is_file()]
+    assert all(p.stat().st_size > 0 and not p.name.startswith(".tmp") for p in leftovers), leftovers
+
+
 def test_eight_processes_compile_the_same_new_kernel(tmp_path):
     cache = tmp_path / "cache"
     env = {**os.environ, "PYPTO_CACHE_DIR": str(cache), "PYPTO_EXECUTOR": "openmp"}

@@ -42,6 +42,10 @@ class _InsideTrace(Exception):
     """A jit function was called on traced arrays (inside another jit function or a gradient)."""
 
 
+class _DaskCall(Exception):
+    """A jit function was called on dask arrays: it builds a dask graph (:mod:`pypto.dask`)."""
+
+
 class _PlanKernel(Kernel):
     """The kernel of one traced signature: its IR comes from the array program, not from tracing a body."""
 
@@ -210,6 +214,8 @@ class JitFunction:
             raise _InsideTrace
         if isinstance(a, (bool, np.bool_, numbers.Number)) and not isinstance(a, complex):
             return ("scalar", type(a).__name__, a.item() if isinstance(a, np.generic) else a)
+        if type(a).__name__ == "Array" and type(a).__module__.startswith("dask."):
+            raise _DaskCall
         if hasattr(a, "__array_interface__") or hasattr(a, "__array__"):
             arr = np.asarray(a)
             return (arr.shape, arr.dtype)
@@ -445,6 +451,10 @@ class JitFunction:
                 return c.run(args, self._outs(out, c, None) if out is not None else {})
             c, sizes = self._lookup(args)
             return c.run(args, self._outs(out, c, sizes) if out is not None else {}, sizes)
+        except _DaskCall:
+            from pypto import dask
+
+            return dask.call_jit(self, args, out)
         except _InsideTrace:
             if out is not None:
                 raise TracingError(f"{self.__name__}: out= inside a traced function", None,

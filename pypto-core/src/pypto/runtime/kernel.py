@@ -209,6 +209,10 @@ class Kernel:
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         """The full path: resolve the backend, bind and check every argument, launch."""
+        if any(map(_is_dask, args)) or any(map(_is_dask, kwargs.values())):
+            from pypto import dask
+
+            return dask.call_kernel(self, args, kwargs)
         key = self.executor if self.executor is not None else _env_executor()
         entry = self._backend(None, need_available=True)
         try:
@@ -305,6 +309,11 @@ class Kernel:
         if self.options.fastmath:
             opts.append("fastmath=True")
         return f"<pypto kernel {getattr(self.fn, '__qualname__', self.fn)}{' ' + ', '.join(opts) if opts else ''}>"
+
+
+def _is_dask(v: Any) -> bool:
+    """A ``dask.array.Array`` (checked without importing dask): the call builds a dask graph."""
+    return type(v).__name__ == "Array" and type(v).__module__.startswith("dask.")
 
 
 def _foreign_array(v: Any) -> bool:

@@ -204,12 +204,12 @@ def probe(language: str, base_flags: Sequence[str], optional_flags: Sequence[str
     else:
         vm = ()
     tc = Toolchain(language, compiler, version, tuple(flags), tuple(link), _python_include(), vm, cpu)
+    from pypto.cache import _atomic_write
+
     for path in (cache_file, last):  # ``last``: what a machine without a compiler uses to find cached kernels
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(asdict(tc)))
-            os.replace(tmp, path)
+            _atomic_write(path, json.dumps(asdict(tc)).encode())  # whole or absent, even on a full disk
         except OSError:
             pass
     return tc

@@ -1,0 +1,162 @@
+"""pypto kernels and jit functions on dask arrays (``pypto.dask``), on dask's synchronous scheduler.
+
+Every result is compared with NumPy on the same inputs; the chunkings cut reduced axes so that the
+partial / combine / online paths run. The two-worker cluster tests are in pypto-conformance
+(``test_dask_cluster.py``), where the whole catalogue runs under several chunkings.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import pypto as pt
+
+dask = pytest.importorskip("dask", reason="pypto.dask needs the extra: pip install 'pypto-core[dask]'")
+da = pytest.importorskip("dask.array")
+
+M, N = pt.dims("M N")
+
+
+@pytest.fixture(autouse=True)
+def synchronous():
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
+@pt.kernel
+def vadd(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    c[i] = a[i] + b[i]
+
+
+@pt.kernel
+def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
+    row, col = pt.axis(0), pt.axis(1)
+    m = pt.reduce_max(x[row, col], axis=col)
+    e = pt.exp(x[row, col] - m)
+    y[row, col] = e / pt.reduce_sum(e, axis=col)
+
+
+@pt.kernel
+def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
+    i = pt.axis(0)
+    out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
+
+
+@pt.kernel
+def shifted(x: pt.Tensor[float, (N + 1,)], y: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    y[i] = x[i + 1] - x[i]
+
+
+@pt.kernel
+def scaled_mean(x: pt.Tensor[pt.float64, (M, N)], s: pt.float64, y: pt.Tensor[pt.float64, (M,)]):
+    r, c = pt.axis(0), pt.axis(1)
+    y[r] = s * pt.reduce_mean(x[r, c], axis=c) + pt.reduce_max(x[r, c], axis=c) * pt.reduce_min(x[r, c], axis=c)
+
+
+def _softmax(x):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_elementwise_is_blockwise_over_unaligned_chunks(rng):
+    a = rng.standard_normal(1000).astype(np.float32)
+    b = rng.standard_normal(1000).astype(np.float32)
+    c = vadd(da.from_array(a, chunks=300), da.from_array(b, chunks=250))
+    assert isinstance(c, da.Array) and c.shape == (1000,) and c.dtype == np.float32
+    np.testing.assert_array_equal(c.compute(), a + b)  # elementwise: exact
+
+
+@pytest.mark.parametrize("chunks", [(20, 95), (7, 10), (5, 1), (3, 33)])
+def test_softmax_rows_longer_than_a_chunk(rng, chunks):
+    x = (rng.standard_normal((20, 95)) * 4).astype(np.float32)
+    y = softmax(da.from_array(x, chunks=chunks))
+    np.testing.assert_allclose(y.compute(), _softmax(x), rtol=2e-6, atol=1e-7)
+
+
+def test_softmax_plan_uses_online_pairs(rng):
+    x = da.from_array(rng.standard_normal((8, 40)).astype(np.float32), chunks=(4, 10))
+    plan = pt.dask.explain(softmax, x)
+    assert "online (max, sum) rescaling" in plan
+    assert plan.count("of each chunk") == 1  # one pass over x for max and sum together
+
+
+def test_softmax_rows_of_minus_infinity_in_some_chunks(rng):
+    x = rng.standard_normal((4, 12)).astype(np.float32)
+    x[1, :6] = -np.inf  # whole chunks of -inf: their partial sums are NaN and must not count
+    y = softmax(da.from_array(x, chunks=(2, 3))).compute()
+    np.testing.assert_allclose(y, _softmax(x), rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("chunk", [1, 97, 1000, 4096])
+def test_full_reduction_is_a_tree_of_partials(rng, chunk):
+    x = rng.standard_normal(4096).astype(np.float32)
+    s = sum_exp(da.from_array(x, chunks=chunk))
+    assert s.shape == (1,)
+    np.testing.assert_allclose(s.compute(), [np.exp(x.astype(np.float64)).sum()], rtol=1e-5)
+
+
+def test_mean_counts_the_whole_axis_and_scalars_pass_through(rng):
+    x = rng.standard_normal((9, 31))
+    y = scaled_mean(da.from_array(x, chunks=(4, 7)), 2.5).compute()
+    np.testing.assert_allclose(y, 2.5 * x.mean(1) + x.max(1) * x.min(1), rtol=1e-12)
+
+
+def test_shifted_reads_rechunk_with_one_warning(rng):
+    x = rng.standard_normal(101).astype(np.float32)
+    with pytest.warns(pt.RechunkWarning, match=r"x is indexed by i \+ 1"):
+        y = shifted(da.from_array(x, chunks=30))
+    np.testing.assert_array_equal(y.compute(), x[1:] - x[:-1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pt.RechunkWarning)
+        shifted(da.from_array(x, chunks=30))  # once per kernel and reason
+
+
+def test_numpy_output_is_computed_into(rng):
+    a = rng.standard_normal(64).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    got = vadd(da.from_array(a, chunks=16), a, out)
+    assert got is out
+    np.testing.assert_array_equal(out, a + a)
+
+
+def test_bad_arguments_are_typed_errors(rng):
+    a = da.from_array(rng.standard_normal(10).astype(np.float32), chunks=5)
+    with pytest.raises(pt.DTypeError, match="b has dtype float64"):
+        vadd(a, da.zeros(10, chunks=5, dtype=np.float64))
+    with pytest.raises(pt.ShapeError, match="b.shape"):
+        vadd(a, da.zeros(11, chunks=5, dtype=np.float32))
+    with pytest.raises(pt.ArgumentError, match="unknown argument"):
+        vadd(a, a, bogus=1)
+
+
+def test_jit_matmul_softmax_with_contracted_chunks(rng):
+    @pt.jit
+    def f(a, b):
+        return pt.softmax(a @ b).mean(axis=0)
+
+    a = rng.standard_normal((37, 50)).astype(np.float32)
+    b = rng.standard_normal((50, 23)).astype(np.float32)
+    ad, bd = da.from_array(a, chunks=(10, 17)), da.from_array(b, chunks=(17, 6))
+    plan = pt.dask.explain(f, ad, bd)
+    assert "sum of each chunk" in plan and "online" in plan
+    got = f(ad, bd)
+    assert isinstance(got, da.Array) and got.shape == (23,)
+    want = _softmax(a.astype(np.float64) @ b).mean(axis=0)
+    np.testing.assert_allclose(got.compute(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_jit_nested_reductions_and_several_results(rng):
+    @pt.jit
+    def stats(x):
+        m = x.mean(axis=1, keepdims=True)
+        return ((x - m) ** 2).mean(axis=1), x.sum()
+
+    x = rng.standard_normal((40, 30)).astype(np.float32)
+    var, total = stats(da.from_array(x, chunks=(7, 11)))
+    np.testing.assert_allclose(var.compute(), x.astype(np.float64).var(axis=1), rtol=1e-5)
+    assert total.shape == ()
+    np.testing.assert_allclose(total.compute(), x.astype(np.float64).sum(), rtol=1e-5, atol=1e-4)
