@@ -46,12 +46,13 @@ def tests(session: nox.Session) -> None:
         "docs/test_docs.py",
         *session.posargs,
     )
-    # the language, array-API and gradient tests once more, compiled by the OpenMP backend
+    # the language, array-API, gradient and dask tests once more, compiled by the OpenMP backend
     session.run(
         "pytest",
         "pypto-core/tests/test_language.py",
         "pypto-core/tests/test_array_api.py",
         "pypto-core/tests/test_autodiff.py",
+        "pypto-core/tests/test_dask.py",
         *session.posargs,
         env={"PYPTO_TEST_EXECUTOR": "openmp"},
     )

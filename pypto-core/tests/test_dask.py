@@ -160,3 +160,14 @@ def test_jit_nested_reductions_and_several_results(rng):
     np.testing.assert_allclose(var.compute(), x.astype(np.float64).var(axis=1), rtol=1e-5)
     assert total.shape == ()
     np.testing.assert_allclose(total.compute(), x.astype(np.float64).sum(), rtol=1e-5, atol=1e-4)
+
+
+def test_dask_call_after_numpy_calls_and_scalar_checks(rng):
+    a = rng.standard_normal(50).astype(np.float32)
+    c = np.empty_like(a)
+    vadd(a, a, c)  # a NumPy call first: the kernel's fast path is set up
+    got = vadd(da.from_array(a, chunks=20), a)
+    assert isinstance(got, da.Array)
+    np.testing.assert_array_equal(got.compute(), a + a)
+    with pytest.raises(pt.ArgumentError, match="s must be a number"):
+        scaled_mean(da.zeros((2, 3), chunks=1, dtype=np.float64), "2.5")

@@ -28,6 +28,7 @@ the best available backend) unless the kernel names one. :func:`explain` prints 
 from __future__ import annotations
 
 import itertools
+import numbers
 import threading
 import warnings
 from collections.abc import Sequence
@@ -708,8 +709,13 @@ def _kernel_plan(kernel: Any, args: tuple, kwargs: dict) -> tuple[_Planner, dict
     for p in ir.params:
         v = values.get(p.name)
         if isinstance(p, ScalarParam):
-            if v is None:
-                raise ArgumentError(f"{where}: missing scalar {p.name}", param=p.name, expected=p.dtype.name, got=None)
+            if v is None or isinstance(v, (str, bytes)) or not isinstance(v, (numbers.Number, np.generic)):
+                raise ArgumentError(
+                    f"{where}: {p.name} must be a number ({p.dtype.name}), got {type(v).__name__}",
+                    param=p.name,
+                    expected=p.dtype.name,
+                    got=v,
+                )
             scalars[p.name] = v.item() if isinstance(v, np.generic) else v
             continue
         if p.role != "in" and v is None:
