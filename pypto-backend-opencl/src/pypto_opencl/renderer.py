@@ -27,7 +27,9 @@ def cpu_lanes(k: LoopKernel) -> int:
             values = (
                 [st.value] if isinstance(st, (Let, Assign, Write)) else [st.cond] if isinstance(st, If) else []
             )  # indices of reads and writes stay scalar: postorder does not enter them
-            for e in values:
+            for e in values:  # the value itself is computed (and stored) on every lane, whatever it is
+                if e.dtype is not None:
+                    widest = max(widest, e.dtype.itemsize)
                 for n in postorder(e):
                     if n.dtype is not None and not (isinstance(n, Var) and n.name != loop.var and n.dtype.is_int):
                         widest = max(widest, n.dtype.itemsize)

@@ -149,6 +149,23 @@ def scalar_params(dt):
 
 @case(
     dtypes=NUMERIC,
+    sizes=SIZES_2D,
+    values={"s": span(-50, 50)},
+    reference=lambda x, s: {"out": np.abs(np.asarray(s, x.dtype)) + 0 * x},
+)
+def invariant_store(dt):
+    """A row of points all given a value that does not vary along it (found by the fuzzer: vectors of eight
+    64-bit lanes crashed PoCL's code generator); ``x`` only gives the shape."""
+
+    def invariant_store(x: pt.Tensor[dt, (M, N)], s: dt, out: pt.Tensor[dt, (M, N)]):
+        i, j = pt.axis(0), pt.axis(1)
+        out[i, j] = abs(s)
+
+    return invariant_store
+
+
+@case(
+    dtypes=NUMERIC,
     sizes=SIZES_1D,
     values={"x": normal(int_range=1000)},
     inplace=("x",),
