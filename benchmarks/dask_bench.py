@@ -27,28 +27,7 @@ import numpy as np  # noqa: E402
 from dask.distributed import Client, LocalCluster, wait  # noqa: E402
 
 import pypto as pt  # noqa: E402
-
-M, N = pt.dims("M N")
-
-
-@pt.kernel
-def vector_add(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
-    i = pt.axis(0)
-    c[i] = a[i] + b[i]
-
-
-@pt.kernel
-def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
-    row, col = pt.axis(0), pt.axis(1)
-    m = pt.reduce_max(x[row, col], axis=col)
-    e = pt.exp(x[row, col] - m)
-    y[row, col] = e / pt.reduce_sum(e, axis=col)
-
-
-@pt.kernel
-def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
-    i = pt.axis(0)
-    out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
+from pypto.testing.kernels import softmax, sum_exp, vector_add  # noqa: E402
 
 
 def np_softmax(x):

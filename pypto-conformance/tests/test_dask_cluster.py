@@ -12,11 +12,10 @@ import time
 import numpy as np
 import pytest
 
-import pypto as pt
-
 distributed = pytest.importorskip("distributed", reason="needs pypto-core[dask]")
 da = pytest.importorskip("dask.array")
 
+from pypto.testing.kernels import softmax  # noqa: E402
 from pypto_conformance.dask_matrix import CHUNKINGS, run_matrix  # noqa: E402
 
 
@@ -53,21 +52,10 @@ def test_softmax_cases_under_every_chunking_on_the_workers_executor(client):
     assert len(results) >= 9
 
 
-M, N = pt.dims("M N")
-
-
-@pt.kernel
-def row_softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
-    row, col = pt.axis(0), pt.axis(1)
-    m = pt.reduce_max(x[row, col], axis=col)
-    e = pt.exp(x[row, col] - m)
-    y[row, col] = e / pt.reduce_sum(e, axis=col)
-
-
 def test_a_worker_closed_mid_computation_is_retried(client):
     rng = np.random.default_rng(7)
     x = rng.standard_normal((64, 4096)).astype(np.float32)
-    y = row_softmax(da.from_array(x, chunks=(1, 512)))  # 512 blocks per layer: long enough to interrupt
+    y = softmax(da.from_array(x, chunks=(1, 512)))  # 512 blocks per layer: long enough to interrupt
     future = client.compute(y.sum(axis=1))
     victim = None
     deadline = time.monotonic() + 60

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 import pypto as pt
+from pypto.testing.kernels import softmax, sum_exp
+from pypto.testing.kernels import vector_add as vadd
 
 dask = pytest.importorskip("dask", reason="pypto.dask needs the extra: pip install 'pypto-core[dask]'")
 da = pytest.importorskip("dask.array")
@@ -22,26 +24,6 @@ M, N = pt.dims("M N")
 def synchronous():
     with dask.config.set(scheduler="synchronous"):
         yield
-
-
-@pt.kernel
-def vadd(a: pt.Tensor[float, (N,)], b: pt.Tensor[float, (N,)], c: pt.Tensor[float, (N,)]):
-    i = pt.axis(0)
-    c[i] = a[i] + b[i]
-
-
-@pt.kernel
-def softmax(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (M, N)]):
-    row, col = pt.axis(0), pt.axis(1)
-    m = pt.reduce_max(x[row, col], axis=col)
-    e = pt.exp(x[row, col] - m)
-    y[row, col] = e / pt.reduce_sum(e, axis=col)
-
-
-@pt.kernel
-def sum_exp(x: pt.Tensor[float, (N,)], out: pt.Tensor[float, (1,)]):
-    i = pt.axis(0)
-    out[0] = pt.reduce_sum(pt.exp(x[i]), axis=i)
 
 
 @pt.kernel

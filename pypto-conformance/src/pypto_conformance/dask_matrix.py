@@ -81,8 +81,23 @@ def _compare(name: str, got: Any, want: np.ndarray, dtype: str, functions: Any, 
     return None if cmp.ok else cmp.problem
 
 
-def run_kernel_case(case: Any, how: str, executor: str | None = None) -> MatrixResult | None:
+def _compute(call: Any) -> tuple[Any, str | None]:
+    """Build the graph with ``call()`` (rechunk warnings expected) and compute it: (results, None) or
+    (None, what was raised)."""
     import dask
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", pt.RechunkWarning)
+            result = call()
+        return dask.compute(*(result if isinstance(result, tuple) else (result,))), None
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:
+        return None, "raised " + describe_exception(e)
+
+
+def run_kernel_case(case: Any, how: str, executor: str | None = None) -> MatrixResult | None:
     import dask.array as da
 
     dtype = _dtype_of(case.dtypes)
@@ -102,16 +117,9 @@ def run_kernel_case(case: Any, how: str, executor: str | None = None) -> MatrixR
         k: da.from_array(v.copy(), chunks=chunks_for(v.shape, how)) if isinstance(v, np.ndarray) and v.ndim else v
         for k, v in inputs.items()
     }
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", pt.RechunkWarning)
-            result = kernel(**args)
-        result = result if isinstance(result, tuple) else (result,)
-        got = dask.compute(*result)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as e:
-        return MatrixResult(case.name, how, False, "raised " + describe_exception(e))
+    got, raised = _compute(lambda: kernel(**args))
+    if raised:
+        return MatrixResult(case.name, how, False, raised)
     outs = [p.name for p in kernel._trace().outputs]
     problems = []
     for name, g in zip(outs, got):
@@ -123,7 +131,6 @@ def run_kernel_case(case: Any, how: str, executor: str | None = None) -> MatrixR
 
 
 def run_array_case(case: Any, how: str, executor: str | None = None) -> MatrixResult | None:
-    import dask
     import dask.array as da
 
     dtype = "float32" if "float32" in getattr(case, "dtypes", ("float32",)) else case.dtypes[0]
@@ -135,16 +142,11 @@ def run_array_case(case: Any, how: str, executor: str | None = None) -> MatrixRe
         want = case.reference(*(x.astype(np.float64) for x in inputs))
     want = want if isinstance(want, tuple) else (want,)
     fn = pt.jit(case.fn, executor=executor)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", pt.RechunkWarning)
-            result = fn(*(da.from_array(x, chunks=chunks_for(x.shape, how)) if x.ndim else x for x in inputs))
-        result = result if isinstance(result, tuple) else (result,)
-        got = dask.compute(*result)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as e:
-        return MatrixResult(case.name, how, False, "raised " + describe_exception(e))
+    got, raised = _compute(
+        lambda: fn(*(da.from_array(x, chunks=chunks_for(x.shape, how)) if x.ndim else x for x in inputs))
+    )
+    if raised:
+        return MatrixResult(case.name, how, False, raised)
     problems = []
     for k, (g, w) in enumerate(zip(got, want)):
         p = _compare(f"result {k}", g, np.asarray(w).astype(dtype), dtype, case.functions, case.name)

@@ -53,6 +53,7 @@ from pypto.ir.nodes import (
     Store,
     Unary,
     Where,
+    children,
     free_axes,
     map_children,
     postorder,
@@ -220,17 +221,11 @@ def _reduces(e: Expr) -> list[Reduce]:
             if n not in out:
                 out.append(n)
             return
-        for c in _children(n):
+        for c in children(n):
             go(c)
 
     go(e)
     return out
-
-
-def _children(n: Node) -> list[Expr]:
-    from pypto.ir.nodes import children
-
-    return list(children(n))
 
 
 def _contains(e: Expr, target: Expr) -> bool:
@@ -803,7 +798,7 @@ def _standin(a: Any) -> Any:
     return a
 
 
-def _jit_plan(fn: Any, args: tuple) -> tuple[_Planner, list[tuple[str, tuple[int, ...]]]]:
+def _jit_plan(fn: Any, args: tuple) -> tuple[_Planner, list[tuple[str, tuple[int, ...]]], bool]:
     stand = tuple(_standin(a) for a in args)
     c, sizes = fn._lookup(stand)
     plan = c.plan
@@ -835,13 +830,13 @@ def _jit_plan(fn: Any, args: tuple) -> tuple[_Planner, list[tuple[str, tuple[int
     planner = _Planner(ir, arrays, {}, dims, _extents(c.kernel, dims), opts.get("executor"), bool(opts.get("fastmath")))
     planner.run()
     results = [(plan.buffers[pos].name, c.shape_of(pos, sizes)) for pos in plan.outputs]
-    return planner, results
+    return planner, results, c.single
 
 
 def call_jit(fn: Any, args: tuple, out: Any = None) -> Any:
     """A ``@pt.jit`` function called with dask arrays: its results as dask arrays (``out=``: NumPy arrays
     computed into now, as a NumPy call would)."""
-    planner, results = _jit_plan(fn, args)
+    planner, results, single = _jit_plan(fn, args)
     arrays = [planner.env[name].reshape(shape) if tuple(planner.env[name].shape) != shape else planner.env[name]
               for name, shape in results]  # fmt: skip
     if out is not None:
@@ -855,11 +850,7 @@ def call_jit(fn: Any, args: tuple, out: Any = None) -> Any:
                                  param="out", expected=f"{a.shape} {a.dtype}", got=f"{o.shape} {o.dtype}")  # fmt: skip
         planner.da.store(arrays, outs, lock=False)
         return out
-    return arrays[0] if fn_single(fn, args) else tuple(arrays)
-
-
-def fn_single(fn: Any, args: tuple) -> bool:
-    return fn._lookup(tuple(_standin(a) for a in args))[0].single
+    return arrays[0] if single else tuple(arrays)
 
 
 def explain(fn: Any, *args: Any, **kwargs: Any) -> str:
@@ -868,7 +859,7 @@ def explain(fn: Any, *args: Any, **kwargs: Any) -> str:
     from pypto.array.function import JitFunction
 
     if isinstance(fn, JitFunction):
-        planner, _ = _jit_plan(fn, args)
+        planner, *_ = _jit_plan(fn, args)
     else:
         planner, _ = _kernel_plan(fn, args, kwargs)
     return planner.plan.text()
