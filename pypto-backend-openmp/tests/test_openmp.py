@@ -6,6 +6,7 @@ Numerical results are compared with NumPy on the same inputs (float32: rtol 2e-6
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -78,11 +79,16 @@ def test_column_reductions_match_numpy(shape):
 
 
 def test_contractions_run_in_register_tiles_with_the_epilogue_fused():
+    from pypto.targets.machine import host_cpu
     from pypto.testing import dense_relu
 
     code = dense_relu.get_code()
-    assert "contraction over k in register tiles of 8 x 32 (i x j)" in code
-    assert "float _acc[256];" in code  # the register tile, on the stack
+    tile = re.search(r"contraction over k in register tiles of (\d+) x (\d+) \(i x j\)", code)
+    assert tile, code
+    mr, nr = int(tile[1]), int(tile[2])
+    lanes = host_cpu().vector_bytes // 4  # float32 lanes of this machine's vectors
+    assert mr >= 4 and nr % lanes == 0 and nr >= 2 * lanes  # several rows, whole vectors of columns
+    assert f"float _acc[{mr * nr}];" in code  # the register tile, on the stack
     stores = [line for line in code.splitlines() if line.strip().startswith("y[")]
     # y is written only from the register tile, through the fused epilogue (bias, then the maximum)
     assert stores and all("_acc" in line and "bias[" in line for line in stores)

@@ -49,7 +49,12 @@ def test_cxx_spellings_and_c_linkage():
     assert 'extern "C" int softmax(const float *__restrict__ x, float *__restrict__ y, int64_t M, int64_t N) {' in code
     assert 'extern "C" void pt_set_num_threads(int n)' in code
     assert "<stdbool.h>" not in code and "restrict " not in code.replace("__restrict__ ", "")
-    assert "PyInit__pypto_tbb_softmax_" in code  # the fast entry is compiled into the same C++ object
+    assert 'extern "C" void pt_release(void)' in code  # the loader frees the task arena before unloading
+    # the fast entry is compiled into the same C++ object, its constructor with C linkage
+    assert (
+        '#ifdef __cplusplus\nextern "C"\n#endif\n__attribute__((visibility("default"))) PyObject *pt_entry_new(PyObject *owner)'
+        in code
+    )
 
 
 def test_sum_exp_is_split_in_fixed_blocks_with_an_ordered_combine():
@@ -78,7 +83,7 @@ def test_aliasing_variant_has_no_restrict():
     assert 'extern "C" int vector_add(const float *a, const float *b, float *c, int64_t N)' in code
     assert "__restrict__" not in code.split('extern "C" int vector_add(')[1]
     assert "(int64_t pt_begin2, int64_t pt_end2, const float *a, const float *b, float *c)" in code
-    assert "PyInit_" not in code  # only the no-alias variant gets the fast entry
+    assert "pt_entry_new" not in code  # only the no-alias variant gets the fast entry
 
 
 def test_get_code_names_the_tbb_backend_explicitly(monkeypatch):

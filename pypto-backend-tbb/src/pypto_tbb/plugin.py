@@ -55,8 +55,7 @@ BACKEND = TBBBackend(
     package="pypto-backend-tbb",
     description="C++17 + oneTBB (tbb-devel wheel), compiled with $CXX (g++ or clang++)",
     capabilities=Capabilities(notes="tbb::parallel_for over outer loops (a few chunks per thread), SIMD inner loops"),
-    # libtbb must stay mapped until the process exits (the loader also opens kernels RTLD_NODELETE)
-    link_flags=("-Wl,-z,nodelete",),
+    # libtbb stays mapped until the process exits: the core's loader pins it (RTLD_NODELETE) once loaded
     extra_flags=compile_flags,
     extra_link=link_flags,
     codegen_modules=("pypto_tbb.renderer", "pypto_tbb.runtime"),

@@ -3,9 +3,9 @@
 Each kernel's shared object owns one ``tbb::task_arena`` whose concurrency is the thread count
 (``PYPTO_NUM_THREADS``, else TBB's default: the CPUs this process may run on). The core's loader
 sets it through ``pt_set_num_threads`` when the object is loaded; ``pt_get_num_threads`` reports
-what the arena really allows. Arenas and limits are created with ``new`` and never destroyed: a
-kernel may still be running in a replaced arena, and destroying TBB objects from this object's
-static destructors at interpreter exit would race libtbb's own shutdown.
+what the arena really allows. Arenas and limits are created with ``new`` and never destroyed by static
+destructors (at interpreter exit they would race libtbb's own shutdown); the loader calls
+``pt_release`` to destroy them just before it unloads a kernel nothing refers to any more.
 
 ``pt_parallel_for`` runs a parallel loop as ``tbb::parallel_for`` over a ``blocked_range`` with the
 simple partitioner and a grain size that makes a few contiguous chunks per thread (never smaller
@@ -71,6 +71,14 @@ static tbb::task_arena &pt_arena() {
 }
 
 extern "C" int pt_get_num_threads(void) { return pt_arena().max_concurrency(); }
+
+/* called by the loader (with the GIL held) just before this object is unloaded, when no call of it can be
+   running; never at interpreter exit */
+extern "C" void pt_release(void) {
+    delete pt_arena_ptr.exchange(nullptr, std::memory_order_acq_rel);
+    delete pt_thread_limit;
+    pt_thread_limit = nullptr;
+}
 
 /* iterations per task so that every task gets at least PT_TASK_MIN_WORK of the loop's work */
 static inline int64_t pt_grain(int64_t work, int64_t iterations) {

@@ -1,5 +1,6 @@
 """Concurrency and long runs: one kernel from eight threads on every backend, backends interleaved in one
-process, and the resident memory of many calls.
+process, the resident memory of many calls and of many distinct kernels, and native kernels unloaded
+when nothing refers to them (also while other threads still call them).
 
 Native backends release the GIL while a kernel runs (openmp and tbb around the C call, opencl while it
 waits for the device, numba's compiled loops are ``nogil``); the reference backend runs NumPy, which
@@ -8,8 +9,10 @@ releases it inside its own loops. docs/reliability.md states this.
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -109,3 +112,120 @@ def test_resident_memory_stays_flat_over_many_calls():
     grown = _rss_kib() - before
     assert grown <= 1024, f"RSS grew by {grown} KiB over {CALLS} calls"
     np.testing.assert_allclose(y, _want(x), rtol=1e-6)
+
+
+# -- distinct kernels: compiled, called, dropped -----------------------------------------------------------
+KERNELS = int(os.environ.get("PYPTO_LONGRUN_KERNELS", "40"))
+NATIVE = ("openmp", "tbb")  # the shared objects the core's loader opens and closes
+
+
+def _distinct(c: int, backend: str) -> pt.Kernel:
+    """A kernel of its own for every ``c``: the constant is part of the traced IR, so of the cache key."""
+
+    def scale(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
+        i = pt.axis(0)
+        y[i] = x[i] * float(c) + 1.0
+
+    return pt.kernel(scale, executor=backend)
+
+
+def _mapped(path: str) -> bool:
+    """Whether ``path`` is mapped into this process (a loaded shared object)."""
+    real = os.path.realpath(path)
+    with open("/proc/self/maps") as f:
+        return any(line.rstrip().endswith(real) for line in f)
+
+
+def _loaded() -> int:
+    from pypto.targets.cpu import loader
+
+    return loader.loaded_count()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads the mappings from /proc")
+@pytest.mark.parametrize("backend", NATIVE)
+def test_a_dropped_kernel_is_unloaded(backend, tmp_path, monkeypatch):
+    _available(backend)
+    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path))
+    before = _loaded()
+    x = np.arange(1000, dtype=np.float32)
+    y = np.empty_like(x)
+    k = _distinct(3, backend)
+    k(x, y)
+    np.testing.assert_array_equal(y, x * 3 + 1)
+    launcher = k._launchers[(backend, True)]
+    path, entry = launcher.path, launcher.fast_entry
+    del k, launcher
+    gc.collect()
+    # the fast entry alone keeps the object loaded (a call in progress holds it the same way)
+    assert _mapped(path) and _loaded() == before + 1
+    np.testing.assert_array_equal(entry(x, np.empty_like(x)), x * 3 + 1)
+    del entry
+    gc.collect()
+    assert not _mapped(path), f"{path} is still mapped after the kernel was dropped"
+    assert _loaded() == before
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads the mappings from /proc")
+@pytest.mark.parametrize("backend", NATIVE)
+def test_a_kernel_dropped_while_threads_call_it_is_unloaded_after_them(backend, tmp_path, monkeypatch):
+    """Four threads call a kernel while the main thread drops every reference of its own and collects:
+    the calls go on giving the right results, and the object is unloaded once the last of them ends."""
+    _available(backend)
+    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path))
+    before = _loaded()
+    x = np.arange(4096, dtype=np.float32)
+    k = _distinct(7, backend)
+    k(x, np.empty_like(x))
+    path = k._launchers[(backend, True)].path
+    start = threading.Barrier(5)
+    errors: list[str] = []
+
+    def caller(fn) -> None:
+        start.wait()
+        y = np.empty_like(x)
+        for _ in range(200):
+            fn(x, y)
+            if not np.array_equal(y, x * 7 + 1):
+                errors.append("wrong result")
+                return
+
+    threads = [threading.Thread(target=caller, args=(k,)) for _ in range(2)]
+    threads += [threading.Thread(target=caller, args=(k._launchers[(backend, True)].fast_entry,)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    del k
+    start.wait()
+    while any(t.is_alive() for t in threads):
+        gc.collect()
+        time.sleep(0.002)
+    for t in threads:
+        t.join()
+    del threads
+    gc.collect()
+    assert not errors
+    assert not _mapped(path) and _loaded() == before
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads resident memory from /proc")
+@pytest.mark.parametrize("backend", ["reference", "openmp"])  # tbb kernels go through openmp's loader
+def test_resident_memory_stays_flat_over_distinct_kernels(backend, tmp_path, monkeypatch):
+    """``PYPTO_LONGRUN_KERNELS`` distinct kernels (40 here, 400 on reference; ``nox -s longrun`` runs 10⁴),
+    each compiled, called once and dropped, grow RSS by at most 1 MiB; no native object stays loaded."""
+    _available(backend)
+    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path))
+    count = KERNELS * 10 if backend == "reference" and "PYPTO_LONGRUN_KERNELS" not in os.environ else KERNELS
+    x = np.arange(16, dtype=np.float32)
+    y = np.empty_like(x)
+    _distinct(-1, backend)(x, y)  # warm: imports, the toolchain probe, the allocator's arenas
+    gc.collect()
+    before, loaded = _rss_kib(), _loaded()
+    for c in range(count):
+        _distinct(c, backend)(x, y)
+        if c % 100 == 99:
+            gc.collect()
+    np.testing.assert_array_equal(y, x * (count - 1) + 1)
+    gc.collect()
+    grown = _rss_kib() - before
+    assert _loaded() == loaded, f"{_loaded() - loaded} shared objects of dropped kernels are still loaded"
+    assert grown <= 1024, f"RSS grew by {grown} KiB over {count} distinct {backend} kernels"

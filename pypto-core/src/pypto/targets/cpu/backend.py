@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from importlib.machinery import EXTENSION_SUFFIXES
 from typing import TYPE_CHECKING, Any
 
-from pypto._hashing import sha256, source_digest
+from pypto._hashing import source_digest
 from pypto.backend_api import (
     PLUGIN_API_VERSION,
     Artifact,
@@ -30,7 +30,7 @@ from pypto.targets.cpu.toolchain import Toolchain, ToolchainError, build_shared,
 from pypto.targets.machine import num_threads
 
 if TYPE_CHECKING:  # imported where used: a warm process never renders code
-    from pypto.targets.cpu.loader import NativeLauncher
+    from pypto.targets.cpu.loader import NativeLauncher, SharedObject
     from pypto.targets.cstyle import CRenderer
 
 
@@ -134,10 +134,6 @@ class NativeBackend(Backend):
         )
 
     # -- the backend's steps -----------------------------------------------------------------------
-    def entry_module(self, program: Program) -> str:
-        digest = sha256(program.ir_text.encode()).hexdigest()[:12]
-        return f"_pypto_{self.name}_{program.name}_{digest}"
-
     def render(self, program: Program) -> Source:
         from pypto.targets.cpu.pyentry import render_entry
 
@@ -145,8 +141,8 @@ class NativeBackend(Backend):
         renderer = self.make_renderer(tc, program)
         source = renderer.render(program.loops)
         if program.noalias and tc.python_include:
-            entry = render_entry(program.contract, program.loops.name, self.entry_module(program), renderer.types,
-                                 tuple(a.name for a in program.loops.args), "pt_set_num_threads")  # fmt: skip
+            entry = render_entry(program.contract, program.loops.name, renderer.types,
+                                 tuple(a.name for a in program.loops.args))  # fmt: skip
             source += "\n/* fast-call entry point for Python */\n" + entry
         return Source(source)
 
@@ -178,20 +174,18 @@ class NativeBackend(Backend):
         flags: list[str] = list(self.fastmath_flags) if program.options.fastmath else []
         if tc.python_include and program.noalias:
             flags.append(f"-I{tc.python_include}")
+        from pypto.targets.cpu.pyentry import ENTRY_SYMBOL
+
         data = build_shared(tc, source.text, name=program.name, extra_flags=flags)
-        return Artifact(
-            self.name,
-            data,
-            ".so",
-            {"kernel": program.name, "entry": self.entry_module(program) if "PyInit_" in source.text else None},
-        )
+        entry = ENTRY_SYMBOL if f" *{ENTRY_SYMBOL}(" in source.text else None
+        return Artifact(self.name, data, ".so", {"kernel": program.name, "entry": entry})
 
     def load(self, program: Program, artifact: Artifact) -> NativeLauncher:
         from pypto.targets.cpu.loader import NativeLauncher
 
         threads = num_threads() if os.environ.get("PYPTO_NUM_THREADS") else 0
 
-        def on_load(lib: Any) -> None:
-            lib.pt_set_num_threads(threads)
+        def on_load(library: SharedObject) -> None:
+            library.call("pt_set_num_threads", threads)
 
-        return NativeLauncher(program.loops, artifact, entry_module=artifact.metadata.get("entry"), on_load=on_load)
+        return NativeLauncher(program.loops, artifact, entry=artifact.metadata.get("entry"), on_load=on_load)

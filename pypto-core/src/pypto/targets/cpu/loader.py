@@ -1,11 +1,26 @@
-"""Loading a compiled kernel: cffi for the validated-arguments launcher, the CPython entry for fast calls."""
+"""Loading a compiled kernel, and unloading it once nothing can call it any more.
+
+A kernel's shared object is opened with ``dlopen`` (:class:`SharedObject`) and closed when the last
+Python object that can reach its code is collected: the launcher, and the fast entry, a function
+object that holds the library (see :mod:`pypto.targets.cpu.pyentry`). A call in progress holds the
+function it calls, so the code it runs stays mapped; a program that makes kernels without end (one
+per shape, per constant, per request) keeps only the ones it still refers to.
+
+The runtime libraries kernels link (libgomp, libtbb, libstdc++) are pinned the first time they are
+seen (``RTLD_NODELETE``): their worker threads outlive any one kernel, and unloading them while the
+process runs, or at exit, crashes it. A kernel may export ``void pt_release(void)`` to free what it
+allocated for itself (a TBB task arena) just before it is unloaded; it is never called at
+interpreter exit, where nothing is unloaded.
+"""
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
+import _ctypes
+import ctypes
 import os
+import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -13,11 +28,94 @@ from pypto.backend_api import Artifact
 from pypto.ir.loops import LoopKernel
 
 _CFFI_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "_Bool"}
-_keep: list[Any] = []  # loaded libraries stay referenced for the life of the process
+
+# shared libraries that kernels link and that must never be unloaded while the process runs
+RUNTIME_LIBRARIES = (
+    "libgomp.so.1",
+    "libtbb.so.12",
+    "libtbbmalloc.so.2",
+    "libstdc++.so.6",
+    "libgcc_s.so.1",
+    "libmvec.so.1",
+)
+_pinned: dict[str, int] = {}
+_lock = threading.RLock()  # reentrant: a collection inside the lock may unload another object
+_loaded = 0  # shared objects loaded now (kernels alive), for tests and diagnostics
+
+
+def loaded_count() -> int:
+    """How many kernel shared objects are loaded in this process now."""
+    return _loaded
+
+
+def _pin_runtime_libraries() -> None:
+    """Make the runtime libraries loaded so far permanent (``RTLD_NOLOAD | RTLD_NODELETE``)."""
+    for name in RUNTIME_LIBRARIES:
+        if name not in _pinned:
+            try:
+                _pinned[name] = _ctypes.dlopen(name, os.RTLD_NOW | os.RTLD_NOLOAD | os.RTLD_NODELETE)
+            except OSError:
+                pass  # not loaded (yet): no kernel uses it
+
+
+def _symbol(handle: int, name: str) -> int | None:
+    try:
+        return _ctypes.dlsym(handle, name)
+    except OSError:
+        return None
+
+
+class SharedObject:
+    """A kernel's shared object, loaded with ``RTLD_LOCAL`` and closed when this object is collected."""
+
+    def __init__(self, path: str, *, temporary: bool = False):
+        global _loaded
+        self.path = path
+        with _lock:
+            self._handle = _ctypes.dlopen(path, os.RTLD_NOW | os.RTLD_LOCAL)
+            _pin_runtime_libraries()
+            _loaded += 1
+        if temporary:  # a private copy: the mapping stays valid after the file is gone
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def symbol(self, name: str) -> int | None:
+        """The address of an exported symbol, or None."""
+        return _symbol(self._handle, name)
+
+    def call(self, name: str, *ints: int) -> None:
+        """Call the exported C function ``void name(int, ...)`` with the GIL held."""
+        address = self.symbol(name)
+        if address is None:
+            raise AttributeError(f"{self.path} exports no function '{name}'")
+        ctypes.PYFUNCTYPE(None, *([ctypes.c_int] * len(ints)))(address)(*ints)
+
+    def entry(self, name: str) -> Callable[..., Any]:
+        """The fast entry made by the exported ``PyObject *name(PyObject *owner)``; it keeps ``self`` loaded."""
+        address = self.symbol(name)
+        if address is None:
+            raise AttributeError(f"{self.path} exports no function '{name}'")
+        return ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(address)(self)
+
+    # the module's globals may already be gone when an object is collected at interpreter exit
+    def __del__(self, _finalizing=sys.is_finalizing, _symbol=_symbol, _dlclose=_ctypes.dlclose,
+                _release=ctypes.PYFUNCTYPE(None), _lock=_lock) -> None:  # fmt: skip
+        global _loaded
+        handle = self.__dict__.pop("_handle", None)
+        if handle is None or _finalizing():
+            return  # at exit nothing is unloaded: libraries' own shutdown must not race ours
+        release = _symbol(handle, "pt_release")
+        if release is not None:
+            _release(release)()
+        with _lock:
+            _dlclose(handle)
+            _loaded -= 1
 
 
 def c_declaration(k: LoopKernel, name: str | None = None) -> str:
-    """The cffi ``cdef`` line for the kernel function."""
+    """The C prototype of the kernel function (a cffi ``cdef`` line)."""
     params = []
     for a in k.args:
         t = _CFFI_TYPES[a.dtype.name]
@@ -28,15 +126,14 @@ def c_declaration(k: LoopKernel, name: str | None = None) -> str:
     return f"int {name or k.name}({', '.join(params)});"
 
 
-def artifact_path(artifact: Artifact) -> str:
-    """A file holding the artifact's shared object (the cache's, or a private temporary copy)."""
+def artifact_path(artifact: Artifact) -> tuple[str, bool]:
+    """A file holding the artifact's shared object: the cache's, or a private temporary copy (True)."""
     if artifact.path and os.path.exists(artifact.path):
-        return artifact.path
+        return artifact.path, False
     fd, path = tempfile.mkstemp(prefix=f"pypto-{artifact.backend}-", suffix=artifact.suffix)
     with os.fdopen(fd, "wb") as f:
         f.write(artifact.data)
-    artifact.path = path
-    return path
+    return path, True
 
 
 class NativeLauncher:
@@ -44,46 +141,34 @@ class NativeLauncher:
 
     Calling the launcher takes validated arguments (arrays, scalars, dims in loop-IR order) and goes
     through cffi; ``fast_entry(*raw_args)`` takes the kernel's own arguments and returns the outputs,
-    or ``NotImplemented`` when the full Python binder must handle the call.
+    or ``NotImplemented`` when the full Python binder must handle the call. Both keep the shared
+    object loaded for as long as they exist.
     """
 
     def __init__(self, k: LoopKernel, artifact: Artifact, *, function: str | None = None,
-                 entry_module: str | None = None, on_load: Callable[[Any], None] | None = None):  # fmt: skip
+                 entry: str | None = None, on_load: Callable[[SharedObject], None] | None = None):  # fmt: skip
         self.kernel = k
-        self.path = artifact_path(artifact)
+        path, temporary = artifact_path(artifact)
+        self.library = SharedObject(path, temporary=temporary)
+        self.path = path
         self.function = function or k.name
-        self.on_load = on_load
         self._fn: Any = None
-        self.fast_entry = None
-        if entry_module:
-            # the entry point is all a warm process needs: cffi (and its parser) load only on demand
-            loader = importlib.machinery.ExtensionFileLoader(entry_module, self.path)
-            spec = importlib.util.spec_from_file_location(entry_module, self.path, loader=loader)
-            assert spec is not None
-            mod = importlib.util.module_from_spec(spec)
-            loader.exec_module(mod)
-            _keep.append(mod)
-            self.fast_entry = mod.entry
-            if on_load is not None:
-                on_load(mod)
-        else:
-            self._load_cffi()
+        # the entry point is all a warm process needs: cffi (and its parser) load only on demand
+        self.fast_entry = self.library.entry(entry) if entry else None
+        if on_load is not None:
+            on_load(self.library)
 
     def _load_cffi(self) -> None:
         import cffi
 
         k = self.kernel
+        address = self.library.symbol(self.function)
+        if address is None:
+            raise AttributeError(f"{self.path} exports no function '{self.function}'")
         self.ffi = cffi.FFI()
-        self.ffi.cdef(c_declaration(k, self.function))
-        self.ffi.cdef("void pt_set_num_threads(int);")
-        # RTLD_NODELETE: runtime libraries (libgomp, libtbb) must stay mapped until the process exits
-        flags = self.ffi.RTLD_NOW | getattr(self.ffi, "RTLD_NODELETE", 0x1000)
-        self.lib = self.ffi.dlopen(self.path, flags)
-        _keep.append((self.ffi, self.lib))
-        if self.on_load is not None and self.fast_entry is None:
-            self.on_load(self.lib)
         self.casts = [f"{_CFFI_TYPES[a.dtype.name]}[]" if a.kind == "buffer" else None for a in k.args]
-        self._fn = getattr(self.lib, self.function)
+        pointer = c_declaration(k, "(*)").replace("int (*)(", "int(*)(", 1).rstrip(";")
+        self._fn = self.ffi.cast(pointer, address)
 
     def __call__(self, *args: Any) -> None:
         if self._fn is None:

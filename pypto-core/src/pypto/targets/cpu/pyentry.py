@@ -6,6 +6,11 @@ exporting a buffer), Python numbers for scalars, no overlap between outputs and 
 It binds the dims, evaluates every size and bounds check of the kernel, releases the GIL and
 calls the kernel. For anything else it returns ``NotImplemented`` and the caller takes the full
 Python path, which handles conversions and raises the precise, typed errors.
+
+The shared object is not a Python extension module (CPython never unloads those): it exports
+``pt_entry_new(owner)``, which returns the entry as a function object holding ``owner``, the loaded
+library. The library is unloaded when the last such function object is gone, so a call in progress
+always keeps its code mapped.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from pypto.ir.contract import CallContract
 from pypto.ir.kernel import DimEqual, IndexInBounds, ScalarParam, TensorParam
 
 # buffer-protocol format characters accepted for each dtype (native byte order)
+# the exported C function that returns a new ``entry`` function object (see :mod:`pypto.targets.cpu.loader`)
+ENTRY_SYMBOL = "pt_entry_new"
+
 _FORMATS = {"float32": "f", "float64": "d", "int32": "il", "int64": "lq", "bool": "?"}
 
 
@@ -29,14 +37,12 @@ def _c_affine(a: Affine, axis_value: dict[int, str] | None = None) -> str:
     return "(" + " + ".join(parts) + ")"
 
 
-def render_entry(k: CallContract, function: str, module: str, c_types: dict[DType, str], arg_order: tuple[str, ...],
-                 thread_setter: str | None = None) -> str:  # fmt: skip
-    """C source of ``PyInit_<module>`` exposing ``entry(*args)`` that calls ``function``.
+def render_entry(k: CallContract, function: str, c_types: dict[DType, str], arg_order: tuple[str, ...]) -> str:
+    """C source of the fast entry ``entry(*args)`` that calls ``function``, made by ``ENTRY_SYMBOL(owner)``.
 
     ``k`` is the kernel's call contract (its dims, size and bounds checks are rendered as C);
     ``arg_order`` is the C function's argument order (buffers, scalars, dims); ``c_types`` maps
     dtypes to C type names.
-    ``thread_setter`` names a C function ``void f(int)`` exposed as ``pt_set_num_threads``.
     """
     params = k.params
     n = len(params)
@@ -177,21 +183,14 @@ def render_entry(k: CallContract, function: str, module: str, c_types: dict[DTyp
     w("    return Py_NewRef(Py_NotImplemented);")
     w("}")
     w("")
-    if thread_setter:
-        w("static PyObject *pt_threads(PyObject *self, PyObject *arg) {")
-        w("    (void)self;")
-        w("    long n = PyLong_AsLong(arg);")
-        w("    if (n == -1 && PyErr_Occurred()) return NULL;")
-        w(f"    {thread_setter}((int)n);")
-        w("    Py_RETURN_NONE;")
-        w("}")
-    w("static PyMethodDef pt_methods[] = {")
-    w(f'    {{"entry", (PyCFunction)(void (*)(void))pt_entry, METH_FASTCALL, "fast call of kernel {k.name}"}},')
-    if thread_setter:
-        w('    {"pt_set_num_threads", pt_threads, METH_O, "set the number of threads for parallel loops"},')
-    w("    {NULL, NULL, 0, NULL}")
-    w("};")
-    w(f'static struct PyModuleDef pt_module = {{PyModuleDef_HEAD_INIT, "{module}", NULL, -1, pt_methods,')
-    w("                                        NULL, NULL, NULL, NULL};")
-    w(f"PyMODINIT_FUNC PyInit_{module}(void) {{ return PyModule_Create(&pt_module); }}")
+    w("static PyMethodDef pt_entry_def = {")
+    w(f'    "entry", (PyCFunction)(void (*)(void))pt_entry, METH_FASTCALL, "fast call of kernel {k.name}"}};')
+    w("/* the loader's constructor of the entry: a function object holding `owner` (the loaded library), so")
+    w("   the library stays loaded while the function (or a call of it) is alive */")
+    w("#ifdef __cplusplus")
+    w('extern "C"')
+    w("#endif")
+    w(f'__attribute__((visibility("default"))) PyObject *{ENTRY_SYMBOL}(PyObject *owner) {{')
+    w("    return PyCFunction_NewEx(&pt_entry_def, owner, NULL);")
+    w("}")
     return "\n".join(L) + "\n"
