@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from pypto._lru import LRUCache
 from pypto.errors import ArgumentError, DTypeError, RechunkWarning, ShapeError
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import AxisInfo, KernelIR, ScalarParam, TensorParam
@@ -84,12 +85,14 @@ def _da():
 # ---------------------------------------------------------------------------------------------------------
 # Generated kernels, run on blocks (these objects travel to the workers: they hold IR, never compiled code)
 
-_KERNELS: dict[tuple, Any] = {}
+KERNEL_CACHE_SIZE = 256  # generated kernels a process (a worker) keeps loaded, least recently used dropped
+_KERNELS: LRUCache[tuple, Any] = LRUCache(KERNEL_CACHE_SIZE)
 _KERNELS_LOCK = threading.Lock()
 
 
 def _kernel_for(ir: KernelIR, executor: str | None, fastmath: bool) -> Any:
-    """The compiled kernel of ``ir`` in this process (built once per process, through the disk cache)."""
+    """The compiled kernel of ``ir`` in this process (built once per process, through the disk cache; the
+    ``KERNEL_CACHE_SIZE`` most recently used stay loaded)."""
     key = (ir, executor, fastmath)
     k = _KERNELS.get(key)
     if k is None:

@@ -107,9 +107,11 @@ def test_resident_memory_stays_flat_over_many_calls():
     for _ in range(1000):  # warm: caches, pools, the allocator's arenas
         k(x, y)
     before = _rss_kib()
+    start = time.perf_counter()
     for _ in range(CALLS):
         k(x, y)
     grown = _rss_kib() - before
+    print(f"\n{CALLS} calls ({backend}): RSS {grown:+d} KiB, {time.perf_counter() - start:.1f} s")
     assert grown <= 1024, f"RSS grew by {grown} KiB over {CALLS} calls"
     np.testing.assert_allclose(y, _want(x), rtol=1e-6)
 
@@ -168,6 +170,50 @@ def test_a_dropped_kernel_is_unloaded(backend, tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads the mappings from /proc")
 @pytest.mark.parametrize("backend", NATIVE)
+def test_a_kernel_in_a_reference_cycle_is_unloaded_after_the_collection(backend):
+    """The collector finalizes a cycle's objects before it frees them: the library of a kernel found in
+    cyclic garbage is unloaded once the collection is over, not while its fast entry still exists."""
+    _available(backend)
+    before = _loaded()
+    x = np.arange(100, dtype=np.float32)
+    k = _distinct(11, backend)
+    k(x, np.empty_like(x))
+    path = k._launchers[(backend, True)].path
+    k.cycle = [k, k._launchers[(backend, True)].fast_entry]  # kernel -> list -> kernel
+    del k
+    gc.collect()
+    assert not _mapped(path) and _loaded() == before
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads the mappings from /proc")
+def test_an_entry_resurrected_by_a_finalizer_keeps_its_library():
+    """A finalizer in the cycle saves the fast entry: the library stays loaded and the entry runs; once the
+    entry is dropped, the next collection unloads it."""
+    _available("openmp")
+    saved: list = []
+
+    class Saver:
+        def __del__(self) -> None:
+            saved.append(self.entry)
+
+    before = _loaded()
+    x = np.arange(100, dtype=np.float32)
+    k = _distinct(13, "openmp")
+    k(x, np.empty_like(x))
+    launcher = k._launchers[("openmp", True)]
+    path, saver = launcher.path, Saver()
+    saver.entry, saver.kernel, k.saver = launcher.fast_entry, k, saver  # kernel <-> saver
+    del k, launcher, saver
+    gc.collect()
+    assert saved and _mapped(path)
+    np.testing.assert_array_equal(saved[0](x, np.empty_like(x)), x * 13 + 1)
+    saved.clear()
+    gc.collect()
+    assert not _mapped(path) and _loaded() == before
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads the mappings from /proc")
+@pytest.mark.parametrize("backend", NATIVE)
 def test_a_kernel_dropped_while_threads_call_it_is_unloaded_after_them(backend, tmp_path, monkeypatch):
     """Four threads call a kernel while the main thread drops every reference of its own and collects:
     the calls go on giving the right results, and the object is unloaded once the last of them ends."""
@@ -219,7 +265,7 @@ def test_resident_memory_stays_flat_over_distinct_kernels(backend, tmp_path, mon
     y = np.empty_like(x)
     _distinct(-1, backend)(x, y)  # warm: imports, the toolchain probe, the allocator's arenas
     gc.collect()
-    before, loaded = _rss_kib(), _loaded()
+    before, loaded, start = _rss_kib(), _loaded(), time.perf_counter()
     for c in range(count):
         _distinct(c, backend)(x, y)
         if c % 100 == 99:
@@ -227,5 +273,25 @@ def test_resident_memory_stays_flat_over_distinct_kernels(backend, tmp_path, mon
     np.testing.assert_array_equal(y, x * (count - 1) + 1)
     gc.collect()
     grown = _rss_kib() - before
+    print(f"\n{count} distinct {backend} kernels: RSS {grown:+d} KiB, {time.perf_counter() - start:.0f} s")
     assert _loaded() == loaded, f"{_loaded() - loaded} shared objects of dropped kernels are still loaded"
     assert grown <= 1024, f"RSS grew by {grown} KiB over {count} distinct {backend} kernels"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads the mappings from /proc")
+def test_a_jit_function_keeps_its_most_recent_programs_and_unloads_the_rest(monkeypatch):
+    """A jit function called with ever new shapes keeps ``JIT_CACHE_SIZE`` programs (2 here): the least
+    recently used is dropped and its kernel unloaded; called again, it is traced and loaded again."""
+    _available("openmp")
+    from pypto.array import function
+
+    monkeypatch.setattr(function, "JIT_CACHE_SIZE", 2)
+    f = pt.jit(lambda a: a * 2.0 + 1.0, executor="openmp")
+    before = _loaded()
+    for n in (3, 4, 3, 5, 4):
+        x = np.arange(n, dtype=np.float32)
+        np.testing.assert_array_equal(f(x), x * 2 + 1)
+        gc.collect()
+        assert len(f._cache) <= 2 and _loaded() - before <= 2, (n, len(f._cache), _loaded() - before)
+    # 3 was used more recently than 4 when 5 came: 4 was dropped, then brought back in place of 3
+    assert [key[0][0] for key in f._cache] == [(5,), (4,)]

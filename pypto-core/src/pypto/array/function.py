@@ -11,7 +11,9 @@ runs the function on :class:`~pypto.array.graph.Array` values, which record the 
 :func:`~pypto.array.lower.lower` turns the program into one kernel (its outputs, plus the
 temporaries it needs, are the kernel's output parameters), and the kernel goes through the
 compiler's stages and the backend like any ``@pt.kernel``. Later calls with the same signature
-allocate the results (64-byte aligned) and call the compiled kernel.
+allocate the results (64-byte aligned) and call the compiled kernel. A function keeps the programs of
+its ``JIT_CACHE_SIZE`` most recently used signatures; an older one, called again, is traced again and
+its kernel loaded from the disk cache (no compilation).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from pypto import dtypes
+from pypto._lru import LRUCache
 from pypto.array.graph import Array, input_array
 from pypto.array.lower import Buffer, Plan, lower
 from pypto.errors import ArgumentError, DTypeError, PyptoError, ShapeError, SpecializationWarning, TracingError
@@ -75,6 +78,7 @@ def _resolve(spec: Spec, sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 POOL_SIZE = 2  # buffers kept per result or temporary for reuse (see Compiled.take)
+JIT_CACHE_SIZE = 64  # programs (signatures) a jit function keeps, the least recently used dropped first
 
 
 def _aligned(nbytes: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -184,7 +188,7 @@ class JitFunction:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.options: dict[str, Any] = {"executor": executor, "fastmath": fastmath, "schedule": schedule}
-        self._cache: dict[tuple, Compiled] = {}
+        self._cache: LRUCache[tuple, Compiled] = LRUCache(JIT_CACHE_SIZE)
         self._lock = threading.Lock()
         try:
             self._params = list(inspect.signature(fn).parameters.values())

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from pypto._lru import LRUCache
 from pypto.array import views
 from pypto.array.graph import Array, binary, cast, reduce, unary, where
 from pypto.errors import TracingError
@@ -136,6 +137,7 @@ class _Reader:
 
 
 _lock = threading.Lock()
+VJP_CACHE_SIZE = 16  # pullback programs a kernel keeps (one per dims and scalars), least recently used dropped
 
 
 def kernel_vjp(kernel: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
@@ -191,7 +193,7 @@ def kernel_vjp(kernel: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
 
     key = (tuple(sorted(dims.items())), tuple(sorted(scalars.items())))
     with _lock:
-        cache = kernel.__dict__.setdefault("_pt_vjp", {})
+        cache = kernel.__dict__.setdefault("_pt_vjp", LRUCache(VJP_CACHE_SIZE))
         jit = cache.get(key)
         if jit is None:
             import inspect

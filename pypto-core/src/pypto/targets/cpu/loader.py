@@ -4,7 +4,9 @@ A kernel's shared object is opened with ``dlopen`` (:class:`SharedObject`) and c
 Python object that can reach its code is collected: the launcher, and the fast entry, a function
 object that holds the library (see :mod:`pypto.targets.cpu.pyentry`). A call in progress holds the
 function it calls, so the code it runs stays mapped; a program that makes kernels without end (one
-per shape, per constant, per request) keeps only the ones it still refers to.
+per shape, per constant, per request) keeps only the ones it still refers to. An object found in a
+reference cycle is unloaded when the garbage collection is over, not while the collector still holds
+the cycle's entries (whose method table lives in the library).
 
 The runtime libraries kernels link (libgomp, libtbb, libstdc++) are pinned the first time they are
 seen (``RTLD_NODELETE``): their worker threads outlive any one kernel, and unloading them while the
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import _ctypes
 import ctypes
+import gc
 import os
 import sys
 import tempfile
@@ -39,6 +42,7 @@ RUNTIME_LIBRARIES = (
     "libmvec.so.1",
 )
 _pinned: dict[str, int] = {}
+_pending: list[SharedObject] = []  # found in cyclic garbage: unloaded when the collection is over
 _lock = threading.RLock()  # reentrant: a collection inside the lock may unload another object
 _loaded = 0  # shared objects loaded now (kernels alive), for tests and diagnostics
 
@@ -99,19 +103,55 @@ class SharedObject:
             raise AttributeError(f"{self.path} exports no function '{name}'")
         return ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(address)(self)
 
-    # the module's globals may already be gone when an object is collected at interpreter exit
-    def __del__(self, _finalizing=sys.is_finalizing, _symbol=_symbol, _dlclose=_ctypes.dlclose,
-                _release=ctypes.PYFUNCTYPE(None), _lock=_lock) -> None:  # fmt: skip
+    def close(self) -> None:
+        """Unload now: ``pt_release`` (when exported), then ``dlclose``. Only when nothing can call it."""
         global _loaded
         handle = self.__dict__.pop("_handle", None)
-        if handle is None or _finalizing():
-            return  # at exit nothing is unloaded: libraries' own shutdown must not race ours
+        if handle is None:
+            return
         release = _symbol(handle, "pt_release")
         if release is not None:
-            _release(release)()
+            ctypes.PYFUNCTYPE(None)(release)()
         with _lock:
-            _dlclose(handle)
+            _ctypes.dlclose(handle)
             _loaded -= 1
+
+    # The module's globals may be gone when an object is collected at interpreter exit: what is used is bound.
+    def __del__(self, _finalizing=sys.is_finalizing, _pending=_pending) -> None:
+        if "_handle" not in self.__dict__ or _finalizing():
+            return  # at exit nothing is unloaded: libraries' own shutdown must not race ours
+        if _collecting:
+            # Collected as part of a reference cycle: the fast entries of the cycle, which hold this object
+            # and whose method table is in the library, are still alive until the collector clears them.
+            # Kept (so resurrected) and unloaded when the collection is over, if nothing holds it by then.
+            _pending.append(self)
+            return
+        self.close()  # freed by reference counting: no entry refers to it any more
+
+
+_collecting = False
+
+
+def _on_collection(phase: str, info: dict) -> None:
+    """``gc.callbacks``: unload the shared objects found in cyclic garbage once the collection is over."""
+    global _collecting
+    if phase == "start":
+        _collecting = True
+        return
+    _collecting = False
+    survivors = []
+    while _pending:
+        library = _pending.pop()
+        # two references: this variable and getrefcount's argument; a third is an entry still alive
+        # (resurrected by some finalizer): keep it loaded, and look again after the next collection
+        if sys.getrefcount(library) > 2:
+            survivors.append(library)
+        else:
+            library.close()
+    _pending.extend(survivors)
+
+
+gc.callbacks.append(_on_collection)
 
 
 def c_declaration(k: LoopKernel, name: str | None = None) -> str:
