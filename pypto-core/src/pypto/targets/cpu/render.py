@@ -18,33 +18,43 @@ from pypto.ir.nodes import Binary
 from pypto.targets.cstyle import CRenderer
 
 STREAM_HELPER = """\
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 #include <string.h>
+/* non-temporal stores through the compiler's builtins: <immintrin.h> would take most of the compile time */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__SSE2__) && (defined(__clang__) || \\
+    (defined(__GNUC__) && !defined(__INTEL_COMPILER)))
+#if defined(__AVX512F__)
+#define PT_NT_BYTES 64
+#elif defined(__AVX__)
+#define PT_NT_BYTES 32
+#else
+#define PT_NT_BYTES 16
+#endif
+typedef long long pt_nt_vec __attribute__((vector_size(PT_NT_BYTES), may_alias));
+#if defined(__clang__)
+#define PT_NT_STORE(p, v) __builtin_nontemporal_store((v), (p))
+#elif PT_NT_BYTES == 64
+#define PT_NT_STORE(p, v) __builtin_ia32_movntdq512((p), (v))
+#elif PT_NT_BYTES == 32
+#define PT_NT_STORE(p, v) __builtin_ia32_movntdq256((p), (v))
+#else
+#define PT_NT_STORE(p, v) __builtin_ia32_movntdq((p), (v))
+#endif
+#define PT_NT_FENCE() __builtin_ia32_sfence()
+#else
+#define PT_NT_BYTES 0
+#define PT_NT_FENCE() ((void)0)
+#endif
 /* copy n bytes from an aligned L1 buffer to memory without reading the destination into the cache */
 static inline void pt_stream_bytes(void *PT_RESTRICT dst, const void *PT_RESTRICT src, size_t n) {
     size_t i = 0;
-#if defined(__AVX512F__)
-    if (((uintptr_t)dst & 63) == 0)
-        for (; i + 64 <= n; i += 64)
-            _mm512_stream_si512((__m512i *)((char *)dst + i), _mm512_load_si512((const char *)src + i));
-#elif defined(__AVX__)
-    if (((uintptr_t)dst & 31) == 0)
-        for (; i + 32 <= n; i += 32)
-            _mm256_stream_si256((__m256i *)((char *)dst + i), _mm256_load_si256((const __m256i *)((const char *)src + i)));
-#elif defined(__SSE2__)
-    if (((uintptr_t)dst & 15) == 0)
-        for (; i + 16 <= n; i += 16)
-            _mm_stream_si128((__m128i *)((char *)dst + i), _mm_load_si128((const __m128i *)((const char *)src + i)));
+#if PT_NT_BYTES
+    if (((uintptr_t)dst & (PT_NT_BYTES - 1)) == 0)
+        for (; i + PT_NT_BYTES <= n; i += PT_NT_BYTES)
+            PT_NT_STORE((pt_nt_vec *)((char *)dst + i), *(const pt_nt_vec *)((const char *)src + i));
 #endif
     if (i < n) memcpy((char *)dst + i, (const char *)src + i, n - i);
 }
-static inline void pt_stream_fence(void) {
-#if defined(__SSE2__)
-    _mm_sfence();
-#endif
-}"""
+static inline void pt_stream_fence(void) { PT_NT_FENCE(); }"""
 
 OMP_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
 
