@@ -6,6 +6,7 @@ import re
 
 from pypto.plugins import get_registry
 from pypto.testing import softmax, sum_exp, vector_add
+from pypto_tbb.runtime import RUNTIME
 
 
 def kernel_text(code: str) -> str:
@@ -16,10 +17,13 @@ def kernel_text(code: str) -> str:
 
 def test_parallel_loops_are_tbb_parallel_for_over_blocked_ranges():
     code = softmax.get_code()
-    assert "tbb::parallel_for(" in code and "tbb::blocked_range<int64_t>(lo, hi, size)" in code
-    assert "tbb::simple_partitioner()" in code
-    assert "arena.max_concurrency() * PT_CHUNKS_PER_THREAD" in code  # a few chunks per thread
+    # the kernel includes no TBB header: its loops go through the runtime library's table
+    assert "tbb" not in "".join(line for line in code.splitlines() if line.startswith("#include"))
+    assert "pt_tbb->parallel_for(arena, lo, hi, even > grain ? even : grain," in code
+    assert "pt_tbb->arena_concurrency(arena) * PT_CHUNKS_PER_THREAD" in code  # a few chunks per thread
     assert "parallel_reduce" not in code and "#pragma omp parallel" not in code
+    assert "#include <oneapi/tbb/parallel_for.h>" in RUNTIME and "tbb::simple_partitioner()" in RUNTIME
+    assert "tbb::blocked_range<int64_t>(lo, hi, (size_t)size)" in RUNTIME
     body = kernel_text(code)
     # the row loop is a lambda over a chunk of rows, capturing by reference, buffers passed by value
     assert re.search(r"auto pt_chunk\d+ = \[&\]\(int64_t pt_begin\d+, int64_t pt_end\d+, "
@@ -50,6 +54,7 @@ def test_cxx_spellings_and_c_linkage():
     assert 'extern "C" void pt_set_num_threads(int n)' in code
     assert "<stdbool.h>" not in code and "restrict " not in code.replace("__restrict__ ", "")
     assert 'extern "C" void pt_release(void)' in code  # the loader frees the task arena before unloading
+    assert 'extern "C" void pt_bind_runtime(const pt_tbb_api *api)' in code  # the loader binds the runtime
     # the fast entry is compiled into the same C++ object, its constructor with C linkage
     assert (
         '#ifdef __cplusplus\nextern "C"\n#endif\n__attribute__((visibility("default"))) PyObject *pt_entry_new(PyObject *owner)'
@@ -88,4 +93,4 @@ def test_aliasing_variant_has_no_restrict():
 
 def test_get_code_names_the_tbb_backend_explicitly(monkeypatch):
     monkeypatch.setenv("PYPTO_EXECUTOR", "openmp")
-    assert "tbb::parallel_for" in softmax.get_code(backend="tbb")
+    assert "pt_tbb->parallel_for(" in softmax.get_code(backend="tbb")

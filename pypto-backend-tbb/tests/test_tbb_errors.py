@@ -11,7 +11,7 @@ import pypto as pt
 from pypto.testing import unavailable_script
 from pypto_tbb import locate
 
-_USE = unavailable_script("tbb", "tbb::parallel_for")
+_USE = unavailable_script("tbb", "pt_tbb->parallel_for(")
 
 _HIDE_DIST = """
 from importlib import metadata

@@ -156,4 +156,32 @@ def test_compiled_kernels_are_cached_across_processes(run_py, tmp_path):
         r = run_py(CUBE_SCRIPT, env)
         assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
         assert cxx.count("cube.cpp") == expected  # the second process loads the cached object: no compiler run
+        assert cxx.count("pt_tbb_runtime.cpp") == 1  # the runtime library too, built once and cached beside
     assert len(list((tmp_path / "cache").glob("tbb/*/*.so"))) == 1
+    assert len(list((tmp_path / "cache").glob("runtime/tbb/*/*.so"))) == 1
+
+
+_UNBOUND = """
+import sys, cffi, numpy as np
+ffi = cffi.FFI()
+ffi.cdef("int twice(const float *x, float *y, int64_t N); int pt_get_num_threads(void);")
+lib = ffi.dlopen(sys.argv[1])  # not through pypto: no runtime library bound
+x = np.arange(1 << 20, dtype=np.float32)
+y = np.zeros_like(x)
+status = lib.twice(ffi.from_buffer("float[]", x), ffi.from_buffer("float[]", y), x.size)
+print(status, lib.pt_get_num_threads(), bool((y == 2 * x).all()))
+"""
+
+
+def test_a_kernel_opened_without_pypto_runs_its_loops_on_one_thread(run_py):
+    """A kernel's object opened by other code (cffi here) has no runtime bound: it still computes the right
+    result, serially, and reports one thread, instead of calling through a null table."""
+    r = run_py(_THREADS.split("ffi = cffi.FFI()")[0] + "print(twice._launchers[('tbb', True)].path)")
+    assert r.returncode == 0, r.stderr
+    import subprocess
+    import sys
+
+    path = r.stdout.split()[-1]  # the cached object, opened by a fresh interpreter that never imports pypto
+    out = subprocess.run([sys.executable, "-c", _UNBOUND, path], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "1", "True"]

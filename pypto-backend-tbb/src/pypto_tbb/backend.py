@@ -1,19 +1,24 @@
 """The TBB flavour of the core's :class:`~pypto.targets.cpu.backend.NativeBackend`.
 
 Compiling, caching, the fast-call entry point and loading are the core's; this adds what differs
-for C++ and oneTBB: flags computed from the located wheels, the TBB version in the cache key, and
-a thread count reported as TBB sees it (``OMP_NUM_THREADS`` means nothing to TBB).
+for C++ and oneTBB: flags computed from the located wheels, the TBB version in the cache key, the
+runtime library every loaded kernel is bound to, and a thread count reported as TBB sees it
+(``OMP_NUM_THREADS`` means nothing to TBB).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pypto.backend_api import Program
 from pypto.targets.cpu.backend import NativeBackend, num_threads
 
 from .locate import locate_tbb
+
+if TYPE_CHECKING:
+    from pypto.targets.cpu.loader import SharedObject
 
 
 def default_concurrency() -> int:
@@ -43,7 +48,8 @@ def link_flags() -> tuple[str, ...]:
 
 
 class TBBBackend(NativeBackend):
-    """A :class:`NativeBackend` that builds C++ against the oneTBB of the installed wheels."""
+    """A :class:`NativeBackend` that builds C++ against the oneTBB of the installed wheels; kernels reach
+    oneTBB through one runtime library (:mod:`pypto_tbb.runtime`), so they compile without its headers."""
 
     def info(self) -> dict[str, Any]:
         out = super().info()
@@ -59,3 +65,9 @@ class TBBBackend(NativeBackend):
     def compile_key(self, program: Program) -> str:
         # the headers' version changes the binary even when their path does not
         return f"{super().compile_key(program)} tbb={locate_tbb().version}"
+
+    def on_load(self, library: SharedObject) -> None:
+        from .runtime import runtime_api
+
+        library.call("pt_bind_runtime", ctypes.c_void_p(runtime_api(self, locate_tbb().version)))
+        super().on_load(library)

@@ -380,13 +380,13 @@ CATALOGUE: list[Case] = [
         "while_on_value",
         "`while` on a traced value",
         _trace_error("k", "    while x[i] > 0:\n        y[i] = x[i]\n"),
-        (pt.TracingError, r""),
+        (pt.TracingError, r"<string>:3: Python control flow .* on a traced value(.|\n)*pt\.where"),
     ),
     Case(
         "bool_of_value",
         "`bool()` of a traced value",
         _trace_error("k", "    y[i] = x[i] * bool(x[i])\n"),
-        (pt.TracingError, r""),
+        (pt.TracingError, r"<string>:3: Python control flow .* on a traced value(.|\n)*pt\.where"),
     ),
     Case(
         "unsupported_function",

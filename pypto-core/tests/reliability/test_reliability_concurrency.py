@@ -266,14 +266,19 @@ def test_resident_memory_stays_flat_over_distinct_kernels(backend, tmp_path, mon
     _distinct(-1, backend)(x, y)  # warm: imports, the toolchain probe, the allocator's arenas
     gc.collect()
     before, loaded, start = _rss_kib(), _loaded(), time.perf_counter()
+    steps = []  # growth after every tenth of the run, to tell a plateau from a slope
     for c in range(count):
         _distinct(c, backend)(x, y)
         if c % 100 == 99:
             gc.collect()
+        if count >= 1000 and (c + 1) % (count // 10) == 0:
+            steps.append(f"{c + 1}: {_rss_kib() - before:+d}")
     np.testing.assert_array_equal(y, x * (count - 1) + 1)
     gc.collect()
     grown = _rss_kib() - before
     print(f"\n{count} distinct {backend} kernels: RSS {grown:+d} KiB, {time.perf_counter() - start:.0f} s")
+    if steps:
+        print("  RSS growth (KiB) after " + ", ".join(steps))
     assert _loaded() == loaded, f"{_loaded() - loaded} shared objects of dropped kernels are still loaded"
     assert grown <= 1024, f"RSS grew by {grown} KiB over {count} distinct {backend} kernels"
 

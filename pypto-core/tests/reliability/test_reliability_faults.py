@@ -18,8 +18,8 @@ from pypto.testing import CUBE_SCRIPT, counting_compiler, run_python
 pytestmark = pytest.mark.skipif("openmp" not in pt.list_backends(), reason="needs the openmp backend")
 
 
-def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return run_python(CUBE_SCRIPT, {"PYPTO_EXECUTOR": "openmp", **env}, timeout=300)
+def _run(env: dict[str, str], backend: str = "openmp") -> subprocess.CompletedProcess[str]:
+    return run_python(CUBE_SCRIPT, {"PYPTO_EXECUTOR": backend, **env}, timeout=300)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "zero_bytes", "garbled", "garbled_json", "missing_data"])
@@ -131,19 +131,22 @@ def test_a_compiler_killed_mid_build_is_a_compile_error(tmp_path):
     assert not list((tmp_path / "c").rglob("*.so"))  # nothing half-built was kept
 
 
-def test_a_warm_cache_runs_without_a_compiler(tmp_path):
-    """A cache built where there was a compiler serves its kernels where there is none; a new kernel then
-    fails with a typed error saying why."""
+@pytest.mark.parametrize("backend, variable", [("openmp", "CC"), ("tbb", "CXX")])
+def test_a_warm_cache_runs_without_a_compiler(tmp_path, backend, variable):
+    """A cache built where there was a compiler serves its kernels where there is none (TBB kernels with the
+    runtime library cached beside them); a new kernel then fails with a typed error saying why."""
+    if backend not in pt.list_backends():
+        pytest.skip(f"needs the {backend} backend")
     env = {"PYPTO_CACHE_DIR": str(tmp_path / "cache")}
-    assert _run(env).stdout.strip() == "ok"  # built and cached, with the compiler
-    no_compiler = {**env, "PATH": "", "CC": ""}
-    r = _run(no_compiler)
+    assert _run(env, backend).stdout.strip() == "ok"  # built and cached, with the compiler
+    no_compiler = {**env, "PATH": "", variable: ""}
+    r = _run(no_compiler, backend)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
     new_kernel = CUBE_SCRIPT.replace("+ 1.0", "+ 2.0").replace("x ** 3 + 1", "x ** 3 + 2").replace(
         "cube(x, y)", "try:\n    cube(x, y)\nexcept pt.CompileError as e:\n    print(type(e).__name__, e)\n    raise SystemExit(0)")  # fmt: skip
-    r = run_python(new_kernel, {"PYPTO_EXECUTOR": "openmp", **no_compiler}, timeout=300)
+    r = run_python(new_kernel, {"PYPTO_EXECUTOR": backend, **no_compiler}, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "ToolchainError" in r.stdout and "is not in pypto's cache" in r.stdout and "set CC" in r.stdout
+    assert "ToolchainError" in r.stdout and "is not in pypto's cache" in r.stdout and f"set {variable}" in r.stdout
 
 
 INTERRUPTED = """

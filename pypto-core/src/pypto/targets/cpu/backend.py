@@ -183,9 +183,8 @@ class NativeBackend(Backend):
     def load(self, program: Program, artifact: Artifact) -> NativeLauncher:
         from pypto.targets.cpu.loader import NativeLauncher
 
-        threads = num_threads() if os.environ.get("PYPTO_NUM_THREADS") else 0
+        return NativeLauncher(program.loops, artifact, entry=artifact.metadata.get("entry"), on_load=self.on_load)
 
-        def on_load(library: SharedObject) -> None:
-            library.call("pt_set_num_threads", threads)
-
-        return NativeLauncher(program.loops, artifact, entry=artifact.metadata.get("entry"), on_load=on_load)
+    def on_load(self, library: SharedObject) -> None:
+        """Prepare a kernel's freshly loaded object before its first call: its thread count (0: the default)."""
+        library.call("pt_set_num_threads", num_threads() if os.environ.get("PYPTO_NUM_THREADS") else 0)

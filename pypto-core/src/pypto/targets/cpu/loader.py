@@ -89,12 +89,14 @@ class SharedObject:
         """The address of an exported symbol, or None."""
         return _symbol(self._handle, name)
 
-    def call(self, name: str, *ints: int) -> None:
-        """Call the exported C function ``void name(int, ...)`` with the GIL held."""
+    def call(self, name: str, *args: int | ctypes.c_void_p) -> None:
+        """Call the exported C function ``void name(...)`` with the GIL held; an ``int`` is passed as a
+        C ``int``, a :class:`ctypes.c_void_p` as a pointer."""
         address = self.symbol(name)
         if address is None:
             raise AttributeError(f"{self.path} exports no function '{name}'")
-        ctypes.PYFUNCTYPE(None, *([ctypes.c_int] * len(ints)))(address)(*ints)
+        types = [ctypes.c_void_p if isinstance(a, ctypes.c_void_p) else ctypes.c_int for a in args]
+        ctypes.PYFUNCTYPE(None, *types)(address)(*args)
 
     def entry(self, name: str) -> Callable[..., Any]:
         """The fast entry made by the exported ``PyObject *name(PyObject *owner)``; it keeps ``self`` loaded."""

@@ -157,6 +157,9 @@ def _python_identity() -> list[object]:
     return [sys.base_prefix, sys.version, (guess / "Python.h").exists()]
 
 
+_FLAG_SOURCE = "int pt_probe_flag(int x) { return x + 1; }\n"
+
+
 def probe(language: str, base_flags: Sequence[str], optional_flags: Sequence[str], test_source: str,
           link_flags: Sequence[str] = ()) -> Toolchain:  # fmt: skip
     """Probe the compiler for ``language``: required ``base_flags`` must work, ``optional_flags`` are
@@ -193,16 +196,22 @@ def probe(language: str, base_flags: Sequence[str], optional_flags: Sequence[str
         raise ToolchainError(
             f"the compiler {compiler} ({version}) cannot build with {' '.join(base_flags)}:\n{r.stderr.strip()[-2000:]}"
         )
-    flags = list(base_flags)
-    for f in optional_flags:
-        if _accepts(compiler, language, [*flags, f], test_source, link_flags):
-            flags.append(f)
-    link = list(link_flags)
-    vm = _libmvec()
-    if vm and _accepts(compiler, language, flags, test_source, [*link, "-lmvec", "-lm"]):
-        link += ["-lmvec", "-lm"]
-    else:
-        vm = ()
+    # Flags are tried on a one-line source (the test source may include headers that take a second to
+    # parse, like oneTBB's), then the test source is built once with everything chosen; should that
+    # combination fail, every flag is tried again on the test source itself.
+    for source in (_FLAG_SOURCE, test_source):
+        flags = list(base_flags)
+        for f in optional_flags:
+            if _accepts(compiler, language, [*flags, f], source, link_flags):
+                flags.append(f)
+        link = list(link_flags)
+        vm = _libmvec()
+        if vm and _accepts(compiler, language, flags, source, [*link, "-lmvec", "-lm"]):
+            link += ["-lmvec", "-lm"]
+        else:
+            vm = ()
+        if source is test_source or _accepts(compiler, language, flags, test_source, link):
+            break
     tc = Toolchain(language, compiler, version, tuple(flags), tuple(link), _python_include(), vm, cpu)
     from pypto.cache import _atomic_write
 
