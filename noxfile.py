@@ -17,6 +17,8 @@ OPENCL = "./pypto-backend-opencl[pocl]"  # with PoCL's CPU device: OpenCL withou
 CUDA = "./pypto-backend-cuda"  # installed with --no-deps: pycuda has no wheels and its build needs the driver
 CONFORMANCE = "./pypto-conformance"
 NUMBA = "./examples/pypto-backend-numba"  # the example third-party backend (pulls in numba)
+LONGRUN_RECORD = "pypto-core/tests/reliability/results/longrun.json"  # what docs/reliability.md reports
+FUZZ_REPORT = "pypto-core/tests/reliability/results/fuzz.json"
 TORCH = "torch==2.13.0"  # the CPU build (a bare "torch" resolves to a CUDA build of several GB)
 
 
@@ -129,20 +131,29 @@ def cuda(session: nox.Session) -> None:
 @nox.session
 def longrun(session: nox.Session) -> None:
     """Long runs (not part of CI's time budget), each with flat resident memory: 10^6 calls of a small kernel,
-    and 10^4 distinct kernels compiled, called and dropped per backend (about 2 hours for openmp here)."""
-    session.install(CORE, OPENMP)
+    and 10^4 distinct kernels compiled, called and dropped per backend (reference, openmp, tbb: about 2 hours
+    here). The figures are recorded in pypto-core/tests/reliability/results/longrun.json for docs/reliability.md
+    (`python pypto-core/tests/reliability/report.py --records-only`)."""
+    session.install(CORE, OPENMP, TBB)
     session.run(
         "pytest",
+        "-s",
         "pypto-core/tests/reliability/test_reliability_concurrency.py",
         "-k",
         "resident",
         *session.posargs,
-        env={"PYPTO_LONGRUN_CALLS": "1000000", "PYPTO_LONGRUN_KERNELS": "10000"},
+        env={
+            "PYPTO_LONGRUN_CALLS": "1000000",
+            "PYPTO_LONGRUN_KERNELS": "10000",
+            "PYPTO_LONGRUN_RECORD": LONGRUN_RECORD,
+        },
     )
 
 
 @nox.session
 def fuzz(session: nox.Session) -> None:
-    """Differential fuzzing at scale (not part of CI, which runs 300 examples): 2,000 per backend."""
+    """Differential fuzzing at scale (not part of CI, which runs 300 examples): 2,000 per backend, the report
+    kept in pypto-core/tests/reliability/results/fuzz.json for docs/reliability.md."""
     session.install(CORE, OPENMP, TBB, OPENCL, CONFORMANCE, NUMBA)
-    session.run("pypto-conformance", "--backend", "all", "-k", "fuzz", "--max-examples", "2000", *session.posargs)
+    session.run("pypto-conformance", "--backend", "all", "-k", "fuzz", "--max-examples", "2000",
+                "--report", FUZZ_REPORT, *session.posargs)  # fmt: skip

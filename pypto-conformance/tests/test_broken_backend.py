@@ -1,5 +1,8 @@
 """A deliberately broken backend (a - b for a + b) is caught by the catalogue and by the fuzzer."""
 
+import datetime
+import os
+
 from fake_backends import BROKEN_CODEGEN, plugin_source
 
 
@@ -34,3 +37,6 @@ def test_broken_backend_fails_with_readable_errors(plugin_site, run_cli):
     # the printed table lists the failures
     assert "FAIL" in run.stdout and "row_bias" in run.stdout
     assert run.report["summary"]["failed"] == 9
+    # when and where: the report says both
+    assert datetime.datetime.fromisoformat(run.report["date"]).utcoffset() == datetime.timedelta(0)
+    assert f"{os.cpu_count()} CPUs" in run.report["machine"]

@@ -7,6 +7,9 @@ collected: backends are only looked up when a conformance test is parametrised.
 
 from __future__ import annotations
 
+import datetime
+import os
+import platform
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,6 +191,19 @@ def conformance_record(request: pytest.FixtureRequest):
 # -- reporting -------------------------------------------------------------------------------------
 
 
+def machine() -> str:
+    """Where the suite ran, for the report: CPU model (where the system says), CPUs, OS and Python."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), model)
+    except OSError:
+        pass
+    return (
+        f"{model}, {os.cpu_count()} CPUs, {platform.system()} {platform.machine()}, Python {platform.python_version()}"
+    )
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     settings = session.config.stash.get(SETTINGS_KEY, None)
     collector = session.config.stash.get(COLLECTOR_KEY, None)
@@ -195,6 +211,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     backends = [t.describe() for t in settings.targets()]
     extra = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
         "max_examples": settings.max_examples,
         "xfails_unused": [e.describe() for e in settings.xfails if e not in settings.used_xfails],
     }

@@ -13,6 +13,7 @@ import gc
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -94,6 +95,25 @@ def _rss_kib() -> int:
     raise RuntimeError("no VmRSS")
 
 
+def record(name: str, what: str, **figures: object) -> None:
+    """Keep a long run's figures in the JSON file named by ``PYPTO_LONGRUN_RECORD`` (``nox -s longrun`` sets it),
+    from which ``report.py`` writes the long-run table of docs/reliability.md."""
+    path = os.environ.get("PYPTO_LONGRUN_RECORD")
+    if not path:
+        return
+    import datetime
+    import json
+    import platform
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    runs = json.loads(Path(path).read_text()) if Path(path).exists() else {}
+    runs[name] = {"what": what, **figures, "date": datetime.date.today().isoformat(), "pypto": pt.__version__,
+                  "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"}  # fmt: skip
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(json.dumps(runs, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
 CALLS = int(os.environ.get("PYPTO_LONGRUN_CALLS", "100000"))
 
 
@@ -110,8 +130,10 @@ def test_resident_memory_stays_flat_over_many_calls():
     start = time.perf_counter()
     for _ in range(CALLS):
         k(x, y)
-    grown = _rss_kib() - before
-    print(f"\n{CALLS} calls ({backend}): RSS {grown:+d} KiB, {time.perf_counter() - start:.1f} s")
+    grown, seconds = _rss_kib() - before, time.perf_counter() - start
+    print(f"\n{CALLS} calls ({backend}): RSS {grown:+d} KiB, {seconds:.1f} s")
+    record(f"calls-{backend}", f"{CALLS:,} calls of a 4×8 softmax kernel ({backend})", count=CALLS, rss_kib=grown,
+           seconds=round(seconds, 1))  # fmt: skip
     assert grown <= 1024, f"RSS grew by {grown} KiB over {CALLS} calls"
     np.testing.assert_allclose(y, _want(x), rtol=1e-6)
 
@@ -254,9 +276,9 @@ def test_a_kernel_dropped_while_threads_call_it_is_unloaded_after_them(backend, 
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads resident memory from /proc")
-@pytest.mark.parametrize("backend", ["reference", "openmp"])  # tbb kernels go through openmp's loader
+@pytest.mark.parametrize("backend", ["reference", "openmp", "tbb"])  # tbb: an arena made and freed per kernel
 def test_resident_memory_stays_flat_over_distinct_kernels(backend, tmp_path, monkeypatch):
-    """``PYPTO_LONGRUN_KERNELS`` distinct kernels (40 here, 400 on reference; ``nox -s longrun`` runs 10⁴),
+    """``PYPTO_LONGRUN_KERNELS`` distinct kernels (40 here, 400 on reference; ``nox -s longrun`` runs 10⁴ each),
     each compiled, called once and dropped, grow RSS by at most 1 MiB; no native object stays loaded."""
     _available(backend)
     monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path))
@@ -272,13 +294,15 @@ def test_resident_memory_stays_flat_over_distinct_kernels(backend, tmp_path, mon
         if c % 100 == 99:
             gc.collect()
         if count >= 1000 and (c + 1) % (count // 10) == 0:
-            steps.append(f"{c + 1}: {_rss_kib() - before:+d}")
+            steps.append((c + 1, _rss_kib() - before))
     np.testing.assert_array_equal(y, x * (count - 1) + 1)
     gc.collect()
-    grown = _rss_kib() - before
-    print(f"\n{count} distinct {backend} kernels: RSS {grown:+d} KiB, {time.perf_counter() - start:.0f} s")
+    grown, seconds = _rss_kib() - before, time.perf_counter() - start
+    print(f"\n{count} distinct {backend} kernels: RSS {grown:+d} KiB, {seconds:.0f} s")
     if steps:
-        print("  RSS growth (KiB) after " + ", ".join(steps))
+        print("  RSS growth (KiB) after " + ", ".join(f"{n}: {kib:+d}" for n, kib in steps))
+    record(f"kernels-{backend}", f"{count:,} distinct kernels, each compiled, called once and dropped ({backend})",
+           count=count, rss_kib=grown, seconds=round(seconds), steps=steps, loaded_after=_loaded() - loaded)  # fmt: skip
     assert _loaded() == loaded, f"{_loaded() - loaded} shared objects of dropped kernels are still loaded"
     assert grown <= 1024, f"RSS grew by {grown} KiB over {count} distinct {backend} kernels"
 
