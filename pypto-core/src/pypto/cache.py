@@ -28,15 +28,31 @@ from pypto.backend_api import Artifact, Program
 FORMAT = 1
 
 
+# Paths under the cache are handled as strings: CPython 3.11's pathlib interns every component it parses,
+# so a Path per kernel key (or per temporary build directory) would churn the interpreter's table of
+# interned strings, which then resizes to a larger size than the process needs (about 1 MiB once, seen
+# over a few thousand kernels). The root is resolved again only when a variable it depends on changes.
+_root: tuple[tuple[str | None, ...], Path] | None = None
+
+
 def cache_dir() -> Path:
     """Where compiled artifacts are stored."""
-    env = os.environ.get("PYPTO_CACHE_DIR")
+    env, xdg = os.environ.get("PYPTO_CACHE_DIR"), os.environ.get("XDG_CACHE_HOME")
+    inputs = (env, xdg, os.environ.get("HOME"))  # HOME: what ~ expands to
+    global _root
+    memo = _root
+    if memo is None or memo[0] != inputs:
+        memo = _root = (inputs, _cache_dir(env, xdg))
+    return memo[1]
+
+
+def _cache_dir(env: str | None, xdg: str | None) -> Path:
     if env:
         return Path(env).expanduser()
     if sys.platform == "linux" and "ANDROID_DATA" not in os.environ:
         # the XDG base-directory rule, which is platformdirs' answer on Linux, without its 3 ms import
         # in every new process
-        base = os.environ.get("XDG_CACHE_HOME", "")
+        base = xdg or ""
         return Path(base if os.path.isabs(base) else os.path.expanduser("~/.cache"), "pypto")
     import platformdirs
 
@@ -68,27 +84,29 @@ class DiskCache:
     def __init__(self, root: Path | None = None):
         self.root = root or cache_dir()
 
-    def _paths(self, backend: str, key: str, suffix: str) -> tuple[Path, Path]:
-        d = self.root / backend / key[:2]
-        return d / f"{key}{suffix}", d / f"{key}.json"
+    def _dir(self, backend: str, key: str) -> str:  # a string, not a Path: see _root
+        return os.path.join(self.root, backend, key[:2])
 
     def get(self, backend: str, key: str) -> Artifact | None:
-        meta_path = self.root / backend / key[:2] / f"{key}.json"
+        d = self._dir(backend, key)
         try:
-            meta = json.loads(meta_path.read_text())
-            data_path = meta_path.with_name(f"{key}{meta['suffix']}")
-            data = data_path.read_bytes()
+            with open(os.path.join(d, f"{key}.json"), "rb") as f:
+                meta = json.loads(f.read())
+            data_path = os.path.join(d, f"{key}{meta['suffix']}")
+            with open(data_path, "rb") as f:
+                data = f.read()
         except (OSError, ValueError, KeyError, TypeError):
             return None
         if meta.get("format") != FORMAT or sha256(data).hexdigest() != meta.get("sha256"):
             return None  # corrupt or foreign entry: the caller rebuilds and overwrites it
-        return Artifact(backend, data, meta["suffix"], meta.get("metadata", {}), str(data_path), True)
+        return Artifact(backend, data, meta["suffix"], meta.get("metadata", {}), data_path, True)
 
     def put(self, backend: str, key: str, artifact: Artifact) -> Artifact:
         """Store ``artifact`` under ``backend``'s key (where :meth:`get` looks for it)."""
-        data_path, meta_path = self._paths(backend, key, artifact.suffix)
+        d = self._dir(backend, key)
+        data_path, meta_path = os.path.join(d, f"{key}{artifact.suffix}"), os.path.join(d, f"{key}.json")
         try:
-            data_path.parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(d, exist_ok=True)
             _atomic_write(data_path, artifact.data)
             meta = {
                 "format": FORMAT,
@@ -101,7 +119,7 @@ class DiskCache:
         except OSError as e:  # a read-only or full disk only costs recompilation: said once per process
             _warn_unwritable(self.root, e)
             return artifact
-        artifact.path = str(data_path)
+        artifact.path = data_path
         return artifact
 
     def info(self) -> dict[str, object]:
@@ -139,8 +157,8 @@ def _warn_unwritable(root: Path, e: OSError) -> None:
     )
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+def _atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=os.path.splitext(path)[1])
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

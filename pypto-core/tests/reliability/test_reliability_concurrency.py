@@ -286,6 +286,7 @@ def test_resident_memory_stays_flat_over_distinct_kernels(backend, tmp_path, mon
     x = np.arange(16, dtype=np.float32)
     y = np.empty_like(x)
     _distinct(-1, backend)(x, y)  # warm: imports, the toolchain probe, the allocator's arenas
+    np.testing.assert_array_equal(y, 1 - x)  # and numpy.testing's lazy imports, before the first measurement
     gc.collect()
     before, loaded, start = _rss_kib(), _loaded(), time.perf_counter()
     steps = []  # growth after every tenth of the run, to tell a plateau from a slope
@@ -295,9 +296,9 @@ def test_resident_memory_stays_flat_over_distinct_kernels(backend, tmp_path, mon
             gc.collect()
         if count >= 1000 and (c + 1) % (count // 10) == 0:
             steps.append((c + 1, _rss_kib() - before))
-    np.testing.assert_array_equal(y, x * (count - 1) + 1)
     gc.collect()
     grown, seconds = _rss_kib() - before, time.perf_counter() - start
+    np.testing.assert_array_equal(y, x * (count - 1) + 1)
     print(f"\n{count} distinct {backend} kernels: RSS {grown:+d} KiB, {seconds:.0f} s")
     if steps:
         print("  RSS growth (KiB) after " + ", ".join(f"{n}: {kib:+d}" for n, kib in steps))
@@ -305,6 +306,37 @@ def test_resident_memory_stays_flat_over_distinct_kernels(backend, tmp_path, mon
            count=count, rss_kib=grown, seconds=round(seconds), steps=steps, loaded_after=_loaded() - loaded)  # fmt: skip
     assert _loaded() == loaded, f"{_loaded() - loaded} shared objects of dropped kernels are still loaded"
     assert grown <= 1024, f"RSS grew by {grown} KiB over {count} distinct {backend} kernels"
+
+
+@pytest.mark.parametrize("backend", ["reference", "openmp", "tbb"])
+def test_a_new_kernel_interns_no_strings_through_pathlib(backend, tmp_path, monkeypatch):
+    """Compiling, caching and loading a new kernel interns no new string through pathlib, which interns
+    every path component it parses: a cache key or a temporary directory's name per kernel churned the
+    interpreter's table of interned strings, which then resized (a step of about 1 MiB over a few thousand
+    kernels in the long run). Cache and build paths are strings; only the cache's root is a Path."""
+    _available(backend)
+    import sys
+
+    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path))
+    x = np.arange(16, dtype=np.float32)
+    y = np.empty_like(x)
+    _distinct(-2, backend)(x, y)  # warm: the probe, the cache root, the TBB runtime library
+    interned: list[str] = []
+    real = sys.intern
+
+    def intern(s: str) -> str:
+        interned.append(s)
+        return real(s)
+
+    monkeypatch.setattr(sys, "intern", intern)  # what pathlib calls for each component
+    got = {}
+    for c in (-3, -4):
+        _distinct(c, backend)(x, y)  # a cache miss: built, stored, loaded
+        got[c] = y.copy()
+    monkeypatch.setattr(sys, "intern", real)
+    for c, out in got.items():
+        np.testing.assert_array_equal(out, x * c + 1)
+    assert interned == [], f"paths parsed by pathlib while compiling new {backend} kernels: {interned[:8]}"
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads the mappings from /proc")

@@ -253,11 +253,11 @@ def build_shared(tc: Toolchain, source: str, *, name: str, extra_flags: Sequence
     import tempfile
 
     suffix = ".cpp" if tc.language == "c++" else ".c"
-    with tempfile.TemporaryDirectory(prefix="pypto-build-") as d:
-        src = Path(d) / f"{name}{suffix}"
-        out = Path(d) / f"{name}.so"
-        src.write_text(source)
-        cmd = [*tc.compiler.split(), *tc.flags, *extra_flags, "-shared", "-fPIC", str(src), "-o", str(out),
+    with tempfile.TemporaryDirectory(prefix="pypto-build-") as d:  # strings, not Paths: see pypto.cache._root
+        src, out = os.path.join(d, f"{name}{suffix}"), os.path.join(d, f"{name}.so")
+        with open(src, "w") as f:
+            f.write(source)
+        cmd = [*tc.compiler.split(), *tc.flags, *extra_flags, "-shared", "-fPIC", src, "-o", out,
                *tc.link_flags, *extra_link]  # fmt: skip
         try:
             r = _run(cmd, cwd=d, timeout=600)
@@ -267,7 +267,8 @@ def build_shared(tc: Toolchain, source: str, *, name: str, extra_flags: Sequence
             raise ToolchainError(f"cannot run the compiler {tc.compiler}: {e}") from None
         if r.returncode != 0:
             raise CompileError(_compile_report(name, tc, cmd, r.stderr, source))
-        return out.read_bytes()
+        with open(out, "rb") as f:
+            return f.read()
 
 
 def _compile_report(name: str, tc: Toolchain, cmd: Sequence[str], stderr: str, source: str) -> str:
