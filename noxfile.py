@@ -14,7 +14,7 @@ CORE = "./pypto-core[test,dask]"
 OPENMP = "./pypto-backend-openmp"
 TBB = "./pypto-backend-tbb"
 OPENCL = "./pypto-backend-opencl[pocl]"  # with PoCL's CPU device: OpenCL without a GPU driver
-CUDA = "./pypto-backend-cuda"  # installed with --no-deps: pycuda has no wheels and its build needs the driver
+CUDA = "./pypto-backend-cuda"  # launches through libcuda with cffi: installs anywhere, runs where there is a GPU
 CONFORMANCE = "./pypto-conformance"
 NUMBA = "./examples/pypto-backend-numba"  # the example third-party backend (pulls in numba)
 LONGRUN_RECORD = "pypto-core/tests/reliability/results/longrun.json"  # what docs/reliability.md reports
@@ -33,8 +33,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Every package's tests in one environment with every package installed."""
-    session.install(CORE, OPENMP, TBB, OPENCL, CONFORMANCE, NUMBA)
-    session.install("--no-deps", CUDA)
+    session.install(CORE, OPENMP, TBB, OPENCL, CONFORMANCE, NUMBA, CUDA)
     session.install(TORCH)  # for pt.torch (pypto-core[torch]) and its tests
     session.run(
         "pytest",
@@ -122,9 +121,9 @@ def opencl(session: nox.Session) -> None:
 @nox.session
 def cuda(session: nox.Session) -> None:
     """The CUDA backend without a GPU: code generation, nvcc compilation of every conformance kernel for sm_90
-    and sm_80, the launcher against a stand-in driver (launch tests skip with the reason without a GPU)."""
-    session.install(CORE, CONFORMANCE)
-    session.install("--no-deps", CUDA)
+    and sm_80, the launch path against a stand-in driver library (launch tests skip with the reason without a
+    GPU; on a GPU machine benchmarks/gpu/run.sh runs them, the conformance suite and the GPU benchmarks)."""
+    session.install(CORE, CONFORMANCE, CUDA)
     session.run("pytest", "pypto-backend-cuda/tests", *session.posargs)
 
 

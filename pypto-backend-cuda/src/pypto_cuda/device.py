@@ -1,32 +1,33 @@
-"""The CUDA device: whether there is a driver, pycuda and a GPU, and the context kernels run in.
+"""The CUDA device: whether there is a driver and a GPU, and the context kernels run in.
 
-Nothing here imports pycuda until a device is needed; the driver library is looked for first, so a
-machine without one gets a plain reason ("no CUDA driver: libcuda.so.1 not found") instead of an
-import error. The device is ``$PYPTO_CUDA_DEVICE`` (default 0) among those the driver shows
-(``CUDA_VISIBLE_DEVICES`` applies); kernels run in its primary context, shared with CuPy and torch.
+The driver library is looked for first, so a machine without one gets a plain reason ("no CUDA
+driver: libcuda.so.1 not found") instead of an error from deeper down. The device is
+``$PYPTO_CUDA_DEVICE`` (default 0) among those the driver shows (``CUDA_VISIBLE_DEVICES`` applies);
+kernels run in its primary context, the one the CUDA runtime (and so CuPy and torch) uses too, so
+their arrays and streams are ours to use.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from pypto.targets.simt.backend import DeviceUnavailable
 
-DRIVER_LIBRARY = "libcuda.so.1"
-PYCUDA_HINT = "install pycuda (pip install pycuda; building it needs the CUDA toolkit and driver)"
+from . import driver as drv
+from .driver import CudaError, Driver, driver_problem
+
+__all__ = ["CudaDevice", "open_device", "device_info", "driver_problem"]
 
 
 @dataclass(frozen=True)
 class CudaDevice:
     """The device and its primary context, with the limits launches need."""
 
-    cuda: Any  # the pycuda.driver module
-    device: Any
+    driver: Any  # a :class:`~pypto_cuda.driver.Driver` (a stand-in in tests)
+    ordinal: int
     context: Any
     name: str
     capability: tuple[int, int]
@@ -35,19 +36,27 @@ class CudaDevice:
     shared_per_block: int
     shared_optin: int
     memory: int
+    l2_bytes: int = 0
+    threads_per_multiprocessor: int = 2048
+    driver_version: int = 0
+    _local: threading.local = field(default_factory=threading.local, repr=False, compare=False)
 
     @property
     def arch(self) -> str:
         return f"sm_{self.capability[0]}{self.capability[1]}"
 
-    @contextlib.contextmanager
-    def active(self) -> Iterator[None]:
-        """The device's context made current for this thread while the block runs."""
-        self.context.push()
-        try:
-            yield
-        finally:
-            self.cuda.Context.pop()
+    def enter(self) -> bool:
+        """Make the device's context current on this thread; True when it had to be pushed
+        (then :meth:`leave` pops it). One driver call when it already is current."""
+        d = self.driver
+        if d.current_context() == self.context:
+            return False
+        d.push(self.context)
+        return True
+
+    def leave(self, pushed: bool) -> None:
+        if pushed:
+            self.driver.pop()
 
     def info(self) -> dict[str, Any]:
         return {
@@ -58,54 +67,55 @@ class CudaDevice:
             "max_threads_per_block": self.max_threads,
             "shared_bytes_per_block": self.shared_per_block,
             "shared_bytes_optin": self.shared_optin,
+            "l2_bytes": self.l2_bytes,
             "memory_bytes": self.memory,
+            "driver_version": f"{self.driver_version // 1000}.{self.driver_version % 1000 // 10}",
         }
 
 
-def driver_problem() -> str | None:
-    """Why the CUDA driver library cannot be loaded, or None when it can."""
-    try:
-        ctypes.CDLL(DRIVER_LIBRARY)
-    except OSError as e:
-        return f"no CUDA driver: {DRIVER_LIBRARY} not found ({e})"
-    return None
-
-
-def open_device() -> CudaDevice:
-    """Open the GPU (the backend calls this once): the driver first, then pycuda."""
-    problem = driver_problem()
+def open_device(path: str = drv.DRIVER_LIBRARY) -> CudaDevice:
+    """Open the GPU (the backend calls this once): load the driver, initialise it, retain the context."""
+    problem = driver_problem(path)
     if problem:
         raise DeviceUnavailable(problem)
     try:
-        import pycuda.driver as cuda
-    except ImportError as e:
-        raise DeviceUnavailable(f"pycuda cannot be imported ({e}); {PYCUDA_HINT}") from None
+        d = Driver(path)
+    except (ImportError, OSError, AttributeError) as e:
+        raise DeviceUnavailable(f"the CUDA driver {path} cannot be loaded with cffi ({e})") from None
     try:
-        cuda.init()
-        count = cuda.Device.count()
-    except cuda.Error as e:
+        d.init()
+        count = d.device_count()
+    except CudaError as e:
         raise DeviceUnavailable(f"the CUDA driver cannot be initialised ({e})") from None
     if count == 0:
         raise DeviceUnavailable("the CUDA driver reports no GPU")
-    index = int(os.environ.get("PYPTO_CUDA_DEVICE", "0") or 0)
+    raw = os.environ.get("PYPTO_CUDA_DEVICE", "0") or "0"
+    index = int(raw) if raw.strip().isdigit() else -1
     if not 0 <= index < count:
-        raise DeviceUnavailable(f"PYPTO_CUDA_DEVICE={index}, but the driver shows {count} GPU(s)")
-    dev = cuda.Device(index)
-    attr = cuda.device_attribute
-    optin = getattr(attr, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", None)
-    per_block = dev.get_attribute(attr.MAX_SHARED_MEMORY_PER_BLOCK)
-    return CudaDevice(
-        cuda=cuda,
-        device=dev,
-        context=dev.retain_primary_context(),
-        name=dev.name(),
-        capability=tuple(dev.compute_capability()),  # type: ignore[arg-type]
-        multiprocessors=dev.get_attribute(attr.MULTIPROCESSOR_COUNT),
-        max_threads=dev.get_attribute(attr.MAX_THREADS_PER_BLOCK),
-        shared_per_block=per_block,
-        shared_optin=dev.get_attribute(optin) if optin is not None else per_block,
-        memory=dev.total_memory(),
-    )
+        raise DeviceUnavailable(f"PYPTO_CUDA_DEVICE={raw!r}, but the driver shows {count} GPU(s) (0 to {count - 1})")
+    try:
+        dev = d.device(index)
+        per_block = d.attribute(dev, drv.ATTR_MAX_SHARED_MEMORY_PER_BLOCK)
+        return CudaDevice(
+            driver=d,
+            ordinal=index,
+            context=d.primary_context(dev),
+            name=d.device_name(dev),
+            capability=(
+                d.attribute(dev, drv.ATTR_COMPUTE_CAPABILITY_MAJOR),
+                d.attribute(dev, drv.ATTR_COMPUTE_CAPABILITY_MINOR),
+            ),  # fmt: skip
+            multiprocessors=d.attribute(dev, drv.ATTR_MULTIPROCESSOR_COUNT),
+            max_threads=d.attribute(dev, drv.ATTR_MAX_THREADS_PER_BLOCK),
+            shared_per_block=per_block,
+            shared_optin=max(per_block, d.attribute(dev, drv.ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)),
+            memory=d.total_memory(dev),
+            l2_bytes=d.attribute(dev, drv.ATTR_L2_CACHE_SIZE),
+            threads_per_multiprocessor=d.attribute(dev, drv.ATTR_MAX_THREADS_PER_MULTIPROCESSOR),
+            driver_version=d.version(),
+        )
+    except CudaError as e:
+        raise DeviceUnavailable(f"GPU {index} cannot be opened ({e})") from None
 
 
 def device_info(backend: Any) -> dict[str, Any]:

@@ -1,31 +1,51 @@
-"""Running a compiled module on the GPU: device buffers, grid and block sizes from the launch plan.
+"""Running a compiled module on the GPU: arguments, grid and block sizes from the launch plan, streams.
 
-NumPy arguments are copied to device buffers that are kept between calls (reallocated only when an
-argument grows) and outputs are copied back. Arrays already on the GPU (``__cuda_array_interface__``:
-CuPy arrays, torch CUDA tensors, Numba device arrays) are used in place through :meth:`fast_entry`.
+Two ways in:
+
+* **device arrays** (torch CUDA tensors, CuPy arrays, ``__cuda_array_interface__`` objects, CUDA
+  DLPack tensors) reach :meth:`CudaLauncher.fast_entry`: they are checked like any argument and
+  passed by pointer; the kernels are enqueued on the caller's stream (``pt.stream`` / ``stream=``,
+  else torch's or CuPy's current stream, else the default stream) and the call returns without
+  waiting for them, as torch and CuPy operations do.
+* **host arrays** (NumPy) come through the core's binder to :meth:`CudaLauncher.__call__`: they are
+  copied to device buffers kept between calls (reallocated only when an argument grows), the
+  kernels run, outputs are copied back and the call waits for them. A ``pt.PerformanceWarning``
+  says so once per kernel. Host arrays mixed with device arrays are copied the same way.
+
+Launch arguments live in slots prepared once per device kernel, so a launch is one driver call.
+Temporaries of the plan (partial results of two-stage reductions) are kept per stream, so calls
+on different streams never share them.
 """
 
 from __future__ import annotations
 
 import threading
+import warnings
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from pypto.backend_api import Artifact, Program
-from pypto.errors import LaunchError
+from pypto.errors import LaunchError, PerformanceWarning
+from pypto.runtime.stream import current_stream
 from pypto.targets.simt.args import DeviceArray, DeviceBinder
 from pypto.targets.simt.plan import GROUPS, MAP, KernelLaunch, LaunchPlan, pow2_at_least
 
+from . import arrays as views
+from . import driver as drv
 from .device import CudaDevice
+from .driver import CudaError
 
 WARP = 32
 GROUP_MIN, GROUP_MAX = WARP, 256  # threads of a block that shares a row: whole warps
 MAP_THREADS = 256
 MAX_GRID = (2**31 - 1, 65535, 65535)
 DEFAULT_SHARED = 48 * 1024  # dynamic shared memory a kernel gets without opting in
-_FORMAT = {"float32": "f", "float64": "d", "int32": "i", "int64": "q", "bool": "B"}
+MEMO_SIZE = 16  # call signatures a launcher remembers (their launches are replayed without checks)
+_CTYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long", "bool": "unsigned char",
+           "int8": "signed char", "uint8": "unsigned char", "int16": "short", "float16": "unsigned short"}  # fmt: skip
 
 
 def block_for_map(extents: Sequence[int], limit: int) -> tuple[int, int, int]:
@@ -45,42 +65,32 @@ def group_size(hint: int | None, limit: int) -> int:
     return max(GROUP_MIN, min(want, GROUP_MAX, cap))
 
 
-def cuda_array(value: Any) -> DeviceArray | None:
-    """A ``__cuda_array_interface__`` object as a :class:`DeviceArray` (None for anything else)."""
-    iface = getattr(value, "__cuda_array_interface__", None)
-    if iface is None:
-        return None
-    dtype = np.dtype(iface["typestr"])
-    shape = tuple(int(s) for s in iface["shape"])
-    strides = iface.get("strides")
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    contiguous = strides is None or nbytes == 0 or tuple(strides) == _c_strides(shape, dtype)
-    ptr = int(iface["data"][0])
-    return DeviceArray(ptr, value, dtype, shape, contiguous, "cuda", ptr, nbytes)
-
-
-def _c_strides(shape: tuple[int, ...], dtype: np.dtype) -> tuple[int, ...]:
-    out, step = [], dtype.itemsize
-    for s in reversed(shape):
-        out.append(step)
-        step *= s
-    return tuple(reversed(out))
+def resolve_stream(args: Sequence[Any], ordinal: int) -> int:
+    """The stream a call runs on: ``pt.stream``/``stream=``, else the arrays' library's, else the default."""
+    s = current_stream()
+    if s is not None:
+        return views.stream_handle(s)
+    lib = views.library_stream(list(args), ordinal)
+    return lib if lib is not None else 0
 
 
 class _Function:
-    """A kernel of the module, prepared for launches, with its resource limits."""
+    """A kernel of the module, its resource limits and the slots its arguments are passed in."""
 
-    def __init__(self, dev: CudaDevice, module: Any, launch: KernelLaunch, formats: dict[str, str]):
-        cuda = dev.cuda
+    def __init__(self, dev: CudaDevice, module: Any, launch: KernelLaunch, ctypes_of: dict[str, str]):
+        d = dev.driver
         self.launch = launch
-        self.fn = module.get_function(launch.name)
-        self.fn.prepare("".join(formats[p] for p in launch.params))
-        fa = cuda.function_attribute
-        self.max_threads = int(self.fn.get_attribute(fa.MAX_THREADS_PER_BLOCK))
-        self.static_shared = int(self.fn.get_attribute(fa.SHARED_SIZE_BYTES))
+        self.fn = d.function(module, launch.name)
+        self.max_threads = d.function_attribute(self.fn, drv.FUNC_MAX_THREADS_PER_BLOCK)
+        self.static_shared = d.function_attribute(self.fn, drv.FUNC_SHARED_SIZE_BYTES)
+        self.registers = d.function_attribute(self.fn, drv.FUNC_NUM_REGS)
         self.shared_limit = max(dev.shared_optin, DEFAULT_SHARED) - self.static_shared
         self.opted_in = DEFAULT_SHARED - self.static_shared
-        self.cached = _Function(dev, module, launch.cached, formats) if launch.cached is not None else None
+        ffi = d.ffi
+        self.slots = [ffi.new(f"{ctypes_of[p]}[1]") for p in launch.params]
+        # NULL-terminated: the driver reads as many entries as the kernel has parameters, tools may read to the end
+        self.params = ffi.new("void *[]", [ffi.cast("void *", s) for s in self.slots] + [ffi.NULL])
+        self.cached = _Function(dev, module, launch.cached, ctypes_of) if launch.cached is not None else None
 
     def shared_bytes(self, counts: Sequence[int]) -> int:
         """Dynamic shared memory for the cached rows (``counts``: elements of each local buffer)."""
@@ -88,99 +98,227 @@ class _Function:
         return sum((max(c, 1) * b.itemsize + 15) // 16 * 16 for b, c in zip(local, counts) if not b.per_thread)
 
 
+def _release(driver: Any, module: Any, pools: list[dict]) -> None:
+    """Free a collected launcher's device memory and module (also at exit, when the driver may be gone)."""
+    try:
+        for pool in pools:
+            for ptr, _ in pool.values():
+                driver.free(ptr)
+            pool.clear()
+        driver.unload_module(module)
+    except Exception:  # noqa: BLE001 - the process may be shutting down; nothing to report to
+        pass
+
+
 class CudaLauncher:
-    """Runs one compiled kernel on validated arguments (arrays, scalars, dims in loop-IR order)."""
+    """Runs one compiled kernel (see the module docstring)."""
 
     def __init__(self, program: Program, artifact: Artifact, dev: CudaDevice):
         self.dev = dev
-        self.cuda = dev.cuda
+        self.driver = dev.driver
         self.name = program.name
         self.plan = LaunchPlan.from_json(artifact.metadata["plan"])
         self.sizer = self.plan.sizer()
         args = program.loops.args
-        formats = {
-            a.name: "P" if a.kind == "buffer" else "q" if a.kind == "dim" else _FORMAT[a.dtype.name] for a in args
-        }
-        formats.update({b.name: "P" for b in self.plan.buffers})
+        ctypes_of = {
+            a.name: "unsigned long long" if a.kind == "buffer" else "long long" if a.kind == "dim"
+            else _CTYPES[a.dtype.name] for a in args
+        }  # fmt: skip
+        ctypes_of.update({b.name: "unsigned long long" for b in self.plan.buffers})
         data = artifact.data
         if artifact.metadata.get("format") == "ptx" and not data.endswith(b"\0"):
             data += b"\0"  # the driver reads PTX as a C string
-        with dev.active():
-            self.module = self.cuda.module_from_buffer(data)
-            self.functions = [_Function(dev, self.module, k, formats) for k in self.plan.kernels]
+        pushed = dev.enter()
+        try:
+            self.module = self.driver.load_module(data)
+            self.functions = [_Function(dev, self.module, k, ctypes_of) for k in self.plan.kernels]
+        except CudaError as e:
+            raise LaunchError(
+                f"kernel '{self.name}': the compiled module cannot be loaded on {dev.name}: {e}"
+            ) from None
+        finally:
+            dev.leave(pushed)
         pos = {a.name: i for i, a in enumerate(args)}
         self.buffers = [(i, a.name, a.role) for i, a in enumerate(args) if a.kind == "buffer"]
         self.inputs = [pos[n] for n in self.plan.inputs]
-        self.values = {a.name: (i, np.uint8 if a.dtype.is_bool else a.dtype.numpy.type if a.kind == "scalar" else np.int64)
-                       for i, a in enumerate(args) if a.kind != "buffer"}  # fmt: skip
+        self.values = {a.name: i for i, a in enumerate(args) if a.kind != "buffer"}
+        self.bools = {a.name for a in args if a.kind == "scalar" and a.dtype.is_bool}
         self.itemsize = {
             b.name: np.dtype(b.dtype if b.dtype != "bool" else "uint8").itemsize for b in self.plan.buffers
         }
-        self.copies: dict[int, Any] = {}  # argument index -> reused device allocation
-        self.temps: dict[str, Any] = {}
+        self.copies: dict[int, tuple[int, int]] = {}  # argument index -> reused device allocation (ptr, bytes)
+        self.temps: dict[tuple[int, str], tuple[int, int]] = {}  # (stream, plan buffer) -> allocation
         self.binder = DeviceBinder(program)
         self.lock = threading.Lock()
+        self.warned = False
+        self._event: Any = None
+        self.memo: dict[tuple, list[tuple]] = {}  # (argument signatures, stream) -> the launches of that call
+        self.follows = False  # calls may name producer streams (version-3 array interfaces)
+        params = program.contract.params if program.contract is not None else ()
+        self.outputs = [k for k, p in enumerate(params) if getattr(p, "role", "in") != "in" and hasattr(p, "ndim")]
+        weakref.finalize(self, _release, self.driver, self.module, [self.copies, self.temps])
 
     # -- entry points ------------------------------------------------------------------------------------
     def __call__(self, *args: Any) -> None:
-        with self.lock, self.dev.active():
-            self._run(args)
+        """Host arrays, validated by the core (loop-IR order): copied in, run, copied out, waited for."""
+        stream = resolve_stream((), self.dev.ordinal)
+        with self.lock:
+            self._run(args, stream)
 
     def fast_entry(self, *args: Any) -> Any:
-        """Calls whose arrays are all on the GPU (checked like any call, used without copies);
-        ``NotImplemented`` for anything else, which then takes the core's path."""
-        if not any(hasattr(a, "__cuda_array_interface__") for a in args):
+        """Calls with arrays in GPU memory, checked here and used in place (see the module docstring);
+        ``NotImplemented`` for calls without any, which take the core's path.
+
+        A call whose arguments have the signature of a recent one (the same addresses, shapes, dtypes,
+        layouts and scalars, on the same stream) replays that call's launches: it was checked then."""
+        key = tuple(map(views.signature, args))
+        if None not in key:
+            stream = resolve_stream(args, self.dev.ordinal)
+            hit = self.memo.get((key, stream))
+            if hit is not None:
+                with self.lock:
+                    if self.follows:
+                        self._follow_producers(args, stream)
+                    self._replay(hit, stream)
+                outs = self.outputs
+                return args[outs[0]] if len(outs) == 1 else tuple(args[i] for i in outs)
+        if not any(map(views.on_device, args)):
             return NotImplemented
-        bound = self.binder.bind(args, cuda_array)
+        bound = self.binder.bind(args, self._view)
         if bound is None:
             return NotImplemented
         launch_args, outputs = bound
-        with self.lock, self.dev.active():
-            # the arrays' producers may still be writing them on their own streams
-            self.cuda.Context.synchronize()
-            self._run(launch_args)
+        stream = resolve_stream(args, self.dev.ordinal)
+        with self.lock:
+            self._follow_producers(args, stream)
+            launches = self._run(launch_args, stream)
+            if launches is not None and None not in key:
+                if len(self.memo) >= MEMO_SIZE:
+                    self.memo.clear()
+                self.memo[(key, stream)] = launches
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
+    def _view(self, value: Any) -> DeviceArray | None:
+        view = views.view_of(value)
+        if view is None:
+            return None
+        if view is views.interface_view:
+            return views.interface_view(value, self.dev.ordinal, self.driver.pointer_device)
+        return view(value, self.dev.ordinal)
+
+    def _follow_producers(self, args: Sequence[Any], stream: int) -> None:
+        """Make ``stream`` wait for the streams that version-3 array interfaces name (their producers')."""
+        for a in args:
+            if views.view_of(a) is not views.interface_view:
+                continue
+            self.follows = True
+            s = views.interface_stream(a)
+            if s is None or s == stream or (s in (0, 1) and stream in (0, 1)):
+                continue
+            d = self.driver
+            pushed = self.dev.enter()
+            try:
+                if self._event is None:
+                    self._event = d.new_event(timing=False)
+                d.record(self._event, d.stream(s))
+                d.wait(d.stream(stream), self._event)
+            finally:
+                self.dev.leave(pushed)
+
     # -- device memory ----------------------------------------------------------------------------------------
-    def _reused(self, store: dict, key: Any, nbytes: int) -> Any:
+    def _reused(self, store: dict, key: Any, nbytes: int) -> int:
         buf = store.get(key)
         if buf is None or buf[1] < nbytes:
-            alloc = self.cuda.mem_alloc(max(int(nbytes), 1))
-            buf = store[key] = (alloc, max(int(nbytes), 1))
+            if buf is not None:
+                self.driver.free(buf[0])
+                del store[key]
+                self.memo.clear()  # remembered launches may name the freed allocation
+            size = max(int(nbytes), 1)
+            store[key] = buf = (self.driver.alloc(size), size)
         return buf[0]
 
     # -- one call --------------------------------------------------------------------------------------------
-    def _run(self, args: Sequence[Any]) -> None:
-        cuda = self.cuda
-        sizes = self.sizer([args[i] for i in self.inputs])
-        mem: dict[str, int] = {}
-        back: list[tuple[np.ndarray, Any]] = []
-        for i, name, role in self.buffers:
-            arr = args[i]
-            if isinstance(arr, DeviceArray):
-                mem[name] = int(arr.handle)
-                continue
-            alloc = self._reused(self.copies, i, arr.nbytes)
-            if arr.nbytes:
-                cuda.memcpy_htod(alloc, arr)
-                if role != "in":
-                    back.append((arr, alloc))
-            mem[name] = int(alloc)
-        for b, count in zip(self.plan.buffers, sizes.buffers):
-            mem[b.name] = int(self._reused(self.temps, b.name, max(count, 1) * self.itemsize[b.name]))
-        for n, f in enumerate(self.functions):
-            if not sizes.active[n]:
-                continue
-            extents = sizes.extents[n]
-            if f.launch.kind != "single" and (not extents or 0 in extents):
-                continue
-            self._launch(f, extents, sizes.hints[n], sizes.local[n], mem, args)
-        for arr, alloc in back:
-            cuda.memcpy_dtoh(arr, alloc)
-        cuda.Context.synchronize()
+    def _run(self, args: Sequence[Any], stream: int) -> list[tuple] | None:
+        """One call: copies of host arrays in, the launches, copies out. Returns the launches made (to be
+        replayed by calls with the same signature), or None when host arrays were copied."""
+        d = self.driver
+        s = d.stream(stream)
+        pushed = self.dev.enter()
+        try:
+            sizes = self.sizer([args[i] for i in self.inputs])
+            mem: dict[str, int] = {}
+            back: list[tuple[np.ndarray, int]] = []
+            copied: list[tuple[str, int]] = []
+            for i, name, role in self.buffers:
+                a = args[i]
+                if isinstance(a, DeviceArray):
+                    if a.handle is not None:
+                        mem[name] = a.handle
+                        continue
+                    a = a.array
+                alloc = self._reused(self.copies, i, a.nbytes)
+                copied.append((name, a.nbytes))
+                if a.nbytes:
+                    d.htod(alloc, a.ctypes.data, a.nbytes, s)
+                    if role != "in":
+                        back.append((a, alloc))
+                mem[name] = alloc
+            if copied and not self.warned:
+                self._warn_copies(copied)
+            for b, count in zip(self.plan.buffers, sizes.buffers):
+                mem[b.name] = self._reused(self.temps, (stream, b.name), max(count, 1) * self.itemsize[b.name])
+            launches = []
+            for n, f in enumerate(self.functions):
+                if not sizes.active[n]:
+                    continue
+                extents = sizes.extents[n]
+                if f.launch.kind != "single" and (not extents or 0 in extents):
+                    continue
+                launches.append(self._configure(f, extents, sizes.hints[n], sizes.local[n], mem, args))
+            self._launch_all(launches, s)
+            if copied:  # host arrays: the call returns with their results
+                for a, alloc in back:
+                    d.dtoh(a.ctypes.data, alloc, a.nbytes, s)
+                d.stream_synchronize(s)
+                return None
+            return launches
+        except CudaError as e:
+            raise LaunchError(f"kernel '{self.name}' on {self.dev.name}: {e}") from None
+        finally:
+            self.dev.leave(pushed)
 
-    def _launch(self, f: _Function, extents: tuple[int, ...], hint: int | None, counts: tuple[int, ...],
-                mem: dict[str, int], args: Sequence[Any]) -> None:  # fmt: skip
+    def _replay(self, launches: list[tuple], stream: int) -> None:
+        pushed = self.dev.enter()
+        try:
+            self._launch_all(launches, self.driver.stream(stream))
+        finally:
+            self.dev.leave(pushed)
+
+    def _launch_all(self, launches: list[tuple], stream: Any) -> None:
+        d = self.driver
+        for f, grid, block, shared, values in launches:
+            for slot, v in zip(f.slots, values):
+                slot[0] = v
+            try:
+                d.launch(f.fn, grid, block, shared, stream, f.params, f.slots)
+            except CudaError as e:
+                raise LaunchError(self._explain(f.launch, grid, block, shared, e)) from None
+
+    def _warn_copies(self, copied: list[tuple[str, int]]) -> None:
+        self.warned = True
+        names = ", ".join(n for n, _ in copied)
+        total = sum(b for _, b in copied) / 2**20
+        warnings.warn(
+            f"kernel '{self.name}' on the GPU: host arrays ({names}; {total:.1f} MiB) are copied to the device and "
+            f"back on every call, and the call waits for the GPU; pass device arrays (torch CUDA tensors, CuPy "
+            f"arrays) to run without copies and asynchronously",
+            PerformanceWarning,
+            stacklevel=_user_stacklevel(),
+        )
+
+    def _configure(self, f: _Function, extents: tuple[int, ...], hint: int | None, counts: tuple[int, ...],
+                   mem: dict[str, int], args: Sequence[Any]) -> tuple:  # fmt: skip
+        """One launch of a call: the function (or its cached-rows variant), grid, block, shared memory, values."""
         launch = f.launch
         shared = 0
         if launch.kind == MAP:
@@ -210,17 +348,14 @@ class CudaLauncher:
             if p in mem:
                 values.append(mem[p])
             else:
-                i, t = self.values[p]
-                values.append(t(args[i]))
-        try:
-            f.fn.prepared_call(grid, block, *values, shared_size=shared)
-        except self.cuda.Error as e:
-            raise LaunchError(self._explain(launch, grid, block, shared, e)) from None
+                v = args[self.values[p]]
+                values.append(int(bool(v)) if p in self.bools else v)
+        return f, grid, block, shared, tuple(values)
 
     def _opt_in(self, f: _Function, shared: int) -> None:
         """Let a kernel use more dynamic shared memory than the default 48 KiB (once per size)."""
         if shared > f.opted_in:
-            f.fn.set_attribute(self.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+            self.driver.set_function_attribute(f.fn, drv.FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
             f.opted_in = shared
 
     def _explain(self, launch: KernelLaunch, grid: tuple, block: tuple, shared: int, e: Exception) -> str:
@@ -231,3 +366,53 @@ class CudaLauncher:
             f"device limits ({d.name}, {d.arch}): {d.max_threads} threads per block, {d.shared_per_block} bytes "
             f"of shared memory per block ({d.shared_optin} with opt-in)"
         )
+
+
+class EventTimer:
+    """Times GPU work on one stream with a pair of CUDA events (``pt.benchmark`` on device arrays)."""
+
+    def __init__(self, dev: CudaDevice, stream: int):
+        self.dev, self.d = dev, dev.driver
+        self.stream = self.d.stream(stream)
+        pushed = dev.enter()
+        try:
+            self.begin, self.end = self.d.new_event(), self.d.new_event()
+        finally:
+            dev.leave(pushed)
+        weakref.finalize(self, _destroy_events, self.d, (self.begin, self.end))
+
+    def start(self) -> None:
+        pushed = self.dev.enter()
+        try:
+            self.d.record(self.begin, self.stream)
+        finally:
+            self.dev.leave(pushed)
+
+    def stop(self) -> float:
+        """Seconds of GPU time since :meth:`start` (waits for the stream to reach this point)."""
+        pushed = self.dev.enter()
+        try:
+            self.d.record(self.end, self.stream)
+            self.d.event_synchronize(self.end)
+            return self.d.elapsed_ms(self.begin, self.end) / 1e3
+        finally:
+            self.dev.leave(pushed)
+
+
+def _destroy_events(d: Any, events: tuple) -> None:
+    try:
+        for e in events:
+            d.destroy_event(e)
+    except Exception:  # noqa: BLE001 - at exit the driver may be gone
+        pass
+
+
+def _user_stacklevel() -> int:
+    """The stack level of the first frame outside pypto's packages (where a warning should point)."""
+    import sys
+
+    level, f = 1, sys._getframe(1)
+    while f is not None and f.f_globals.get("__name__", "").split(".")[0] in ("pypto", "pypto_cuda"):
+        f = f.f_back
+        level += 1
+    return level

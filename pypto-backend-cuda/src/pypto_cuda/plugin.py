@@ -1,8 +1,8 @@
 """The ``cuda`` backend (entry point ``pypto: cuda``): :data:`BACKEND`.
 
-Kept light: pycuda is imported, the driver opened and nvcc run only when a hook needs them. Code
+Kept light: the driver is opened and nvcc run only when a hook needs them. Code
 generation and compilation work without a GPU (``kernel.get_code(backend="cuda")``, the tests that
-compile every kernel); launching needs the driver, pycuda and a device.
+compile every kernel); launching needs the driver (``libcuda.so.1``) and a device.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ PYPTO_PLUGIN_API = PLUGIN_API_VERSION
 
 
 class CudaBackend(SimtBackend):
-    """CUDA C compiled with nvcc to a cubin for the device's architecture, launched with pycuda."""
+    """CUDA C compiled with nvcc to a cubin for the device's architecture, launched through the driver API."""
 
     name = "cuda"
     version = __version__
     priority = 200  # the GPU wins "auto" whenever it can run
     package = "pypto-backend-cuda"
-    description = "CUDA C compiled with nvcc, launched with pycuda"
+    description = "CUDA C compiled with nvcc, launched through the CUDA driver API"
     renderer_module = "pypto_cuda.renderer"
     suffix = ".cubin"
 
@@ -42,7 +42,7 @@ class CudaBackend(SimtBackend):
         return Capabilities(max_threads=1024, notes="CUDA C through nvcc; blocks share rows, warp shuffles")
 
     def availability(self) -> Availability:
-        """A driver, pycuda and a GPU, then nvcc."""
+        """A driver and a GPU, then nvcc."""
         av = super().availability()
         if not av.available:
             return av
@@ -78,7 +78,8 @@ class CudaBackend(SimtBackend):
     def toolchain(self, program: Program) -> str:
         from .nvcc import flags, probe_nvcc
 
-        return f"{probe_nvcc().identity()} arch={self.target_arch()} flags={flags(program.options.fastmath)}"
+        # nvcc's version, not its path: the same compiler installed elsewhere builds the same cubins
+        return f"nvcc {probe_nvcc().version} arch={self.target_arch()} flags={flags(program.options.fastmath)}"
 
     def build_device_code(self, program: Program, code: str, plan: LaunchPlan) -> tuple[bytes, dict[str, Any]]:
         from .nvcc import compile_cuda
@@ -91,6 +92,21 @@ class CudaBackend(SimtBackend):
         from .launcher import CudaLauncher
 
         return CudaLauncher(program, artifact, self.device())
+
+    def timer(self, args: Any) -> Any:
+        """A CUDA-event timer for ``pt.benchmark`` when ``args`` hold arrays in GPU memory (else None)."""
+        from .arrays import on_device
+
+        flat = [a for a in args if on_device(a)]
+        if not flat:
+            return None
+        try:
+            dev = self.device()
+        except DeviceUnavailable:
+            return None
+        from .launcher import EventTimer, resolve_stream
+
+        return EventTimer(dev, resolve_stream(flat, dev.ordinal))
 
 
 BACKEND = CudaBackend()

@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         DTypeError,
         IRVerificationError,
         LaunchError,
+        PerformanceWarning,
         PluginError,
         PluginWarning,
         PyptoError,
@@ -94,6 +95,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from pypto.runtime.kernel import Kernel, kernel, tile
     from pypto.runtime.memory import empty, empty_like, zeros, zeros_like
     from pypto.runtime.profile import profile
+    from pypto.runtime.stream import current_stream, stream
 
 
 _LAZY: dict[str, str] = {
@@ -115,6 +117,7 @@ _LAZY: dict[str, str] = {
     "LaunchError": ".errors",
     "PluginError": ".errors",
     "PluginWarning": ".errors",
+    "PerformanceWarning": ".errors",
     "SpecializationWarning": ".errors",
     "RechunkWarning": ".errors",
     "CacheWarning": ".errors",
@@ -191,6 +194,9 @@ _LAZY: dict[str, str] = {
     # .runtime.benchmark
     "BenchmarkResult": ".runtime.benchmark",
     "benchmark": ".runtime.benchmark",
+    # .runtime.stream
+    "stream": ".runtime.stream",
+    "current_stream": ".runtime.stream",
     # .runtime.info
     "get_runtime_info": ".runtime.info",
     # .runtime.kernel
@@ -246,9 +252,10 @@ __all__ = [
     "module",
     # runtime
     "empty", "zeros", "empty_like", "zeros_like", "benchmark", "BenchmarkResult", "get_runtime_info",
+    "stream", "current_stream",
     "list_backends", "register_plugin", "reload_plugins", "hookimpl",
     # errors
     "PyptoError", "TracingError", "DTypeError", "ShapeError", "AliasingError", "ArgumentError", "BackendNotFound",
     "BackendUnavailable", "CompileError", "LaunchError", "PluginError", "PluginWarning", "SpecializationWarning", "CacheWarning", "IRVerificationError",
-    "ScheduleError", "RechunkWarning",
+    "ScheduleError", "RechunkWarning", "PerformanceWarning",
 ]  # fmt: skip

@@ -125,3 +125,8 @@ class PluginWarning(UserWarning):
 
 class IRVerificationError(PyptoError):
     """A compiler pass produced malformed IR (a bug in pypto or in a plugin's pass)."""
+
+
+class PerformanceWarning(UserWarning):
+    """A call works but pays for something avoidable, once per kernel: host arrays copied to a GPU and
+    back on every call (pass device arrays instead), a feature run on a slower path."""

@@ -16,8 +16,9 @@ its autograd formula is the compiled pullback of :func:`pypto.vjp` (one kernel),
 implementation gives the result shapes by tracing, so it works inside ``torch.nn.Module``\\ s, under
 ``torch.autograd.gradcheck`` and in graphs ``torch.compile`` captures (once the operator has been called
 eagerly with as many tensors: that call registers it). Tensors reach the kernels
-without copies (``Tensor.numpy()`` views of CPU tensors; results are wrapped with
-``torch.from_numpy``). Install with ``pip install pypto-core[torch]``.
+without copies: ``Tensor.numpy()`` views of CPU tensors (results wrapped with ``torch.from_numpy``),
+CUDA tensors by pointer to the CUDA backend, on torch's current stream, with CUDA tensors as results.
+Install with ``pip install pypto-core[torch]``.
 """
 
 from __future__ import annotations
@@ -77,17 +78,21 @@ class TorchOp:
                 got=type(t).__name__,
                 fix="pass tensors (torch.as_tensor(...)); Python numbers belong inside the function",
             )
+        if t.device.type == "cuda":  # passed by pointer to a GPU backend (results are CUDA tensors too)
+            return t.detach().contiguous()
         if t.device.type != "cpu":
             raise ArgumentError(
                 f"pt.torch.op {self.name}: argument {k} is on {t.device}",
                 param=f"#{k}",
-                expected="a CPU tensor",
+                expected="a CPU or CUDA tensor",
                 got=str(t.device),
-                fix="move it with .cpu(); device tensors are not passed to pypto operators yet",
+                fix="move it with .cpu() or .cuda()",
             )
         return t.detach().contiguous().numpy()
 
-    def _tensor(self, a: np.ndarray) -> Any:
+    def _tensor(self, a: Any) -> Any:
+        if isinstance(a, self.torch.Tensor):
+            return a
         return self.torch.from_numpy(np.ascontiguousarray(a))
 
     # -- the operator ---------------------------------------------------------------------------------------
@@ -129,14 +134,15 @@ class TorchOp:
             for pos, g in zip(outs_meta.plan.outputs, grads):
                 if g is None:
                     b = outs_meta.plan.buffers[pos]
-                    cts.append(np.zeros(outs_meta.shape_of(pos, None), b.dtype.numpy))
+                    zero = np.zeros(outs_meta.shape_of(pos, None), b.dtype.numpy)
+                    cts.append(torch.from_numpy(zero).to(inputs[0].device) if inputs[0].is_cuda else zero)
                 else:
                     cts.append(me._array(g, 0))
             res = me.pullbacks.pullback_jit(n_in, n_out)(*arrays, *cts)
             res = list(res) if isinstance(res, tuple) else [res]
             out: list[Any] = []
-            for a in arrays:
-                out.append(me._tensor(res.pop(0)) if a.dtype.kind == "f" else None)
+            for t in inputs:
+                out.append(me._tensor(res.pop(0)) if t.dtype.is_floating_point else None)
             return tuple(out)
 
         op.register_autograd(backward, setup_context=setup_context)

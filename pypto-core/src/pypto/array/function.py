@@ -38,6 +38,7 @@ from pypto.array.lower import Buffer, Plan, lower
 from pypto.errors import ArgumentError, DTypeError, PyptoError, ShapeError, SpecializationWarning, TracingError
 from pypto.ir.schedule import Schedule
 from pypto.lang.values import _RESERVED, Dim
+from pypto.runtime.device_arrays import describe, empty_like_device, is_device_array, probe
 from pypto.runtime.kernel import Kernel
 
 
@@ -152,11 +153,17 @@ class Compiled:
 
     def run(self, args: tuple, given: dict[int, np.ndarray], sizes: tuple[int, ...] | None = None) -> Any:
         bound: list[Any] = [None] * self.n
+        device = None  # the first argument in a GPU's memory: results are allocated like it, on its device
         for k, src, shape in self.feeds:
             a = args[src]
             if type(a) is not np.ndarray:
-                a = np.asarray(a)
+                if is_device_array(a):
+                    device = a if device is None else device
+                else:
+                    a = np.asarray(a)
             bound[k] = a if shape is None else a.reshape(shape)
+        if device is not None:
+            return self._run_device(bound, device, given, sizes)
         held: dict[int, np.ndarray] = {}
         for k, nbytes, dtype, shape, value_shape in self.allocs:
             if sizes is not None:
@@ -171,6 +178,28 @@ class Compiled:
             if sizes is not None:
                 shape = _resolve(self.specs[k][0], sizes)  # type: ignore[index]
             bound[k] = np.asarray(bound[s]).reshape(shape)
+        self.kernel(*bound)
+        if self.single:
+            pos = self.results[0][0]
+            return given[pos] if given else held[pos]
+        return tuple(given[pos] if given else held[pos] for pos, _ in self.results)
+
+    def _run_device(self, bound: list[Any], template: Any, given: dict[int, Any], sizes: tuple[int, ...] | None) -> Any:
+        """A call on device arrays: results and temporaries are new arrays of the arguments' library on their
+        device (that library's allocator pools them), and the kernel runs where the arrays are."""
+        held: dict[int, Any] = {}
+        for k, _nbytes, dtype, shape, value_shape in self.allocs:
+            if sizes is not None:
+                shape = _resolve(self.specs[k][0], sizes)  # type: ignore[index]
+                value_shape = _resolve(self.specs[k][1], sizes)  # type: ignore[index]
+            o = given.get(k) if given else None
+            if o is None:
+                o = held[k] = empty_like_device(template, value_shape, dtype)
+            bound[k] = o if tuple(o.shape) == shape else o.reshape(shape)
+        for k, s, shape in self.views:
+            if sizes is not None:
+                shape = _resolve(self.specs[k][0], sizes)  # type: ignore[index]
+            bound[k] = bound[s].reshape(shape)
         self.kernel(*bound)
         if self.single:
             pos = self.results[0][0]
@@ -220,6 +249,9 @@ class JitFunction:
             return ("scalar", type(a).__name__, a.item() if isinstance(a, np.generic) else a)
         if type(a).__name__ == "Array" and type(a).__module__.startswith("dask."):
             raise _DaskCall
+        described = describe(a)  # an array in a GPU's memory: run where it is
+        if described is not None:
+            return described
         if hasattr(a, "__array_interface__") or hasattr(a, "__array__"):
             arr = np.asarray(a)
             return (arr.shape, arr.dtype)
@@ -320,7 +352,8 @@ class JitFunction:
             if isinstance(key[k][0], str):  # a Python number: a constant of this signature
                 traced.append(key[k][2])
                 continue
-            arr = a if type(a) is np.ndarray else np.asarray(a)
+            described = None if type(a) is np.ndarray else describe(a)
+            arr = a if type(a) is np.ndarray else probe(*described) if described else np.asarray(a)
             dt = dtypes.from_numpy(arr.dtype)
             if dt is None:
                 raise DTypeError(
@@ -480,24 +513,26 @@ class JitFunction:
         for k, (pos, o) in enumerate(zip(c.plan.outputs, outs)):
             b: Buffer = c.plan.buffers[pos]
             assert b.node is not None
-            if not isinstance(o, np.ndarray):
+            described = None if isinstance(o, np.ndarray) else describe(o)
+            if not isinstance(o, np.ndarray) and described is None:
                 raise ArgumentError(f"{self.__name__}: out[{k}] is a {type(o).__name__}", param="out",
-                                    expected="a NumPy array", got=type(o).__name__)  # fmt: skip
+                                    expected="a NumPy array or an array in GPU memory", got=type(o).__name__)  # fmt: skip
+            o_shape, o_dtype = (o.shape, o.dtype) if described is None else described
             shape = c.shape_of(pos, sizes)
-            if o.shape != shape:
+            if o_shape != shape:
                 raise ShapeError(
                     f"{self.__name__}: out[{k}] has shape {o.shape}, the result has {shape}",
                     param="out",
                     expected=str(shape),
-                    got=o.shape,
+                    got=o_shape,
                     fix=f"pass pt.empty({shape}, {b.dtype.name})",
                 )
-            if o.dtype != b.dtype.numpy:
+            if o_dtype != b.dtype.numpy:
                 raise DTypeError(
-                    f"{self.__name__}: out[{k}] has dtype {o.dtype}, the result is {b.dtype.name}",
+                    f"{self.__name__}: out[{k}] has dtype {o_dtype}, the result is {b.dtype.name}",
                     param="out",
                     expected=b.dtype.name,
-                    got=str(o.dtype),
+                    got=str(o_dtype),
                 )
             given[pos] = o
         return given

@@ -183,6 +183,15 @@ class Kernel:
 
     # -- public API --------------------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if (
+            "stream" in kwargs
+            and "stream" not in self._get_binder().dims
+            and "stream" not in self._get_binder().param_names
+        ):
+            from pypto.runtime.stream import stream
+
+            with stream(kwargs.pop("stream")):
+                return self(*args, **kwargs)
         if _profiler is not None:
             return self._profiled(args, kwargs)
         fast = self._fast
