@@ -5,8 +5,8 @@
 # On a GPU machine without network, in the repository root, after benchmarks/gpu/prepare.sh filled .whl/
 # on a machine with network:   OUT=/some/dir bash benchmarks/gpu/run.sh
 # Nothing of pypto needs to be installed there first: the wheels go to a private folder on PYTHONPATH.
-# Results land in $OUT (at most 8 files): log.txt, cuda-tests.{txt,xml}, conformance.{txt,json},
-# bench.json, gpu-results.md (the RESULTS.md fragment), opencl.json. About 2.5 minutes on an H200 machine.
+# Results land in $OUT: log.txt, cuda-tests.{txt,xml}, conformance.json, opencl.json, bench.json and
+# gpu-results.md (the RESULTS.md fragment). About 2.5 minutes on an H200 machine.
 set -u
 source "$(dirname "$0")/setup.sh"
 LOG="$OUT/log.txt"
@@ -45,7 +45,7 @@ else
 fi
 wait
 stamp "tests and conformance done"
-for i in "${!parts[@]}"; do echo "== part $i: ${parts[$i]}"; tail -n 40 "/tmp/conformance-$i.txt"; done >"$OUT/conformance.txt"
+for i in "${!parts[@]}"; do echo "== conformance part $i: ${parts[$i]}"; tail -n 12 "/tmp/conformance-$i.txt"; done >>"$LOG"
 $PY - "$OUT/conformance.json" /tmp/conformance-*.json <<'PYEOF' >>"$LOG" 2>&1
 import json, sys, collections
 merged = None
@@ -69,6 +69,15 @@ if merged:
 PYEOF
 tail -n 3 "$OUT/cuda-tests.txt" >>"$LOG"
 [ -f /tmp/opencl.txt ] && { echo "== opencl"; tail -n 25 /tmp/opencl.txt; } >>"$LOG"
+if [ -f "$OUT/opencl.json" ]; then  # the first failing case again, each launch logged and waited for
+    first=$($PY -c "import json,sys; r=[x for x in json.load(open(sys.argv[1]))['results'] if x['outcome']=='failed' and x['nodeid'].startswith('test_conformance.py::test_case')]; print(r[0]['case'] if r else '')" "$OUT/opencl.json")
+    if [ -n "$first" ]; then
+        for size in -1 0 1; do
+            echo "== opencl probe: $first, size $size"
+            OCL_ICD_VENDORS=/tmp/pypto-icd timeout 40 $PY benchmarks/gpu/opencl_probe.py "$first" "$size" 2>&1 | tail -n 80
+        done >>"$LOG"
+    fi
+fi
 
 # -- 3. benchmarks, alone on the GPU -------------------------------------------------------------------------
 stamp "benchmarks start"

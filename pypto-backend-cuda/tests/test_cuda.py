@@ -25,6 +25,7 @@ from pypto.testing import (
     assert_softmax_matches_numpy,
     column_stats,
     dense_relu,
+    matmul,
     np_sum_exp,
     softmax,
     sum_exp,
@@ -83,13 +84,33 @@ def test_code_is_generated_without_a_gpu():
     assert "for (long long pt_g0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x); pt_g0 < N - 0;" in add
 
 
-def test_a_contraction_runs_in_blocks_over_tiles_in_shared_memory():
+def test_a_contraction_runs_in_blocks_over_register_tiles():
     code = dense_relu.get_code(backend="cuda")
-    assert "__shared__ float pt_ta[272];" in code and "__shared__ float pt_tb[272];" in code
+    # 128 x 128 outputs per block of 16 x 16 threads, 8 x 8 per thread in registers, 16 k per step in shared memory
+    assert "__shared__ float pt_ta[2112];" in code and "__shared__ float pt_tb[2112];" in code
+    assert "float pt_acc[64];" in code and "__launch_bounds__(256, 2) dense_relu_k0(" in code
     assert code.count("__syncthreads();") == 2
-    assert "const long long i = 0 + (long long)blockIdx.y * 16 + pt_ty;" in code
-    assert "const long long pt_tx = (long long)threadIdx.x;" in code
+    assert "pt_acc[pt_m * 8 + pt_n] += pt_fa[pt_m] * pt_fb[pt_n];" in code
+    # x[i, k] and w[j, k] are both contiguous along k: both are staged along k
+    assert code.count("const long long pt_s = pt_e % 16, pt_o = pt_e / 16;") == 2
     (launch,) = rendered(dense_relu).extras["plan"].kernels
+    assert launch.kind == "tiles" and launch.group == (16, 16) and launch.extents[0].endswith("+ 7) // 8")
+    # b[k, j] is contiguous along j: staged along j
+    assert "const long long pt_o = pt_e % 128, pt_s = pt_e / 128;" in matmul.get_code(backend="cuda")
+
+
+M, K, N = pt.dims("M K N")
+
+
+def test_integer_contractions_keep_one_output_per_thread():
+    @pt.kernel
+    def imm(a: pt.Tensor[pt.int32, (M, K)], b: pt.Tensor[pt.int32, (K, N)], c: pt.Tensor[pt.int32, (M, N)]):
+        i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
+        c[i, j] = pt.reduce_sum(a[i, k] * b[k, j], axis=k)
+
+    code = imm.get_code(backend="cuda")
+    assert "__shared__ int pt_ta[272];" in code and "pt_acc" not in code
+    (launch,) = rendered(imm).extras["plan"].kernels
     assert launch.kind == "tiles" and launch.group == (16, 16)
 
 
@@ -315,7 +336,7 @@ def test_launch_sizes_arguments_and_copies():
     with pytest.warns(pt.PerformanceWarning, match="copied to the device and back"):
         launcher(x, out, 100_000)
     (k0, g0, b0, a0, s0, st0), (k1, g1, b1, a1, s1, st1) = driver.launches
-    assert (k0, g0, b0) == ("sum_exp_k0", (7, 1, 1), (256, 1, 1))  # 7 blocks of 16384, 256 threads
+    assert (k0, g0, b0) == ("sum_exp_k0", (7, 1, 1), (1024, 1, 1))  # 7 blocks of 16384, 4 per thread at most
     assert (k1, g1, b1) == ("sum_exp_k1", (1, 1, 1), (32, 1, 1))  # 7 partials: one warp combines them
     assert a0[1] == a1[1] and a0[2] == 100_000  # the partials buffer is shared by both stages
     assert a0[0] == launcher.copies[0][0] and st0 == st1 == 0  # the copy of x, on the default stream
@@ -332,7 +353,7 @@ def test_rows_that_fit_use_shared_memory():
     x = np.ones((64, 4096), np.float32)
     launcher(x, np.empty_like(x), 64, 4096)
     (name, grid, block, args, shared, stream) = driver.launches[-1]
-    assert name == "softmax_k1_rows" and grid == (64, 1, 1) and block == (256, 1, 1)
+    assert name == "softmax_k1_rows" and grid == (64, 1, 1) and block == (1024, 1, 1)  # 4 points per thread
     assert shared == 2 * 4096 * 4
     wide = np.ones((2, 20000), np.float32)
     launcher(wide, np.empty_like(wide), 2, 20000)
@@ -340,13 +361,13 @@ def test_rows_that_fit_use_shared_memory():
     assert driver.launches[-1][0] == "softmax_k1_rows" and driver.launches[-1][4] == 2 * 20000 * 4
 
 
-def test_map_kernels_get_a_capped_grid():
+def test_map_kernels_get_a_grid_that_fills_the_gpu():
     launcher, driver = fake_launcher(vector_add)
     n = 1 << 20
     a = np.ones(n, np.float32)
     launcher(a, a, np.empty_like(a), n)
     (name, grid, block, *_rest) = driver.launches[-1]
-    assert block == (256, 1, 1) and grid == (n // 256, 1, 1)
+    assert block == (256, 1, 1) and grid == (132 * 8, 1, 1)  # enough to fill the GPU, then each thread strides
 
 
 class FakeCudaArray:
@@ -779,9 +800,9 @@ def test_kernel_calls_reach_the_stand_in_through_the_core(standin, monkeypatch, 
 
     path, _, probe = standin
     monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path))
-    backend = ENTRY.backend
-    monkeypatch.setattr(backend, "_device", open_device(path))
-    monkeypatch.setattr(ENTRY, "_availability", type(ENTRY.availability)(True))
+    entry = get_registry().backends["cuda"]  # the registry of now (an earlier test may have reloaded plugins)
+    monkeypatch.setattr(entry.backend, "_device", open_device(path))
+    monkeypatch.setattr(entry, "_availability", type(entry.availability)(True))
     k = pt.kernel(executor="cuda")(vector_add.fn)
     a, b, c = (np.full(1000, v, np.float32) for v in (1.0, 2.0, 0.0))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -246,25 +246,63 @@ def on_device(obj: Any) -> bool:
 
 
 # -- call signatures ----------------------------------------------------------------------------------------
-def signature(obj: Any) -> Any:
-    """What decides how a call with ``obj`` launches (address, shape, dtype, layout, device), read cheaply;
-    None when calls with it cannot be replayed (host arrays, which are copied, and anything unknown)."""
-    view = view_of(obj)
+def _torch_signature(t: Any) -> Any:
+    # a device address names its GPU (unified addressing), so the device need not be read
+    return (t.data_ptr(), t.shape, t.dtype, t.is_contiguous()) if t.is_cuda else None
+
+
+def _cupy_signature(a: Any) -> Any:
+    return (a.data.ptr, a.shape, a.dtype, a.flags.c_contiguous)
+
+
+def _interface_signature(obj: Any) -> Any:
+    i = obj.__cuda_array_interface__
+    strides = i.get("strides")
+    return (i["data"][0], tuple(i["shape"]), i["typestr"], None if strides is None else tuple(strides))
+
+
+def _scalar_signature(v: Any) -> Any:
+    return (type(v), v)
+
+
+_SIGNATURES: dict[type, Callable[[Any], Any] | None] = {}
+_LIBRARY = {torch_view: "torch", cupy_view: "cupy"}
+
+
+def _signature_for(cls: type, obj: Any) -> Callable[[Any], Any] | None:
+    view = view_for(cls)
     if view is torch_view:
-        return (obj.data_ptr(), obj.shape, obj.dtype, obj.is_contiguous(), obj.get_device()) if obj.is_cuda else None
+        return _torch_signature
     if view is cupy_view:
-        return (obj.data.ptr, obj.shape, obj.dtype, obj.flags.c_contiguous, obj.device.id)
-    if view is interface_view:
-        i = obj.__cuda_array_interface__
-        return (
-            i["data"][0],
-            tuple(i["shape"]),
-            i["typestr"],
-            None if i.get("strides") is None else tuple(i["strides"]),
-        )
-    if view is None and isinstance(obj, (int, float, bool, np.generic)):
-        return (type(obj), obj)
+        return _cupy_signature
+    if view is interface_view or (view is None and hasattr(obj, "__cuda_array_interface__")):
+        return _interface_signature
+    if view is None and issubclass(cls, (int, float, bool, np.generic)):
+        return _scalar_signature
     return None
+
+
+def call_signature(args: Sequence[Any]) -> tuple[tuple | None, str | None]:
+    """What decides how a call launches, read cheaply (for each argument its address, shape, dtype and
+    layout, or its value), and the library of its first device array (``"torch"``, ``"cupy"`` or None).
+    The signature is None when such a call cannot be replayed (host arrays, which are copied; anything else)."""
+    out = []
+    lib = None
+    for a in args:
+        cls = type(a)
+        try:
+            sig = _SIGNATURES[cls]
+        except KeyError:
+            sig = _SIGNATURES[cls] = _signature_for(cls, a)
+        if sig is None:
+            return None, None
+        v = sig(a)
+        if v is None:
+            return None, None
+        out.append(v)
+        if lib is None and sig is not _scalar_signature:
+            lib = "torch" if sig is _torch_signature else "cupy" if sig is _cupy_signature else "other"
+    return tuple(out), lib
 
 
 # -- streams --------------------------------------------------------------------------------------------------------
@@ -300,6 +338,17 @@ def library_stream(arrays: list[Any], ordinal: int) -> int | None:
             import cupy
 
             return int(cupy.cuda.get_current_stream().ptr)
+    return None
+
+
+def stream_of_library(lib: str | None, ordinal: int) -> int | None:
+    """The current stream of ``"torch"`` or ``"cupy"`` (None for anything else)."""
+    if lib == "torch":
+        return _torch_stream(ordinal)
+    if lib == "cupy":
+        import cupy
+
+        return int(cupy.cuda.get_current_stream().ptr)
     return None
 
 

@@ -39,8 +39,10 @@ from .device import CudaDevice
 from .driver import CudaError
 
 WARP = 32
-GROUP_MIN, GROUP_MAX = WARP, 256  # threads of a block that shares a row: whole warps
+GROUP_MIN, GROUP_MAX = WARP, 1024  # threads of a block that shares a row: whole warps
+POINTS_PER_THREAD = 4  # a row's points per thread a block is sized for (its loops are unrolled by 4)
 MAP_THREADS = 256
+MAP_BLOCKS_PER_SM = 8  # one-dimensional map kernels: enough blocks to fill every multiprocessor, then stride
 MAX_GRID = (2**31 - 1, 65535, 65535)
 DEFAULT_SHARED = 48 * 1024  # dynamic shared memory a kernel gets without opting in
 MEMO_SIZE = 16  # call signatures a launcher remembers (their launches are replayed without checks)
@@ -60,7 +62,8 @@ def block_for_map(extents: Sequence[int], limit: int) -> tuple[int, int, int]:
 
 
 def group_size(hint: int | None, limit: int) -> int:
-    want = pow2_at_least(hint) if hint else GROUP_MAX
+    """Threads for a block sharing a row of ``hint`` points: about :data:`POINTS_PER_THREAD` each, whole warps."""
+    want = pow2_at_least(-(-hint // POINTS_PER_THREAD)) if hint else GROUP_MAX
     cap = 1 << (max(WARP, limit).bit_length() - 1)
     return max(GROUP_MIN, min(want, GROUP_MAX, cap))
 
@@ -171,9 +174,13 @@ class CudaLauncher:
 
         A call whose arguments have the signature of a recent one (the same addresses, shapes, dtypes,
         layouts and scalars, on the same stream) replays that call's launches: it was checked then."""
-        key = tuple(map(views.signature, args))
-        if None not in key:
-            stream = resolve_stream(args, self.dev.ordinal)
+        key, lib = views.call_signature(args)
+        if key is not None:
+            s = current_stream()
+            if s is not None:
+                stream = views.stream_handle(s)
+            else:
+                stream = views.stream_of_library(lib, self.dev.ordinal) or 0
             hit = self.memo.get((key, stream))
             if hit is not None:
                 with self.lock:
@@ -192,7 +199,7 @@ class CudaLauncher:
         with self.lock:
             self._follow_producers(args, stream)
             launches = self._run(launch_args, stream)
-            if launches is not None and None not in key:
+            if launches is not None and key is not None:
                 if len(self.memo) >= MEMO_SIZE:
                     self.memo.clear()
                 self.memo[(key, stream)] = launches
@@ -324,6 +331,8 @@ class CudaLauncher:
         if launch.kind == MAP:
             block = block_for_map(extents, f.max_threads)
             grid = tuple(min(-(-e // b), cap) for e, b, cap in zip(extents, block, MAX_GRID))
+            if len(extents) == 1:  # grid-stride: each thread takes several points, its loop unrolled
+                grid = (min(grid[0], self.dev.multiprocessors * MAP_BLOCKS_PER_SM),)
             grid = (*grid, *([1] * (3 - len(grid))))
         elif launch.group:  # tiles, columns: blocks of the kernel's shape; no striding, so the grid must cover them
             block = (*launch.group, *([1] * (3 - len(launch.group))))

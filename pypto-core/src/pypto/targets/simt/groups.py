@@ -251,6 +251,8 @@ class GroupSharing:
             self.st.last_width = self.lanes
             return
         start, stop = self.index_expr(s.start, 12), self.index_expr(s.stop, 10)
+        if self.strided_loop_pragma:  # several of a thread's points in flight at once
+            self.emit(ind, self.strided_loop_pragma)
         self.emit(ind, f"for ({self.index_type} {s.var} = {start} + pt_lid; {s.var} < {stop}; {s.var} += pt_L) {{")
         self.fill_rows(rows, ind + 1)
         self.stmt(s.body, ind + 1)

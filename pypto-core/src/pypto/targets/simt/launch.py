@@ -73,7 +73,7 @@ class _Planner:
         if tiled is not None:
             ok, _ = self.tried(lambda: r.render_tiles(k, step, name, *tiled))
             if ok:
-                return StepLaunch(TILES, map_dims=2 if tiled[0] is None else 3)
+                return StepLaunch(TILES, map_dims=3 if tiled[0] else 2)
         cols = column_nest(loop)
         if cols is not None:
             ok, _ = self.tried(lambda: r.render_columns(k, step, name, cols))

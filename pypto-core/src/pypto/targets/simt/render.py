@@ -77,7 +77,7 @@ from pypto.targets.simt.plan import (
     host_names,
     py_expr,
 )
-from pypto.targets.simt.tiles import TILE, TilesWriter, contraction_rows
+from pypto.targets.simt.tiles import TILE, RegisterTilesWriter, TilesWriter, contraction_rows, register_tile
 
 PLAN_MARKER = "/* pypto launch plan: "
 MAX_MAP_DIMS = 3
@@ -145,6 +145,9 @@ class SimtRenderer(GroupSharing, CRenderer):
     grid_stride = False  # map kernels: one point per thread (NDRange) or grid-stride loops (CUDA)
     cache_rows = True  # groups kernels: a variant keeping rows read twice in local memory
     lanes = 1  # > 1: loops over contiguous points use vectors of this many lanes (CPU OpenCL)
+    register_tile = 1  # > 1: contractions keep that many rows x columns of outputs per thread in registers
+    register_tile_bounds = ""  # printed before a register-tiled kernel's name (its launch bounds)
+    strided_loop_pragma = ""  # printed before loops whose threads stride through points (unrolling them)
     local_scratch_param = True  # the reduction scratch is a kernel argument (OpenCL __local)
 
     def __init__(self) -> None:
@@ -502,6 +505,8 @@ class SimtRenderer(GroupSharing, CRenderer):
             if self.grid_stride:
                 g = f"pt_g{d}"
                 step = self.global_size.format(d=d, c="xyz"[d])
+                if level == depth - 1 and self.strided_loop_pragma:
+                    self.emit(ind, self.strided_loop_pragma)
                 self.emit(ind, f"for ({it} {g} = {gid}; {g} < {ext}; {g} += {step}) {{")
                 ind += 1
                 self.emit(ind, f"const {it} {lp.var} = {start} + {g};")
@@ -576,20 +581,33 @@ class SimtRenderer(GroupSharing, CRenderer):
         ext = (py_expr(Binary("sub", loop.stop, loop.start, dtype=int64), self.host),)
         return self.finish_kernel(k, name, step, [*pre, *loads, *body], GROUPS, ext, hint, False, tuple(local))
 
-    def render_tiles(self, k: LoopKernel, step: _Step, name: str, batch: Loop | None, nest: ContractionNest) -> None:
+    def render_tiles(
+        self, k: LoopKernel, step: _Step, name: str, batches: tuple[Loop, ...], nest: ContractionNest
+    ) -> None:
         """A contraction as work-groups over tiles of outputs (see :mod:`pypto.targets.simt.tiles`)."""
         body = self.begin()
         loads, _ = self.load_slots(step.stmts, 1, single=False)
-        TilesWriter(self, batch, nest).body(1)
+        per_thread = register_tile(self, nest)
+        if per_thread > 1:
+            RegisterTilesWriter(self, batches, nest, per_thread).body(1)
+        else:
+            TilesWriter(self, batches, nest).body(1)
         rows, cols = nest.rows, nest.cols
         extra = [rows.start, rows.stop, cols.start, cols.stop, nest.red.start, nest.red.stop]
-        loops = [cols, rows] if batch is None else [cols, rows, batch]
-        if batch is not None:
-            extra += [batch.start, batch.stop]
+        for b in batches:
+            extra += [b.start, b.stop]
         pre = self.preamble(step.stmts, 1, extra)
-        ext = tuple(py_expr(Binary("sub", lp.stop, lp.start, dtype=int64), self.host) for lp in loops)
+        ext = tuple(py_expr(Binary("sub", lp.stop, lp.start, dtype=int64), self.host) for lp in (cols, rows))
+        if batches:  # every batch loop's iterations, one after the other in the third dimension
+            ext += ("*".join(f"max({py_expr(Binary('sub', b.stop, b.start, dtype=int64), self.host)}, 0)"
+                             for b in batches),)  # fmt: skip
+        if per_thread > 1:  # each thread covers per_thread rows and columns: the grid covers the outputs / R
+            ext = (f"(({ext[0]}) + {per_thread - 1}) // {per_thread}", f"(({ext[1]}) + {per_thread - 1}) // {per_thread}",
+                   *ext[2:])  # fmt: skip
         launch, text = self.finish_kernel(k, name, step, [*pre, *loads, *body], TILES, ext, None, False)
-        group = (TILE, TILE) if batch is None else (TILE, TILE, 1)
+        if per_thread > 1 and self.register_tile_bounds:
+            text = text.replace(f"void {name}(", f"void {self.register_tile_bounds} {name}(", 1)
+        group = (TILE, TILE) if not batches else (TILE, TILE, 1)
         self.add((replace(launch, group=group), text), step.when)
 
     def render_columns(self, k: LoopKernel, step: _Step, name: str, nest: ColumnNest) -> None:
