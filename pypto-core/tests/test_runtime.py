@@ -213,3 +213,48 @@ def test_block_columns_walks_rows_for_cpu_targets_only():
 
     assert "block_columns" not in [name for name, _ in pipeline(get_target("simt"))]
     assert block_columns(softmax.program(backend="reference").loops) == softmax.program(backend="reference").loops
+
+
+def test_streams_are_passed_through_and_ignored_by_cpu_backends():
+    a = np.arange(8, dtype=np.float32)
+    c = np.empty_like(a)
+    assert pt.current_stream() is None
+    with pt.stream(7) as s:
+        assert s == 7 and pt.current_stream() == 7
+        with pt.stream("inner"):
+            assert pt.current_stream() == "inner"
+        assert pt.current_stream() == 7
+    assert pt.current_stream() is None
+    vector_add(a, a, c, stream=3)  # a host backend has no streams: the call runs as usual
+    np.testing.assert_array_equal(c, 2 * a)
+    assert pt.current_stream() is None
+
+
+class _DeviceArray:
+    """Something in GPU memory as the core sees it: only ``__cuda_array_interface__``."""
+
+    def __init__(self, shape, typestr="<f4"):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (4096, False), "version": 3}
+
+
+def test_device_arrays_are_described_not_read():
+    from pypto.runtime.device_arrays import describe, empty_like_device, is_device_array, probe
+
+    d = _DeviceArray((3, 4))
+    assert is_device_array(d) and not is_device_array(np.zeros(3)) and not is_device_array(3.0)
+    assert describe(d) == ((3, 4), np.dtype(np.float32)) and describe(np.zeros(3)) is None
+    p = probe((3, 4), np.dtype(np.float64))
+    assert p.shape == (3, 4) and p.dtype == np.float64 and p.nbytes == 96 and p.strides == (0, 0)
+    with pytest.raises(pt.ArgumentError, match="cannot allocate results on the device of a _DeviceArray"):
+        empty_like_device(d, (2,), np.dtype(np.float32))
+
+
+def test_jit_functions_key_device_arrays_by_shape_and_dtype():
+    @pt.jit
+    def double(x):
+        return x * 2
+
+    host = double(np.ones((3, 4), np.float32))
+    with pytest.raises(pt.ArgumentError, match="cannot allocate results on the device"):
+        double(_DeviceArray((3, 4)))  # traced like the host array's signature, then no allocator for it
+    assert len(double._cache) == 1 and host.shape == (3, 4)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from pypto.errors import ArgumentError
+from pypto.errors import ArgumentError, DTypeError
 
 _KDL_CPU = 1
 
@@ -43,7 +43,17 @@ def describe(a: Any) -> tuple[tuple[int, ...], np.dtype] | None:
     if not is_device_array(a):
         return None
     if _torch_tensor(a):
-        return tuple(a.shape), np.dtype(str(a.dtype).removeprefix("torch."))
+        name = str(a.dtype).removeprefix("torch.")
+        try:
+            return tuple(a.shape), np.dtype(name)
+        except TypeError:  # bfloat16 and other types NumPy does not know
+            raise DTypeError(
+                f"a torch tensor argument has dtype {name}, which pypto does not support yet",
+                param="dtype",
+                expected="float32, float64, int32, int64 or bool",
+                got=name,
+                fix="convert it with .float() (or another supported dtype)",
+            ) from None
     iface = getattr(a, "__cuda_array_interface__", None)
     if iface is not None:
         return tuple(int(s) for s in iface["shape"]), np.dtype(iface["typestr"])
