@@ -343,3 +343,36 @@ def test_backend_not_found_suggests_close_name():
 def test_executor_must_be_a_string():
     with pytest.raises(pt.ArgumentError, match="executor must be a backend name"):
         pt.kernel(executor=3)(vector_add.fn)
+
+
+def test_unknown_options_are_refused_with_close_matches():
+    with pytest.raises(pt.ArgumentError, match="unknown option 'fastmth'; did you mean 'fastmath'") as ei:
+
+        @pt.kernel(fastmth=True)
+        def k(x: pt.Tensor[float, (4,)]):
+            pass
+
+    assert ei.value.param == "fastmth" and "executor, fastmath, schedule" in str(ei.value.expected)
+    with pytest.raises(pt.ArgumentError, match="unknown option 'dimz'; did you mean 'dims'"):
+        pt.jit(lambda x: x, dimz="symbolic")
+    with pytest.raises(pt.ArgumentError, match="no installed backend reads it"):
+        pt.jit(lambda x: x, colour="red")
+
+
+def test_options_a_backend_declares_reach_its_programs(monkeypatch):
+    import dataclasses
+
+    from pypto.plugins import get_registry
+
+    entry = get_registry().backends["reference"]
+    caps = dataclasses.replace(entry.spec.capabilities, options=frozenset({"trace_launches"}))
+    monkeypatch.setattr(entry, "spec", dataclasses.replace(entry.spec, capabilities=caps))
+
+    @pt.kernel(executor="reference", trace_launches=True)
+    def k(x: pt.Tensor[float, (4,)], y: pt.Tensor[float, (4,)]):
+        i = pt.axis(0)
+        y[i] = x[i]
+
+    assert k.program().options.get("trace_launches") is True
+    f = pt.jit(lambda x: x + 1, trace_launches=True)
+    assert f.options["trace_launches"] is True

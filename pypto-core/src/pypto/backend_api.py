@@ -45,6 +45,7 @@ class Capabilities:
     max_threads: int | None = None
     tolerances: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     notes: str = ""
+    options: frozenset[str] = frozenset()  # keyword options of @pt.kernel / @pt.jit it reads (KernelOptions.get)
 
 
 @dataclass(frozen=True)

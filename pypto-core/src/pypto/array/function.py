@@ -211,12 +211,12 @@ class JitFunction:
     """A ``@pt.jit`` function: call it with arrays; it returns new arrays (or fills ``out=``)."""
 
     def __init__(self, fn: Callable, *, executor: str | None = None, fastmath: bool = False,
-                 schedule: Schedule | dict | None = None, dims: Any = None):  # fmt: skip
+                 schedule: Schedule | dict | None = None, dims: Any = None, **options: Any):  # fmt: skip
         if not callable(fn):
             raise ArgumentError(f"pt.jit: expected a function, got {fn!r}", param="fn", expected="a function", got=fn)
         functools.update_wrapper(self, fn)
         self.fn = fn
-        self.options: dict[str, Any] = {"executor": executor, "fastmath": fastmath, "schedule": schedule}
+        self.options: dict[str, Any] = {"executor": executor, "fastmath": fastmath, "schedule": schedule, **options}
         self._cache: LRUCache[tuple, Compiled] = LRUCache(JIT_CACHE_SIZE)
         self._lock = threading.Lock()
         try:
@@ -561,7 +561,7 @@ def _kernel_name(name: str) -> str:
 
 
 def jit(fn: Callable | None = None, *, executor: str | None = None, fastmath: bool = False,
-        schedule: Schedule | dict | None = None, dims: Any = None) -> Any:  # fmt: skip
+        schedule: Schedule | dict | None = None, dims: Any = None, **options: Any) -> Any:  # fmt: skip
     """Compile a function of whole arrays (``@pt.jit`` or ``@pt.jit(executor="openmp")``).
 
     ``dims`` chooses which sizes the compiled code is specialised for. By default (``None`` or ``"static"``)
@@ -570,9 +570,13 @@ def jit(fn: Callable | None = None, *, executor: str | None = None, fastmath: bo
     ``x`` symbolic (axes named alike must have equal sizes; ``None`` keeps a size static): one program then
     serves every call with the same ranks, dtypes and pattern of equal sizes.
     """
+    if options:  # options a backend declares pass through to the kernels; anything else is refused here
+        from pypto.runtime.options import JIT_OPTIONS, check_options
+
+        check_options("pt.jit", options, JIT_OPTIONS)
     if fn is None:
-        return lambda f: JitFunction(f, executor=executor, fastmath=fastmath, schedule=schedule, dims=dims)
-    return JitFunction(fn, executor=executor, fastmath=fastmath, schedule=schedule, dims=dims)
+        return lambda f: JitFunction(f, executor=executor, fastmath=fastmath, schedule=schedule, dims=dims, **options)
+    return JitFunction(fn, executor=executor, fastmath=fastmath, schedule=schedule, dims=dims, **options)
 
 
 def _check_dims(dims: Any, params: list[str], fname: str) -> str | dict[str, tuple[str | None, ...]] | None:

@@ -383,6 +383,10 @@ def kernel(
     """
     if schedule is not None:
         Schedule.of(schedule)  # a bad schedule fails here, at the decorator
+    if options:
+        from pypto.runtime.options import KERNEL_OPTIONS, check_options
+
+        check_options("pt.kernel", options, KERNEL_OPTIONS)
     if fn is None:
         return lambda f: kernel(f, executor=executor, fastmath=fastmath, schedule=schedule, **options)
     if not callable(fn):
