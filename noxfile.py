@@ -1,13 +1,16 @@
-"""Developer sessions. `nox` runs lint and the full test suite; `nox -s core`, `nox -s openmp` ... run one package.
+"""Developer sessions. `nox` runs lint, the distribution checks, the full test suite and the docs build (what CI
+runs); `nox -s core`, `nox -s openmp` ... run one package.
 
 Every session installs the packages from this checkout (not editable: the tests see what users get).
 """
 
 from __future__ import annotations
 
+import glob
+
 import nox
 
-nox.options.sessions = ["lint", "tests", "docs"]
+nox.options.sessions = ["lint", "dist", "tests", "docs"]
 nox.options.error_on_missing_interpreters = True
 
 CORE = "./pypto-core[test,dask]"
@@ -61,6 +64,32 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", "pypto-core/tests/test_language.py", *session.posargs, env={"PYPTO_TEST_EXECUTOR": "opencl"})
     # the shared conformance suite (catalogue + differential fuzzing) on every installed backend
     session.run("pypto-conformance", "--backend", "all")
+
+
+DISTRIBUTIONS = ["pypto-core", "pypto-backend-openmp", "pypto-backend-tbb", "pypto-backend-cuda",
+                 "pypto-backend-opencl", "pypto-conformance", "examples/pypto-backend-numba"]  # fmt: skip
+LICENSE_CHECK = """
+import sys, tarfile, zipfile, pathlib
+dists = sorted(pathlib.Path(sys.argv[1]).iterdir())
+for d in dists:
+    names = zipfile.ZipFile(d).namelist() if d.suffix == ".whl" else tarfile.open(d).getnames()
+    if not any(n.endswith("LICENSE") for n in names):
+        sys.exit(f"{d.name} ships no LICENSE file")
+print(len(dists), "distributions, each with its LICENSE")
+"""
+
+
+@nox.session
+def dist(session: nox.Session) -> None:
+    """Build every distribution's sdist and wheel, check their metadata renders on the package index
+    (twine check --strict) and that each ships the LICENSE file."""
+    session.install("build>=1.2", "twine>=5")
+    out = session.create_tmp() + "/dist"
+    session.run("python", "-c", f"import shutil; shutil.rmtree({out!r}, ignore_errors=True)")
+    for d in DISTRIBUTIONS:
+        session.run("python", "-m", "build", "--quiet", "--outdir", out, d)
+    session.run("twine", "check", "--strict", *sorted(glob.glob(f"{out}/*")))
+    session.run("python", "-c", LICENSE_CHECK, out)
 
 
 @nox.session
