@@ -65,14 +65,20 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from pypto.ir.schedule import Schedule
     from pypto.lang.functions import (
         abs,
+        atan,
         axis,
         cast,
         cos,
+        cosh,
         dim,
         dims,
         erf,
         exp,
+        expm1,
         log,
+        log1p,
+        log2,
+        log10,
         maximum,
         minimum,
         reduce_max,
@@ -83,7 +89,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         rsqrt,
         sigmoid,
         sin,
+        sinh,
         sqrt,
+        tan,
         tanh,
         where,
     )
@@ -163,12 +171,8 @@ _LAZY: dict[str, str] = {
     "abs": ".lang.functions",
     "axis": ".lang.functions",
     "cast": ".lang.functions",
-    "cos": ".lang.functions",
     "dim": ".lang.functions",
     "dims": ".lang.functions",
-    "erf": ".lang.functions",
-    "exp": ".lang.functions",
-    "log": ".lang.functions",
     "maximum": ".lang.functions",
     "minimum": ".lang.functions",
     "reduce_max": ".lang.functions",
@@ -176,11 +180,6 @@ _LAZY: dict[str, str] = {
     "reduce_min": ".lang.functions",
     "reduce_prod": ".lang.functions",
     "reduce_sum": ".lang.functions",
-    "rsqrt": ".lang.functions",
-    "sigmoid": ".lang.functions",
-    "sin": ".lang.functions",
-    "sqrt": ".lang.functions",
-    "tanh": ".lang.functions",
     "where": ".lang.functions",
     # .lang.tensor
     "Tensor": ".lang.tensor",
@@ -226,7 +225,11 @@ def __getattr__(name: str) -> object:
         return value
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'pypto' has no attribute {name!r}")
+        from pypto.ir.ops import MATH  # pt.exp, pt.log1p ...: one function per entry of the op table
+
+        if name not in MATH:
+            raise AttributeError(f"module 'pypto' has no attribute {name!r}")
+        module = ".lang.functions"
 
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value  # later lookups skip this function
@@ -234,7 +237,9 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)
+    from pypto.ir.ops import MATH
+
+    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES | set(MATH))
 
 
 __all__ = [
@@ -242,8 +247,10 @@ __all__ = [
     # types
     "DType", "bool_", "float32", "float64", "int32", "int64", "Tensor", "Axis", "Dim",
     # language
-    "kernel", "Kernel", "tile", "Schedule", "axis", "dim", "dims", "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf",
-    "sigmoid", "abs", "maximum", "minimum", "where", "cast",
+    "kernel", "Kernel", "tile", "Schedule", "axis", "dim", "dims", "abs", "maximum", "minimum", "where", "cast",
+    # math functions (the op table, pypto.ir.ops)
+    "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf", "sigmoid", "log1p", "expm1", "log2", "log10", "tan",
+    "atan", "sinh", "cosh",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean",
     # array API
     "jit", "JitFunction", "grad", "stop_gradient", "value_and_grad", "vjp", "no_grad", "grad_enabled", "is_grad_enabled",

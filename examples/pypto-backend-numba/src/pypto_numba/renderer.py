@@ -36,6 +36,7 @@ from pypto.ir.loops import (
     walk,
 )
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where, postorder
+from pypto.ir.ops import MATH as FUNCTIONS
 
 from .helpers import helper_name, helper_source
 
@@ -52,7 +53,6 @@ INFIX = {
     "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=",
     "and": "&", "or": "|", "xor": "^",
 }  # fmt: skip
-MATH = ("exp", "log", "sqrt", "tanh", "sin", "cos", "erf")
 PARALLEL_KINDS = ("parallel", "parallel_vector")
 WORK_FUNCTION = "_pt_parallel_work"
 # the globals of the generated module (see launcher.namespace); a kernel must not be named like one
@@ -173,13 +173,12 @@ class NumbaRenderer:
         if op == "abs":
             fn = self.helper("abs", dt) if dt.is_int else "_math.fabs"
             return f"{fn}({self.top(x)})", True
-        if op == "rsqrt":
-            return f"{self.literal(1.0, dt)} / _math.sqrt({self.top(x)})", False
-        if op == "sigmoid":
-            one = self.literal(1.0, dt)
-            return f"{one} / ({one} + _math.exp(-{self.expr(x)}))", False
-        if op in MATH:
-            return f"_math.{op}({self.top(x)})", True
+        f = FUNCTIONS.get(op)
+        if f is not None and f.formula is not None:  # the op table defines it over other functions
+            call = lambda name, arg: f"_math.{FUNCTIONS[name].c_name}({arg})"  # noqa: E731
+            return f.formula(self.top(x), self.expr(x), call, self.literal(1.0, dt)), False
+        if f is not None:  # the op table's functions are math-module functions of the same C name
+            return f"_math.{f.c_name}({self.top(x)})", True
         raise TypeError(f"Numba renderer: unexpected unary operator {op!r}")
 
     def binary(self, e: Binary) -> tuple[str, bool]:

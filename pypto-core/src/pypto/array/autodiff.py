@@ -39,6 +39,7 @@ from pypto import dtypes
 from pypto.array import views
 from pypto.array.graph import Array, binary, cast, reduce, unary, walk, where
 from pypto.errors import ArgumentError, TracingError
+from pypto.ir.ops import FUNCTIONS
 from pypto.lang.location import user_loc
 
 # -- switching gradients off --------------------------------------------------------------------------------
@@ -226,15 +227,7 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
         rule = {
             "neg": lambda: -g,
             "abs": lambda: where(x > 0, g, where(x < 0, -g, 0.0)),
-            "exp": lambda: g * y,
-            "log": lambda: g / x,
-            "sqrt": lambda: g * 0.5 / y,
-            "rsqrt": lambda: g * -0.5 * y * y * y,
-            "tanh": lambda: g * (1 - y * y),
-            "sin": lambda: g * unary("cos", x),
-            "cos": lambda: -g * unary("sin", x),
-            "erf": lambda: g * (2 / math.sqrt(math.pi)) * unary("exp", -(x * x)),
-            "sigmoid": lambda: g * y * (1 - y),
+            **{f.name: (lambda f=f: f.adjoint(g, x, y, unary)) for f in FUNCTIONS},  # the op table's adjoints
         }.get(node.attrs)
         if rule is not None and _differentiable(x):
             out.append((x, rule()))

@@ -14,6 +14,7 @@ from pypto.dtypes import DType
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import KernelIR
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Index, Load, Reduce, Scalar, Unary, Where
+from pypto.ir.ops import FUNCTIONS, MATH, numpy_spelling
 from pypto.ir.reducers import identity
 
 _NP_DTYPE = {
@@ -27,13 +28,7 @@ _UNARY = {
     "neg": "_np.negative",
     "abs": "_np.abs",
     "invert": "_np.invert",
-    "exp": "_np.exp",
-    "log": "_np.log",
-    "sqrt": "_np.sqrt",
-    "tanh": "_np.tanh",
-    "sin": "_np.sin",
-    "cos": "_np.cos",
-    "erf": "_erf",
+    **{f.name: numpy_spelling(f) for f in FUNCTIONS if f.c_name},  # the op table's native functions
 }
 _BINARY = {
     "add": "_np.add",
@@ -172,11 +167,9 @@ class NumpyRenderer:
             return f"_np.asarray({self.value(e.x)}).astype({_NP_DTYPE[dt.name]})"
         if isinstance(e, Unary):
             x = self.value(e.x)
-            if e.op == "rsqrt":
-                return f"{np_literal(1.0, dt)} / _np.sqrt({x})"
-            if e.op == "sigmoid":
-                one = np_literal(1.0, dt)
-                return f"{one} / ({one} + _np.exp(-{x}))"
+            f = MATH.get(e.op)
+            if f is not None and f.formula is not None:  # a function defined over others (rsqrt, sigmoid)
+                return f.formula(x, x, lambda name, arg: f"{_UNARY[name]}({arg})", np_literal(1.0, dt))
             return f"{_UNARY[e.op]}({x})"
         if isinstance(e, Binary):
             return f"{_BINARY[e.op]}({self.value(e.a)}, {self.value(e.b)})"

@@ -15,12 +15,10 @@ from typing import Any
 from pypto.dtypes import DType
 from pypto.errors import SourceLoc
 from pypto.ir.affine import Affine
+from pypto.ir.ops import MATH
 
-UNARY_OPS = (
-    "neg", "abs", "invert",
-    "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf", "sigmoid",
-)  # fmt: skip
-TRANSCENDENTAL = frozenset(UNARY_OPS[3:])
+UNARY_OPS = ("neg", "abs", "invert", *MATH)  # the math functions come from the op table (pypto.ir.ops)
+TRANSCENDENTAL = frozenset(MATH)
 ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "maximum", "minimum")
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGIC_OPS = ("and", "or", "xor")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import math
 import numbers
 from typing import Any
 
@@ -12,6 +11,7 @@ import numpy as np
 from pypto import dtypes
 from pypto.errors import TracingError
 from pypto.ir.nodes import Binary, Cast, Extent, Reduce, Unary, Where, free_axes
+from pypto.ir.ops import FUNCTIONS, MATH
 from pypto.lang.location import user_loc
 from pypto.lang.values import Axis, Dim, ExprProxy, to_node
 
@@ -45,12 +45,6 @@ def _arrays(*xs: Any) -> bool:
     return any(_is_array(x) for x in xs)
 
 
-_NUMPY_UNARY = {
-    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda v: 1.0 / np.sqrt(v), "tanh": np.tanh,
-    "sin": np.sin, "cos": np.cos, "erf": lambda v: np.float64(math.erf(v)), "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
-}  # fmt: skip
-
-
 def _in_kernel() -> bool:
     from pypto.lang.tracer import _state
 
@@ -67,7 +61,7 @@ def _unary(op: str, doc: str):
             if op == "abs":
                 return builtins.abs(x)  # type: ignore[return-value]
             with np.errstate(all="ignore"):  # a Python number outside a kernel body: a Python number
-                return float(_NUMPY_UNARY[op](np.float64(x)))  # type: ignore[return-value]
+                return float(MATH[op].numpy(np.float64(x)))  # type: ignore[return-value]
         return ExprProxy(Unary(op, to_node(x, what=f"pt.{name}"), loc=user_loc()))
 
     name = {"abs": "abs"}.get(op, op)
@@ -76,15 +70,10 @@ def _unary(op: str, doc: str):
     return fn
 
 
-exp = _unary("exp", "Elementwise e**x.")
-log = _unary("log", "Elementwise natural logarithm (log(0) = -inf, negative -> nan).")
-sqrt = _unary("sqrt", "Elementwise square root.")
-rsqrt = _unary("rsqrt", "Elementwise 1 / sqrt(x).")
-tanh = _unary("tanh", "Elementwise hyperbolic tangent.")
-sin = _unary("sin", "Elementwise sine.")
-cos = _unary("cos", "Elementwise cosine.")
-erf = _unary("erf", "Elementwise error function.")
-sigmoid = _unary("sigmoid", "Elementwise logistic function 1 / (1 + exp(-x)).")
+# one function per entry of the op table: pt.exp, pt.log, ..., pt.log1p (see pypto.ir.ops)
+for _f in FUNCTIONS:
+    globals()[_f.name] = _unary(_f.name, _f.doc)
+del _f
 abs = _unary("abs", "Elementwise absolute value (same as the builtin abs on a traced value).")  # noqa: A001
 
 
@@ -193,8 +182,10 @@ reduce_mean = _make_reduce(
 )
 
 
-NUMPY_UFUNCS = {
-    "exp": exp, "log": log, "sqrt": sqrt, "tanh": tanh, "sin": sin, "cos": cos, "absolute": abs,
+# NumPy ufuncs applied to traced values inside a kernel: the op table's (np.exp, np.log1p, np.arctan ...), then
+NUMPY_UFUNCS = {f.numpy.__name__: globals()[f.name] for f in FUNCTIONS if isinstance(f.numpy, np.ufunc)}
+NUMPY_UFUNCS |= {
+    "absolute": abs,
     "maximum": maximum, "minimum": minimum, "negative": lambda x: -ExprProxy(to_node(x)),
     "add": lambda a, b: ExprProxy(to_node(a)) + b, "subtract": lambda a, b: ExprProxy(to_node(a)) - b,
     "multiply": lambda a, b: ExprProxy(to_node(a)) * b, "divide": lambda a, b: ExprProxy(to_node(a)) / b,

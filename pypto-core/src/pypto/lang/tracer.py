@@ -14,6 +14,7 @@ from pypto.errors import SourceLoc, TracingError
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import AxisInfo, KernelIR, ScalarParam, TensorParam
 from pypto.ir.nodes import Expr, Index, Load, Scalar, Store, postorder
+from pypto.ir.ops import FUNCTIONS
 from pypto.lang.tensor import TensorType
 from pypto.lang.values import _RESERVED, ExprProxy, TensorProxy
 
@@ -89,7 +90,9 @@ _LIBC = frozenset(
 
 # what generated code calls by name (C's math library with its ``f`` forms, OpenCL built-ins, allocation): a
 # parameter of that name would hide the function (see ``math_names`` in pypto.targets.cstyle)
-_CALLED = frozenset("exp log sqrt tanh sin cos erf fabs floor fmod copysign max select barrier malloc free".split())
+_CALLED = frozenset("fabs floor fmod copysign max select barrier malloc free".split()) | {
+    f.c_name for f in FUNCTIONS if f.c_name
+}
 
 
 def _ascii_identifier(name: str) -> str:

@@ -34,6 +34,7 @@ from pypto.ir.loops import (
     Write,
 )
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
+from pypto.ir.ops import FUNCTIONS, MATH
 
 _INFIX = {
     "add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
@@ -61,13 +62,7 @@ class CRenderer:
     static_inline = "static inline"
     math_suffix_f32 = "f"  # expf, logf ...; OpenCL uses overloads (no suffix)
     math_names = {
-        "exp": "exp",
-        "log": "log",
-        "sqrt": "sqrt",
-        "tanh": "tanh",
-        "sin": "sin",
-        "cos": "cos",
-        "erf": "erf",
+        **{f.name: f.c_name for f in FUNCTIONS if f.c_name},  # the op table's <math.h> functions
         "abs": "fabs",
         "floor": "floor",
         "fmod": "fmod",
@@ -218,11 +213,10 @@ class CRenderer:
             if dt.is_int:
                 return f"{self.helper('iabs', dt)}({self.expr(x)})", 100
             return f"{self.math_fn('abs', dt)}({self.expr(x)})", 100
-        if op == "rsqrt":
-            return f"{self.literal(1.0, dt)} / {self.math_fn('sqrt', dt)}({self.expr(x)})", 13
-        if op == "sigmoid":
-            one = self.literal(1.0, dt)
-            return f"{one} / ({one} + {self.math_fn('exp', dt)}(-{self.expr(x, 14)}))", 13
+        f = MATH.get(op)
+        if f is not None and f.formula is not None:  # a function defined over others (rsqrt, sigmoid)
+            call = lambda name, arg: f"{self.math_fn(name, dt)}({arg})"  # noqa: E731
+            return f.formula(self.expr(x), self.expr(x, 14), call, self.literal(1.0, dt)), f.precedence
         return f"{self.math_fn(op, dt)}({self.expr(x)})", 100
 
     def binary(self, e: Binary) -> tuple[str, int]:

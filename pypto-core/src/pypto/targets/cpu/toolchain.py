@@ -18,9 +18,10 @@ from pathlib import Path
 
 from pypto._hashing import sha256
 from pypto.errors import CompileError
+from pypto.ir.ops import FUNCTIONS
 
-# (libmvec symbol, C function) pairs: float with 8 lanes (AVX2), double with 4 lanes (AVX2)
-_VECTOR_MATH = ("exp", "log", "sin", "cos", "tanh", "erf")
+# C functions of the op table whose vector variants libmvec may have: float with 8 lanes (AVX2), double with 4
+_VECTOR_MATH = tuple(f.c_name for f in FUNCTIONS if f.c_name and f.vector_math)
 
 
 class ToolchainError(CompileError):

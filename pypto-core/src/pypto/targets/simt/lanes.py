@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from pypto.dtypes import DType, int64
 from pypto.ir.loops import Assign, Block, Comment, Let, Read, Stmt, Var, Write
 from pypto.ir.nodes import COMPARE_OPS, Binary, Cast, Expr, Unary, Where
+from pypto.ir.ops import MATH
 from pypto.ir.reducers import COMBINE_OP, identity
 from pypto.targets.simt.analysis import Unsupported, coefficient, deep
 
@@ -137,10 +138,9 @@ class LaneWriter:
         one = self.r.literal(1.0, dt)
         if op == "abs":
             return f"fabs({x})"
-        if op == "rsqrt":
-            return f"({one} / sqrt({x}))"
-        if op == "sigmoid":
-            return f"({one} / ({one} + exp(-{x})))"
+        f = MATH.get(op)
+        if f is not None and f.formula is not None:  # a function defined over others (rsqrt, sigmoid)
+            return f"({f.formula(x, x, lambda name, arg: f'{self.r.math_names[name]}({arg})', one)})"
         return f"{self.r.math_names[op]}({x})"
 
     def binary(self, e: Binary, dt: DType) -> str:

@@ -1,0 +1,127 @@
+"""The op table of elementwise math functions: each one declared once, everything else derived from it.
+
+An entry says what ``pt.<name>`` means (its NumPy implementation, used as the reference and for
+constant folding), how it differentiates, and how it is spelled: a C99 ``<math.h>`` function
+(``expf`` for float32 where the printer adds a suffix, ``exp`` in OpenCL, ``math.exp`` in Numba,
+``numpy.exp`` in the reference backend), or a formula over other functions for those C lacks
+(``rsqrt``, ``sigmoid``). From the table come the kernel language's functions (``pt.exp``), the
+array layer's (``pt.exp(x)`` on a ``@pt.jit`` array), the IR's unary operators and their typing
+(an integer argument is computed in float32), the reference backend, the C, CUDA, OpenCL and Numba
+printers, the vector math library's declarations, the adjoints of ``pt.grad``, and the names a
+kernel parameter may not take. The conformance suite tests each entry on every backend with its
+``edge`` values.
+
+Adding a function is one entry here (and, for a C printer that names it differently, one spelling)::
+
+    MathFunction("log1p", "Elementwise log(1 + x), accurate for small x.", np.log1p,
+                 adjoint=lambda g, x, y, f: g / (1.0 + x), c_name="log1p", edge=(0.0, -1.0, 1e-10, ...))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Adjoint = Callable[[Any, Any, Any, Callable[[str, Any], Any]], Any]
+"""``(g, x, y, fn) -> the cotangent of x``: ``g`` the cotangent of ``y = f(x)``; arrays of the array
+layer, ``fn(name, a)`` applying another table function to an array."""
+
+Formula = Callable[[str, str, Callable[[str, str], str], str], str]
+"""``(x, xu, call, one) -> text``: the function over others, for printers: ``x`` the argument's text, ``xu``
+the same safe under a unary minus, ``call(name, arg)`` the printer's spelling of a native function, ``one``
+its 1.0."""
+
+inf, nan = math.inf, math.nan
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _np_erf(x: Any) -> Any:
+    return _erf(np.asarray(x, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class MathFunction:
+    """One elementwise function of floats (integer arguments are computed in float32)."""
+
+    name: str
+    doc: str
+    numpy: Callable[[Any], Any]  # float64 NumPy implementation (reference, constant folding)
+    adjoint: Adjoint
+    c_name: str | None = None  # the <math.h> function; None when ``formula`` defines it
+    formula: Formula | None = None
+    precedence: int = 13  # of the formula's text (C's precedence of its top operator)
+    numpy_name: str | None = None  # the reference backend's spelling when not ``_np.<c_name>``
+    edge: tuple[float, ...] = ()  # values every backend is tested on (NaN, infinities, domain edges)
+    spread: tuple[str, float, float] = ("normal", 0.0, 3.0)  # how test inputs are drawn: normal(0, s) or span
+    vector_math: bool = True  # whether glibc's libmvec may have a vector variant (probed at run time)
+
+
+def _sigmoid_np(x: Any) -> Any:
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=np.float64)))
+
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+
+FUNCTIONS: tuple[MathFunction, ...] = (
+    MathFunction("exp", "Elementwise e**x.", np.exp, lambda g, x, y, f: g * y, "exp",
+                 edge=(0.0, -inf, inf, nan, 80.0, 89.0, -100.0, -750.0), spread=("normal", 0.0, 3.0)),
+    MathFunction("log", "Elementwise natural logarithm (log(0) = -inf, negative -> nan).", np.log,
+                 lambda g, x, y, f: g / x, "log",
+                 edge=(0.0, -1.0, inf, nan, 1.0, 1e-30), spread=("exp-spread", -20.0, 20.0)),
+    MathFunction("sqrt", "Elementwise square root.", np.sqrt, lambda g, x, y, f: g * 0.5 / y, "sqrt",
+                 edge=(0.0, -1.0, inf, nan, 1e-30, 4.0), spread=("span", 0.0, 100.0), vector_math=False),
+    MathFunction("rsqrt", "Elementwise 1 / sqrt(x).", lambda x: 1.0 / np.sqrt(x),
+                 lambda g, x, y, f: g * -0.5 * y * y * y,
+                 formula=lambda x, xu, call, one: f"{one} / {call('sqrt', x)}",
+                 edge=(0.0, inf, nan, -1.0, 4.0), spread=("span", 0.01, 100.0), vector_math=False),
+    MathFunction("tanh", "Elementwise hyperbolic tangent.", np.tanh, lambda g, x, y, f: g * (1 - y * y), "tanh",
+                 edge=(inf, -inf, nan, 0.0, 20.0, -1e-4), spread=("normal", 0.0, 5.0)),
+    MathFunction("sin", "Elementwise sine.", np.sin, lambda g, x, y, f: g * f("cos", x), "sin",
+                 edge=(0.0, nan, inf, -inf, math.pi), spread=("span", -10.0, 10.0)),
+    MathFunction("cos", "Elementwise cosine.", np.cos, lambda g, x, y, f: -g * f("sin", x), "cos",
+                 edge=(0.0, nan, inf, -inf, math.pi / 2), spread=("span", -10.0, 10.0)),
+    MathFunction("erf", "Elementwise error function.", _np_erf,
+                 lambda g, x, y, f: g * (2 / math.sqrt(math.pi)) * f("exp", -(x * x)), "erf", numpy_name="_erf",
+                 edge=(inf, -inf, nan, 0.0, 6.0, -6.0, 1e-5), spread=("normal", 0.0, 2.0)),
+    MathFunction("sigmoid", "Elementwise logistic function 1 / (1 + exp(-x)).", _sigmoid_np,
+                 lambda g, x, y, f: g * y * (1 - y),
+                 formula=lambda x, xu, call, one: f"{one} / ({one} + {call('exp', '-' + xu)})",
+                 edge=(inf, -inf, nan, 0.0, -100.0, 100.0), spread=("normal", 0.0, 10.0), vector_math=False),
+    MathFunction("log1p", "Elementwise log(1 + x), accurate for x near 0.", np.log1p,
+                 lambda g, x, y, f: g / (1.0 + x), "log1p",
+                 edge=(0.0, -1.0, -2.0, inf, nan, 1e-10, -1e-10, 1e30), spread=("span", -0.99, 10.0)),
+    MathFunction("expm1", "Elementwise exp(x) - 1, accurate for x near 0.", np.expm1,
+                 lambda g, x, y, f: g * (y + 1.0), "expm1",
+                 edge=(0.0, -inf, inf, nan, 1e-10, -1e-10, 80.0, -100.0), spread=("normal", 0.0, 3.0)),
+    MathFunction("log2", "Elementwise base-2 logarithm.", np.log2, lambda g, x, y, f: g / (x * _LN2), "log2",
+                 edge=(0.0, -1.0, inf, nan, 1.0, 1024.0, 1e-30), spread=("exp-spread", -20.0, 20.0)),
+    MathFunction("log10", "Elementwise base-10 logarithm.", np.log10, lambda g, x, y, f: g / (x * _LN10), "log10",
+                 edge=(0.0, -1.0, inf, nan, 1.0, 1000.0, 1e-30), spread=("exp-spread", -20.0, 20.0)),
+    MathFunction("tan", "Elementwise tangent.", np.tan, lambda g, x, y, f: g * (1 + y * y), "tan",
+                 edge=(0.0, nan, inf, -inf, 1.0, -1.0), spread=("span", -1.5, 1.5)),
+    MathFunction("atan", "Elementwise arc tangent (radians, in [-pi/2, pi/2]).", np.arctan,
+                 lambda g, x, y, f: g / (1 + x * x), "atan", numpy_name="_np.arctan",
+                 edge=(0.0, nan, inf, -inf, 1.0, 1e30), spread=("normal", 0.0, 10.0)),
+    MathFunction("sinh", "Elementwise hyperbolic sine.", np.sinh, lambda g, x, y, f: g * f("cosh", x), "sinh",
+                 edge=(0.0, nan, inf, -inf, 89.0, -89.0, 1e-5), spread=("normal", 0.0, 3.0)),
+    MathFunction("cosh", "Elementwise hyperbolic cosine.", np.cosh, lambda g, x, y, f: g * f("sinh", x), "cosh",
+                 edge=(0.0, nan, inf, -inf, 89.0, -89.0), spread=("normal", 0.0, 3.0)),
+)  # fmt: skip
+
+MATH: dict[str, MathFunction] = {f.name: f for f in FUNCTIONS}
+"""The table by name (``pt.<name>`` and the IR's ``Unary`` operator of that name)."""
+
+
+def numpy_spelling(f: MathFunction) -> str:
+    """How the reference backend's generated NumPy code names a native function."""
+    return f.numpy_name or f"_np.{f.c_name}"
+
+
+def c_names() -> frozenset[str]:
+    """The <math.h> names generated code may call for the table's functions (with C's ``f`` forms)."""
+    names = {f.c_name for f in FUNCTIONS if f.c_name}
+    return frozenset(names | {n + "f" for n in names})
