@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from .backends import SelectionError, select_backends
+from .settings import SLICES
 from .table import format_summary, format_table
 
 
@@ -51,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-examples", type=int, default=None, metavar="N", help="random kernels per backend (default 300)"
     )
     p.add_argument("--quiet-table", action="store_true", help="print only failing rows of the table")
+    p.add_argument(
+        "--slice",
+        default=None,
+        choices=SLICES,
+        help="full (default): every case in each of its dtypes; dtypes: each case in one of its dtypes taken in "
+        "turn (every case and every dtype still runs on every backend)",
+    )
     return p
 
 
@@ -77,6 +85,7 @@ def pytest_arguments(args: argparse.Namespace, extra: Sequence[str]) -> list[str
         ("--pypto-xfails", args.xfails),
         ("--pypto-tolerances", args.tolerances),
         ("--pypto-max-examples", args.max_examples),
+        ("--pypto-slice", args.slice),
     ):
         if value is not None:
             argv += [flag, str(value)]

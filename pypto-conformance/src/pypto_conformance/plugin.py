@@ -17,7 +17,7 @@ import pytest
 
 from .backends import BackendTarget
 from .results import OUTCOME_KEY, ResultCollector, headline, write_report
-from .settings import DEFAULT_MAX_EXAMPLES, ConformanceSettings
+from .settings import DEFAULT_MAX_EXAMPLES, SLICES, ConformanceSettings
 
 SETTINGS_KEY = pytest.StashKey[ConformanceSettings]()
 COLLECTOR_KEY = pytest.StashKey[ResultCollector]()
@@ -53,6 +53,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"(default {DEFAULT_MAX_EXAMPLES})",
     )
     group.addoption("--pypto-report", default=None, metavar="FILE", help="write the results as JSON to FILE")
+    group.addoption(
+        "--pypto-slice",
+        default="full",
+        choices=SLICES,
+        help="'full': every case in each of its dtypes (default); 'dtypes': each case in one of its dtypes, taken "
+        "in turn, so every case and every dtype still runs on every backend (a quicker representative run)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -107,8 +114,9 @@ def _params_of(settings: ConformanceSettings, cases: list[Any]) -> list[Any]:
     for target in settings.targets():
         if not target.available:
             continue
-        for case in cases:
-            for dtype in case.dtypes:
+        for n, case in enumerate(cases):
+            dtypes = case.dtypes if settings.slice == "full" else (case.dtypes[n % len(case.dtypes)],)
+            for dtype in dtypes:
                 marks = settings.marks(case.name, dtype, target, case.required_dtypes(dtype), case.slow)
                 param = CaseParam(case, dtype, target)
                 params.append(pytest.param(param, id=f"{case.name}-{dtype}-{target.name}", marks=marks))

@@ -16,6 +16,7 @@ from .tolerances import Tolerance, ToleranceTable, load_tolerances
 from .xfails import XfailEntry, find_xfail, load_xfails
 
 DEFAULT_MAX_EXAMPLES = 300
+SLICES = ("full", "dtypes")  # which (case, dtype) pairs run: all, or each case in one dtype taken in turn
 
 
 @dataclass
@@ -27,6 +28,7 @@ class ConformanceSettings:
     xfails: list[XfailEntry] = field(default_factory=list)
     max_examples: int = DEFAULT_MAX_EXAMPLES
     report: Path | None = None
+    slice: str = "full"
     used_xfails: set[XfailEntry] = field(default_factory=set)
     _targets: list[BackendTarget] | None = None
 
@@ -45,7 +47,8 @@ class ConformanceSettings:
         if max_examples < 1:
             raise pytest.UsageError(f"--pypto-max-examples must be at least 1, got {max_examples}")
         report = opt("pypto_report")
-        return cls(opt("pypto_backend"), tolerances, xfails, max_examples, Path(report) if report else None)
+        return cls(opt("pypto_backend"), tolerances, xfails, max_examples, Path(report) if report else None,
+                   opt("pypto_slice") or "full")  # fmt: skip
 
     def targets(self) -> list[BackendTarget]:
         """The selected backends (resolved on first use, so unrelated pytest runs load no plugins)."""
