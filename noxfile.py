@@ -22,7 +22,7 @@ CONFORMANCE = "./pypto-conformance"
 NUMBA = "./examples/pypto-backend-numba"  # the example third-party backend (pulls in numba)
 LONGRUN_RECORD = "pypto-core/tests/reliability/results/longrun.json"  # what docs/reliability.md reports
 FUZZ_REPORT = "pypto-core/tests/reliability/results/fuzz.json"
-CONFORMANCE_FULL = "pypto-conformance/results/full.json"  # what docs/conformance.md reports
+CONFORMANCE_FULL = "pypto-conformance/results/full.json"  # the full run's report (docs/conformance.md summarises it)
 TORCH = "torch==2.13.0"  # the CPU build (a bare "torch" resolves to a CUDA build of several GB)
 
 
@@ -114,7 +114,8 @@ def conformance(session: nox.Session) -> None:
 @nox.session
 def conformance_full(session: nox.Session) -> None:
     """The whole conformance matrix (every case in every dtype, 300 random kernels) on every installed backend,
-    outside CI's time budget; the report is kept in pypto-conformance/results/full.json for docs/conformance.md."""
+    outside CI's time budget; the JSON report goes to pypto-conformance/results/full.json (not kept in the
+    repository) and its summary into docs/conformance.md."""
     session.install(CORE, OPENMP, TBB, OPENCL, CONFORMANCE, NUMBA, CUDA)
     session.run(
         "pypto-conformance", "--backend", "all", "--quiet-table", "--report", CONFORMANCE_FULL, *session.posargs
