@@ -266,7 +266,6 @@ def _scalar_signature(v: Any) -> Any:
 
 
 _SIGNATURES: dict[type, Callable[[Any], Any] | None] = {}
-_LIBRARY = {torch_view: "torch", cupy_view: "cupy"}
 
 
 def _signature_for(cls: type, obj: Any) -> Callable[[Any], Any] | None:
@@ -328,16 +327,14 @@ def stream_handle(s: Any) -> int:
     )
 
 
-def library_stream(arrays: list[Any], ordinal: int) -> int | None:
-    """The current stream of the library whose arrays these are (torch first, then CuPy), or None."""
+def library_of(arrays: Sequence[Any]) -> str | None:
+    """``"torch"`` or ``"cupy"``: the library of the first of ``arrays`` in GPU memory that belongs to one."""
     for a in arrays:
         view = view_of(a)
         if view is torch_view and a.is_cuda:
-            return _torch_stream(ordinal)
+            return "torch"
         if view is cupy_view:
-            import cupy
-
-            return int(cupy.cuda.get_current_stream().ptr)
+            return "cupy"
     return None
 
 

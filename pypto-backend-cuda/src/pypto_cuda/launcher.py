@@ -68,13 +68,14 @@ def group_size(hint: int | None, limit: int) -> int:
     return max(GROUP_MIN, min(want, GROUP_MAX, cap))
 
 
-def resolve_stream(args: Sequence[Any], ordinal: int) -> int:
-    """The stream a call runs on: ``pt.stream``/``stream=``, else the arrays' library's, else the default."""
+def resolve_stream(args: Sequence[Any], ordinal: int, lib: str | None = None) -> int:
+    """The stream a call runs on: ``pt.stream``/``stream=``, else the current stream of the arrays' library
+    (``lib`` when the caller already knows it), else the default stream."""
     s = current_stream()
     if s is not None:
         return views.stream_handle(s)
-    lib = views.library_stream(list(args), ordinal)
-    return lib if lib is not None else 0
+    stream = views.stream_of_library(lib or views.library_of(args), ordinal)
+    return stream if stream is not None else 0
 
 
 class _Function:
@@ -176,11 +177,7 @@ class CudaLauncher:
         layouts and scalars, on the same stream) replays that call's launches: it was checked then."""
         key, lib = views.call_signature(args)
         if key is not None:
-            s = current_stream()
-            if s is not None:
-                stream = views.stream_handle(s)
-            else:
-                stream = views.stream_of_library(lib, self.dev.ordinal) or 0
+            stream = resolve_stream(args, self.dev.ordinal, lib)
             hit = self.memo.get((key, stream))
             if hit is not None:
                 with self.lock:
@@ -195,7 +192,7 @@ class CudaLauncher:
         if bound is None:
             return NotImplemented
         launch_args, outputs = bound
-        stream = resolve_stream(args, self.dev.ordinal)
+        stream = resolve_stream(args, self.dev.ordinal, lib)
         with self.lock:
             self._follow_producers(args, stream)
             launches = self._run(launch_args, stream)
