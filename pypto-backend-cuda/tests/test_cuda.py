@@ -150,7 +150,7 @@ def test_compile_key_names_nvcc_arch_and_flags(monkeypatch):
 def test_compiled_cubins_go_through_the_disk_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("PYPTO_CUDA_ARCH", "sm_90")
-    from pypto.runtime.compile import compile_program
+    from pypto.compiler import compile_program
 
     program = softmax.program(backend="cuda")
     backend = ENTRY.backend

@@ -25,10 +25,21 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def module_imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The pypto modules ``name`` imports when it is loaded (not in functions or TYPE_CHECKING blocks)."""
+def module_imports(name: str, path: Path, known: dict[str, Path], *, inside_functions: bool = False) -> set[str]:
+    """The pypto modules ``name`` imports when it is loaded (not in functions or TYPE_CHECKING blocks);
+    with ``inside_functions``, also those its functions import when they run."""
     found: set[str] = set()
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+
+    def add(node: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+            return
+        base = node.module or ""
+        if node.level:
+            base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+        found.add(base)
+        found.update(f"{base}.{a.name}" for a in node.names)
 
     def visit(body: list[ast.stmt]) -> None:
         for node in body:
@@ -40,14 +51,12 @@ def module_imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
                 visit(node.body)
                 for h in node.handlers:
                     visit(h.body)
-            elif isinstance(node, ast.Import):
-                found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
-                found.add(base)
-                found.update(f"{base}.{a.name}" for a in node.names)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                add(node)
+            elif inside_functions and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                for inner in ast.walk(node):
+                    if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                        add(inner)
 
     visit(ast.parse(path.read_text()).body)
     closed = set()
@@ -80,10 +89,67 @@ def test_module_level_imports_form_no_cycle():
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
+def tangles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The groups of modules that import each other, directly or not (strongly connected, more than one)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[frozenset[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(frozenset(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return out
+
+
+# Modules that still import each other through imports inside functions, to be untangled; the test fails on
+# any other group, and on one of these growing, so no new cycle hides behind a function-level import.
+KNOWN_TANGLES = {
+    frozenset({"pypto.array.graph", "pypto.array.ops", "pypto.array.views"}),
+    frozenset({"pypto.array.autodiff", "pypto.array.custom", "pypto.array.function", "pypto.array.kernel_grad",
+               "pypto.dask", "pypto.runtime.kernel"}),
+}  # fmt: skip
+
+
+def test_function_level_imports_add_no_cycle():
+    known = modules()
+    graph = {
+        m: {d for d in module_imports(m, p, known, inside_functions=True) if not m.startswith(d + ".")}
+        for m, p in known.items()
+    }
+    found = set(tangles(graph))
+    assert found <= KNOWN_TANGLES, "new import cycles: " + "; ".join(
+        " <-> ".join(sorted(t)) for t in found - KNOWN_TANGLES
+    )
+    assert tangles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]  # the finder finds
+
+
 def test_the_registry_and_the_cache_never_import_the_runtime():
     known = modules()
-    for name in ("pypto.plugins", "pypto.cache", "pypto.backend_api", "pypto.hookspecs"):
-        deps = module_imports(name, known[name], known)
+    for name in ("pypto.plugins", "pypto.cache", "pypto.compiler", "pypto.backend_api", "pypto.hookspecs"):
+        deps = module_imports(name, known[name], known, inside_functions=True)
         assert not any(d.startswith("pypto.runtime") for d in deps), (name, deps)
 
 

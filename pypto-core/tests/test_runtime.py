@@ -209,7 +209,7 @@ def test_block_columns_walks_rows_for_cpu_targets_only():
     )
     # row reductions and device targets are left alone
     from pypto.passes import pipeline
-    from pypto.targets import get_target
+    from pypto.plugins import get_target
 
     assert "block_columns" not in [name for name, _ in pipeline(get_target("simt"))]
     assert block_columns(softmax.program(backend="reference").loops) == softmax.program(backend="reference").loops

@@ -50,11 +50,18 @@ def transpose(x: pt.Tensor[float, (M, N)], y: pt.Tensor[float, (N, M)]):
     y[c, r] = x[r, c] * 2.0
 
 
+def simt_loops(kernel):
+    """The loop IR a simt backend receives for ``kernel`` (after the simt target's passes)."""
+    from pypto.plugins import get_target
+
+    return kernel.compilation(target="simt").for_target(get_target("simt"))
+
+
 def render(kernel, **settings):
     r = SimtRenderer()
     for key, value in settings.items():
         setattr(r, key, value)
-    return r.render_device(kernel.program().loops)
+    return r.render_device(simt_loops(kernel))
 
 
 def kinds(plan: LaunchPlan) -> list[str]:
@@ -208,9 +215,13 @@ def test_split_kernels_records_the_device_kernels_as_data():
     assert "softmax_k1: parallel loop over row  when not ((N * 4) >= 524288)" in text
     full = split_kernels(sum_exp.program(backend="reference").loops).device
     assert [st.loop is None for st in full.steps] == [False, True] and [t[0] for t in full.temps] == ["_partial3"]
-    # the renderer prints the recorded split: the same kernels as when it splits the loop IR itself
+    # the renderer prints the recorded split and plan; it refuses loop IR the target's passes have not planned
+    from pypto.targets.simt.launch import plan_launch
+
     r1, r2 = SimtRenderer(), SimtRenderer()
-    assert r1.render_device(loops) == r2.render_device(softmax.program(backend="reference").loops)
+    assert r1.render_device(plan_launch(loops)) == r2.render_device(simt_loops(softmax))
+    with pytest.raises(ValueError, match="has not been through the simt target's passes"):
+        SimtRenderer().render_device(loops)
 
 
 def test_plan_launch_records_how_each_device_kernel_runs():
@@ -299,43 +310,43 @@ def _device_view(value):
 DEVICE_BACKEND = """
 import numpy as np
 import pypto
-from pypto.backend_api import PLUGIN_API_VERSION, Artifact, BackendSpec
+from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Backend, BackendSpec, Source
 
-PYPTO_PLUGIN_API = "1.0"
+PYPTO_PLUGIN_API = PLUGIN_API_VERSION
+
+
+class FakeGPU(Backend):
+    spec = BackendSpec("fakegpu", "1.0", PLUGIN_API_VERSION, priority=-5)
+
+    def render(self, program):
+        return Source("source")
+
+    def build(self, program, source):
+        return Artifact("fakegpu", b"binary", ".bin")
+
+    def load(self, program, artifact):
+        from pypto.targets.simt.args import DeviceArray, DeviceBinder
+
+        binder = DeviceBinder(program)
+
+        def run(a, b, c, n):  # loop-IR order: buffers, then dims
+            data = lambda x: x.handle if isinstance(x, DeviceArray) else x
+            np.add(data(a), data(b), out=data(c))
+
+        def fast_entry(*args):
+            bound = binder.bind(args, VIEW)
+            if bound is None:
+                return NotImplemented
+            run(*bound[0])
+            return bound[1][0]
+
+        run.fast_entry = fast_entry
+        return run
+
 
 @pypto.hookimpl
-def pypto_declare_backends():
-    return [BackendSpec("fakegpu", "1.0", PLUGIN_API_VERSION, priority=-5)]
-
-@pypto.hookimpl
-def pypto_codegen(backend, program):
-    return "source" if backend == "fakegpu" else None
-
-@pypto.hookimpl
-def pypto_compile(backend, program, source):
-    return Artifact(backend, b"binary", ".bin") if backend == "fakegpu" else None
-
-@pypto.hookimpl
-def pypto_launch(backend, program, artifact):
-    if backend != "fakegpu":
-        return None
-    from pypto.targets.simt.args import DeviceArray, DeviceBinder
-
-    binder = DeviceBinder(program)
-
-    def run(a, b, c, n):  # loop-IR order: buffers, then dims
-        data = lambda x: x.handle if isinstance(x, DeviceArray) else x
-        np.add(data(a), data(b), out=data(c))
-
-    def fast_entry(*args):
-        bound = binder.bind(args, VIEW)
-        if bound is None:
-            return NotImplemented
-        run(*bound[0])
-        return bound[1][0]
-
-    run.fast_entry = fast_entry
-    return run
+def pypto_backends():
+    return [FakeGPU()]
 """
 
 
@@ -386,7 +397,9 @@ def test_simt_backend_renders_without_its_device_and_remembers_why_it_is_missing
     b = Missing()
     assert b.availability().reason == "no such device: plug one in"
     assert not b.availability().available and opened == [1]  # asked once
-    program = vector_add.program()
+    import dataclasses
+
+    program = dataclasses.replace(vector_add.program(), loops=simt_loops(vector_add), target="simt")
     source = b.render(program)
     assert "__kernel void vector_add_k0(" in source.text and "pypto launch plan" not in source.text
     assert source.extras["plan"].kernels[0].name == "vector_add_k0"  # the plan travels as data

@@ -2,7 +2,7 @@
 
 Each test compares with NumPy on the same inputs. The conformance suite (``pypto-conformance
 --backend numba``) covers the whole language; these tests cover what is particular to this backend:
-its declaration, its four steps, its source, both compiled variants (serial and ``prange``) and the
+its declaration, its steps (codegen, compile, launch), its source, both compiled variants (serial and ``prange``) and the
 helpers.
 """
 

@@ -120,7 +120,7 @@ def run_kernel_case(case: Any, how: str, executor: str | None = None) -> MatrixR
     got, raised = _compute(lambda: kernel(**args))
     if raised:
         return MatrixResult(case.name, how, False, raised)
-    outs = [p.name for p in kernel._trace().outputs]
+    outs = [p.name for p in kernel.traced.outputs]
     problems = []
     for name, g in zip(outs, got):
         if name in expected:

@@ -97,7 +97,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     )
     from pypto.lang.tensor import Tensor
     from pypto.lang.values import Axis, Dim
-    from pypto.plugins import list_backends, register_plugin, reload_plugins
+    from pypto.plugins import list_backends, register_plugin, reload_plugins, unregister_plugin
     from pypto.runtime.benchmark import BenchmarkResult, benchmark
     from pypto.runtime.info import get_runtime_info
     from pypto.runtime.kernel import Kernel, kernel, tile
@@ -190,6 +190,7 @@ _LAZY: dict[str, str] = {
     "list_backends": ".plugins",
     "register_plugin": ".plugins",
     "reload_plugins": ".plugins",
+    "unregister_plugin": ".plugins",
     # .runtime.benchmark
     "BenchmarkResult": ".runtime.benchmark",
     "benchmark": ".runtime.benchmark",
@@ -260,7 +261,7 @@ __all__ = [
     # runtime
     "empty", "zeros", "empty_like", "zeros_like", "benchmark", "BenchmarkResult", "get_runtime_info",
     "stream", "current_stream",
-    "list_backends", "register_plugin", "reload_plugins", "hookimpl",
+    "list_backends", "register_plugin", "unregister_plugin", "reload_plugins", "hookimpl",
     # errors
     "PyptoError", "TracingError", "DTypeError", "ShapeError", "AliasingError", "ArgumentError", "BackendNotFound",
     "BackendUnavailable", "CompileError", "LaunchError", "PluginError", "PluginWarning", "SpecializationWarning", "CacheWarning", "IRVerificationError",

@@ -1,12 +1,18 @@
 """The types a backend plugin exchanges with the core (see :mod:`pypto.hookspecs`).
 
-A backend is one :class:`Backend` object: its :class:`BackendSpec` (what it is), and four steps the
-core's one compile function (:func:`pypto.runtime.compile.compile_program`) calls in order::
+A backend is one :class:`Backend` object: its :class:`BackendSpec` (what it is), and the steps the
+core's one compile function (:func:`pypto.compiler.compile_program`) calls in order. The
+contract's three steps are **codegen, compile and launch**; their methods are::
 
-    key      = backend.compile_key(program)        # toolchain identity, for the disk-cache key
-    source   = backend.render(program)             # -> Source (kernel.get_code shows source.text)
-    artifact = backend.build(program, source)      # -> Artifact (cached on disk by the core)
-    launcher = backend.load(program, artifact)     # -> Launcher, called for every kernel call
+    step      method                                  returns
+    --------  --------------------------------------  -------------------------------------------
+    (key)     backend.compile_key(program)            toolchain identity, part of the cache key
+    codegen   backend.render(program)                 Source (kernel.get_code shows its text)
+    compile   backend.build(program, source)          Artifact (cached on disk by the core)
+    launch    backend.load(program, artifact)         Launcher, called for every kernel call
+
+(``render``/``build``/``load`` say what each method does to its input; this table is the one place
+that maps them to the steps' names used in the documentation and the hooks.)
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ from pypto.ir.contract import CallContract
 from pypto.ir.kernel import KernelIR
 from pypto.ir.loops import LoopKernel
 
-PLUGIN_API_VERSION = "1.1"
-"""The plugin API this core implements; a plugin declaring another *major* version is skipped."""
+PLUGIN_API_VERSION = "2.0"
+"""The plugin API this core implements; a plugin declaring another *major* version is skipped. 2.0: backends
+as :class:`Backend` objects, targets from plugins, wrappable ``pypto_compile``/``pypto_launch`` hooks."""
 
 
 @dataclass(frozen=True)
@@ -51,13 +58,14 @@ class Capabilities:
 @dataclass(frozen=True)
 class BackendSpec:
     """What a backend is: its name, version, priority, target, capabilities and availability probe
-    (:attr:`Backend.spec`; plugin API 1.0 plugins return these from ``pypto_declare_backends``).
+    (:attr:`Backend.spec`).
 
     ``probe`` is called (once, lazily) to learn whether the backend can run on this machine;
     ``info`` (optional) returns details for :func:`pypto.get_runtime_info` such as the device,
     the thread count and the compiler. Higher ``priority`` wins when the executor is "auto".
     ``target`` names the :mod:`pypto.targets` target whose passes shape the loop IR the backend
-    receives (``"cpu-simd"``, ``"simt"``); ``None`` gives the core's loop IR unchanged.
+    receives (``"cpu-simd"``, ``"simt"``, or one a plugin declares through ``pypto_targets``);
+    ``None`` gives the core's loop IR unchanged.
     """
 
     name: str
@@ -151,7 +159,8 @@ class Launcher(Protocol):
 
 
 class Backend:
-    """A backend: subclass it, set :attr:`spec` (or override it), implement the four steps.
+    """A backend: subclass it, set :attr:`spec` (or override it), implement codegen (``render``),
+    compile (``build``) and launch (``load``), and ``compile_key`` when a toolchain is involved.
 
     A plugin returns its backends from the ``pypto_backends`` hook. The core resolves names,
     caches artifacts on disk and checks arguments; a backend only renders, builds and loads.

@@ -1,5 +1,5 @@
 """The on-disk compile cache: a directory of artifacts addressed by key (used by
-:func:`pypto.runtime.compile.compile_program`, which computes the key once per kernel variant).
+:func:`pypto.compiler.compile_program`, which computes the key once per kernel variant).
 
 Key: sha256 of the loop IR text, the backend's name and version, the toolchain description from
 ``Backend.compile_key`` and the core version. The key does not need the generated source, so a warm

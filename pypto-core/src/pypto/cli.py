@@ -198,17 +198,26 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_passes(args: argparse.Namespace) -> int:
-    from pypto.passes import format_pipeline
-    from pypto.targets import get_target, targets
+    from pypto.passes import REFERENCE_STAGE, STAGES, format_pipeline
+    from pypto.plugins import get_registry
 
+    reg = get_registry()
     if args.target is None:
         print(format_pipeline())
-        for t in targets().values():
-            print(f"\ntarget {t.name} ({t.description}) appends: " + (", ".join(n for n, _ in t.passes) or "nothing"))
+        for name, entry in reg.targets.items():
+            t = entry.target
+            users = [b.spec.name for b in reg.ordered() if b.spec.target == name]
+            print(f"\ntarget {name} ({t.description}; plugin {entry.plugin}) appends: "
+                  + (", ".join(n for n, _ in t.passes) or "nothing")
+                  + f"\n  backends: {', '.join(users) or 'none installed'}")  # fmt: skip
+        plain = [b.spec.name for b in reg.ordered() if b.spec.target is None and b.spec.name != "reference"]
+        if plain:
+            print(f"\nno target (render the loop IR after {STAGES[-1]}): {', '.join(plain)}")
+        print(f"\nreference evaluates the tensor IR after {REFERENCE_STAGE} in NumPy (what the program means)")
         return 0
-    if args.target not in targets():
-        raise ValueError(f"unknown target {args.target!r}; known targets: {', '.join(targets())}")
-    print(format_pipeline(get_target(args.target)))
+    if args.target not in reg.targets:
+        raise ValueError(f"unknown target {args.target!r}; known targets: {', '.join(reg.targets)}")
+    print(format_pipeline(reg.target(args.target)))
     return 0
 
 

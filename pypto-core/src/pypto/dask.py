@@ -59,14 +59,9 @@ from pypto.ir.nodes import (
     map_children,
     postorder,
 )
+from pypto.runtime.foreign import is_dask_array
 
 __all__ = ["is_dask_array", "call_kernel", "call_jit", "explain", "RechunkWarning"]
-
-
-def is_dask_array(v: Any) -> bool:
-    """Whether ``v`` is a ``dask.array.Array`` (checked without importing dask)."""
-    t = type(v)
-    return t.__name__ == "Array" and t.__module__.startswith("dask.array") and hasattr(v, "__dask_graph__")
 
 
 def _da():
@@ -101,13 +96,7 @@ def _kernel_for(ir: KernelIR, executor: str | None, fastmath: bool) -> Any:
         with _KERNELS_LOCK:
             k = _KERNELS.get(key)
             if k is None:
-
-                def body() -> None:  # the IR is given: nothing is traced
-                    raise AssertionError
-
-                body.__name__ = body.__qualname__ = ir.name
-                k = Kernel(body, executor=executor, fastmath=fastmath)
-                k._traced = ir
+                k = Kernel.from_ir(ir, executor=executor, fastmath=fastmath)
                 _KERNELS[key] = k
     return k
 
@@ -683,7 +672,7 @@ def _check_dtype(where: str, name: str, arr: Any, want: Any) -> None:
 
 def _kernel_plan(kernel: Any, args: tuple, kwargs: dict) -> tuple[_Planner, dict[str, Any]]:
     """The planner of a destination-passing kernel called on dask arrays, and the outputs given."""
-    ir = kernel._trace()
+    ir = kernel.traced
     where = f"{ir.name}()"
     names = [p.name for p in ir.params]
     if len(args) > len(names):
@@ -757,7 +746,7 @@ def _kernel_plan(kernel: Any, args: tuple, kwargs: dict) -> tuple[_Planner, dict
 
 def _extents(kernel: Any, dims: dict[str, int]) -> dict[int, int]:
     """Every axis's extent at these dims (from the kernel's shape inference)."""
-    shaped = kernel._compilation(True, kernel._default_target()).stages["infer_shapes"]
+    shaped = kernel.compilation().stages["infer_shapes"]
     return {a.index: a.extent.evaluate(dims) for a in shaped.axes if a.extent is not None}
 
 

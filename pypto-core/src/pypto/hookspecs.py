@@ -1,4 +1,4 @@
-"""The hooks a pypto backend plugin implements. Read this first when writing a backend.
+"""The hooks of a pypto plugin. Read this first when writing a backend, a target or a tool.
 
 A plugin is a module registered under the entry-point group ``pypto``::
 
@@ -6,33 +6,43 @@ A plugin is a module registered under the entry-point group ``pypto``::
     [project.entry-points.pypto]
     mybackend = "pypto_mybackend.plugin"
 
-The module sets ``PYPTO_PLUGIN_API = "1.1"`` and implements ``pypto_backends`` with
-``@pypto.hookimpl``, returning :class:`~pypto.backend_api.Backend` objects. Keep its top level
-light: import compilers, drivers and other heavy dependencies inside the backend's methods, so
-``import pypto`` and plugin loading stay fast with every backend installed.
+The module sets ``PYPTO_PLUGIN_API = "2.0"`` (:data:`pypto.backend_api.PLUGIN_API_VERSION`) and
+implements some of the hooks below with ``@pypto.hookimpl``. Keep its top level light: import
+compilers, drivers and other heavy dependencies inside the backend's methods, so ``import pypto``
+and plugin loading stay fast with every backend installed.
 
-Compiling a kernel for backend ``B`` is one function of the core
-(:func:`pypto.runtime.compile.compile_program`)::
+What a plugin can add:
+
+- **backends** (``pypto_backends``): each a :class:`~pypto.backend_api.Backend` whose three steps
+  are *codegen*, *compile* and *launch* (its methods ``render``, ``build`` and ``load``; see
+  :mod:`pypto.backend_api`);
+- **targets** (``pypto_targets``): a kind of machine and the passes it appends to the core
+  pipeline (:class:`pypto.targets.Target`); a backend names its target in its spec;
+- **wrappers** around every compilation (``pypto_compile``) and every kernel call
+  (``pypto_launch``): ``@pypto.hookimpl(wrapper=True)`` generators that see the arguments, run the
+  step with ``result = yield``, and return the result (or another launcher wrapping it). The core
+  implements both hooks itself; ``pt.profile()`` is such a wrapper on ``pypto_launch``.
+
+The core's compilation of one kernel variant for backend ``B`` (the implementation of
+``pypto_compile``, :func:`pypto.compiler.compile_program`)::
 
     key      = sha256(loop IR, B's name and version, B.compile_key(program), core version)
     artifact = disk cache [key]  or  B.build(program, B.render(program))  (then stored)
     launcher = B.load(program, artifact)                 # once per artifact per process
     launcher(*args)                                      # every call, nothing in between
-
-Plugin API 1.0 style (still supported, deprecated): ``pypto_declare_backends`` returning
-:class:`~pypto.backend_api.BackendSpec` objects plus the *firstresult* hooks ``pypto_codegen``,
-``pypto_compile_key``, ``pypto_compile`` and ``pypto_launch``, each answering only for its own
-backend names. The core wraps such a plugin's backends in one :class:`~pypto.backend_api.Backend`
-each, so they are cached and dispatched exactly like the new style.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from pypto.backend_api import Artifact, Backend, BackendSpec, Launcher, Program
+from pypto.backend_api import Backend, Launcher, Program
+
+if TYPE_CHECKING:
+    from pypto.targets import Target
 
 PROJECT = "pypto"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -52,53 +62,38 @@ def pypto_backends() -> Sequence[Backend]:
 
 
 @hookspec
-def pypto_declare_backends() -> Sequence[BackendSpec]:
-    """Plugin API 1.0: declare backends whose steps are the hooks below (use ``pypto_backends``).
+def pypto_targets() -> Sequence[Target]:
+    """The targets this plugin provides, as :class:`pypto.targets.Target` objects.
 
-    Called once per process, when pypto first needs its backends. Return a sequence of
-    :class:`~pypto.backend_api.BackendSpec` (name, version, ``plugin_api``, priority,
-    capabilities, availability probe). Must not import heavy dependencies: availability is
-    checked later, lazily, through ``BackendSpec.probe``. A spec whose ``plugin_api`` has another
-    major version than :data:`pypto.backend_api.PLUGIN_API_VERSION` is skipped with a warning.
+    A target is a kind of machine: a name, the loop-IR passes it appends to the core pipeline (each
+    a function ``LoopKernel -> LoopKernel``, verified after it runs, shown by ``kernel.ir(name)``
+    and listed by ``pypto passes --target``) and optionally the machine model the schedule pass
+    plans for. The core's ``cpu-simd`` and ``simt`` are declared through this hook too. Called once
+    per process with the backends; a name already taken is skipped with a warning.
+    ``Target.extend`` builds a target from an existing one plus passes of its own.
     """
 
 
 @hookspec(firstresult=True)
-def pypto_codegen(backend: str, program: Program) -> str | None:
-    """Generate source code for ``program`` when ``backend`` is yours; else return ``None``.
+def pypto_compile(backend: Backend, program: Program) -> Launcher:
+    """Compile ``program`` for ``backend`` and return the launcher its calls will use.
 
-    ``program.loops`` is the loop IR (:mod:`pypto.ir.loops`) to render; most C-like backends
-    subclass :class:`pypto.targets.cstyle.CRenderer`. The text returned is what
-    ``kernel.get_code(backend=...)`` shows and what ``pypto_compile`` receives.
+    The core implements it (codegen, the disk cache, compile, load; see the module doc) and calls
+    it once per kernel variant, backend and process. Plugins do not replace it: they wrap it with
+    ``@pypto.hookimpl(wrapper=True)`` to log or time compilations, or to return a launcher that
+    wraps the one the core made (``launcher = yield; return wrapped(launcher)``). An exception
+    raised by the compilation (:class:`pypto.CompileError`) reaches the wrapper at its ``yield``.
     """
 
 
 @hookspec(firstresult=True)
-def pypto_compile_key(backend: str, program: Program) -> str | None:
-    """Describe the toolchain that ``pypto_compile`` would use, for the disk-cache key.
+def pypto_launch(kernel: Any, args: tuple, kwargs: dict, call: Callable[[], Any]) -> Any:
+    """Run one call of ``kernel`` (a ``pt.kernel``, or the kernel of a ``pt.jit`` program) on the
+    caller's ``args`` and ``kwargs``, and return what the call returns.
 
-    Return a string naming the compiler identity (path and version) and every flag that affects
-    the binary, when ``backend`` is yours; else ``None``. Artifacts are cached under
-    sha256(loop IR + backend name and version + this string + core version).
-    """
-
-
-@hookspec(firstresult=True)
-def pypto_compile(backend: str, program: Program, source: str) -> Artifact | None:
-    """Build ``source`` into an :class:`~pypto.backend_api.Artifact` when ``backend`` is yours.
-
-    Must be a pure function of its inputs (the result is cached on disk and reused by other
-    processes). Raise :class:`pypto.CompileError` with the compiler's output and a source
-    excerpt when the build fails.
-    """
-
-
-@hookspec(firstresult=True)
-def pypto_launch(backend: str, program: Program, artifact: Artifact) -> Launcher | None:
-    """Load ``artifact`` and return a launcher for it when ``backend`` is yours.
-
-    Called once per artifact per process. The launcher is then called directly for every kernel
-    call with the validated arguments in the loop IR's argument order (arrays, then scalars,
-    then dims); the core has already checked dtypes, shapes, bounds and aliasing. A wrapper on
-    this hook may wrap the returned launcher (to time it, for example).
+    The core implements it by calling ``call()`` (bind and check the arguments, compile on first
+    use, launch). It is consulted only while some plugin wraps it, so calls cost nothing extra
+    otherwise: a wrapper (``@pypto.hookimpl(wrapper=True)``) sees ``kernel.name`` and the
+    arguments, runs the call with ``result = yield`` and returns ``result``. ``pt.profile()``
+    registers one for the length of its ``with`` block.
     """

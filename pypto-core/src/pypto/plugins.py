@@ -1,9 +1,12 @@
 """Loading backend plugins (entry-point group ``pypto``) and choosing a backend by name.
 
-The registry maps each backend name to its :class:`~pypto.backend_api.Backend` object, from the
-``pypto_backends`` hook (or, for plugin API 1.0 plugins, ``pypto_declare_backends`` plus the
-per-step hooks, wrapped in a :class:`HookBackend`). It knows nothing of kernels: they subscribe with
-:func:`on_reload` to drop what they compiled when plugins change.
+The registry maps each backend name to its :class:`~pypto.backend_api.Backend` object (from the
+``pypto_backends`` hook) and each target name to its :class:`~pypto.targets.Target` (from
+``pypto_targets``), and holds the plugin manager whose ``pypto_compile`` and ``pypto_launch`` hooks
+the core calls (:mod:`pypto.hookspecs`). The core's own backend (``reference``), targets
+(``cpu-simd``, ``simt``) and the implementations of those two hooks are registered as plugins like
+any other. It knows nothing of kernels: they subscribe with :func:`on_reload` to drop what they
+compiled when plugins change.
 
 Plugins load lazily, the first time pypto needs a backend: ``import pypto`` reads no entry points.
 A plugin that fails to import, or that was built for another major plugin-API version, is skipped
@@ -26,17 +29,9 @@ from typing import Any
 import pluggy
 
 from pypto import _env, hookspecs
-from pypto.backend_api import (
-    PLUGIN_API_VERSION,
-    Artifact,
-    Availability,
-    Backend,
-    BackendSpec,
-    Launcher,
-    Program,
-    Source,
-)
+from pypto.backend_api import PLUGIN_API_VERSION, Availability, Backend, BackendSpec, Launcher, Program
 from pypto.errors import BackendNotFound, BackendUnavailable, CompileError, PluginError, PluginWarning
+from pypto.targets import Target
 
 ENTRY_POINT_GROUP = "pypto"
 
@@ -52,46 +47,14 @@ def _major(version: str) -> str:
     return str(version).split(".", 1)[0]
 
 
-class HookBackend(Backend):
-    """A backend of a plugin API 1.0 plugin: its steps are the firstresult hooks, called with its name."""
-
-    def __init__(self, spec: BackendSpec, hook: Any):
-        self._spec = spec
-        self._hook = hook
-
-    @property
-    def spec(self) -> BackendSpec:
-        return self._spec
-
-    def compile_key(self, program: Program) -> str:
-        return self._hook.pypto_compile_key(backend=self._spec.name, program=program) or ""
-
-    def render(self, program: Program) -> Source:
-        text = self._hook.pypto_codegen(backend=self._spec.name, program=program)
-        if text is None:
-            raise BackendNotFound(
-                f"backend '{self._spec.name}' did not generate code (its plugin implements no pypto_codegen)"
-            )
-        return Source(text)
-
-    def build(self, program: Program, source: Source) -> Artifact:
-        artifact = self._hook.pypto_compile(backend=self._spec.name, program=program, source=source.text)
-        if not isinstance(artifact, Artifact):
-            raise CompileError(f"backend '{self._spec.name}' returned no artifact for kernel '{program.name}'")
-        return artifact
-
-    def load(self, program: Program, artifact: Artifact) -> Launcher:
-        return self._hook.pypto_launch(backend=self._spec.name, program=program, artifact=artifact)
-
-
 @dataclass
 class BackendEntry:
     """A declared backend, the plugin that declared it, and its (lazily probed) availability."""
 
     spec: BackendSpec
     plugin: str
-    distribution: str | None = None
-    backend: Backend | None = field(default=None, repr=False)
+    distribution: str | None
+    backend: Backend = field(repr=False)
     _availability: Availability | None = field(default=None, repr=False)
 
     @property
@@ -102,6 +65,14 @@ class BackendEntry:
             except Exception as e:  # a probe must never take pypto down
                 self._availability = Availability(False, f"availability probe failed: {type(e).__name__}: {e}")
         return self._availability
+
+
+@dataclass(frozen=True)
+class TargetEntry:
+    """A declared target and the plugin that declared it."""
+
+    target: Target
+    plugin: str
 
 
 @dataclass
@@ -119,6 +90,7 @@ class Registry:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.backends: dict[str, BackendEntry] = {}
+        self.targets: dict[str, TargetEntry] = {}
         self.skipped: list[SkippedPlugin] = []
         self.plugin_dists: dict[str, str | None] = {}
         self._load()
@@ -148,12 +120,27 @@ class Registry:
             hooks = [n for n in dir(plugin) if n.startswith("pypto_") and hasattr(getattr(plugin, n, None), marker)]
         except Exception:
             hooks = []
+        known = {n for n in dir(hookspecs) if n.startswith("pypto_")}
+        unknown = sorted(set(hooks) - known)
+        if unknown:
+            import difflib
+
+            close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+            what = "is not a pypto hook" if len(unknown) == 1 else "are not pypto hooks"
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            self._problem(
+                name,
+                dist,
+                f"it implements {', '.join(unknown)}, which {what}{hint}; the hooks of plugin API "
+                f"{PLUGIN_API_VERSION} are {', '.join(sorted(known))}",
+            )
+            return False
         if not hooks:
             self._problem(
                 name,
                 dist,
                 f"its object ({type(plugin).__name__} {plugin!r:.60}) has no @pypto.hookimpl functions; the entry "
-                "point must name a module or object defining pypto_backends (see 'Write a backend plugin')",
+                "point must name a module or object defining pypto hooks such as pypto_backends (see 'Write a backend plugin')",
             )
             return False
         try:
@@ -165,8 +152,12 @@ class Registry:
         return True
 
     def _load(self) -> None:
+        from pypto import compiler
         from pypto.backends import reference
+        from pypto.targets import builtin
 
+        self.register(compiler, "pypto-core-compile", "pypto-core")  # pypto_compile and pypto_launch
+        self.register(builtin, "pypto-core-targets", "pypto-core")  # cpu-simd, simt
         self.register(reference, "reference", "pypto-core")
         disabled = {
             s.strip() for s in os.environ.get("PYPTO_DISABLE_PLUGINS", "").replace(";", ",").split(",") if s.strip()
@@ -190,54 +181,70 @@ class Registry:
         self._declare()
 
     def add(self, plugin: object, name: str) -> list[str]:
-        """Register a plugin object now (not through an entry point) and declare its backends."""
+        """Register a plugin object now (not through an entry point) and declare its backends and
+        targets; returns the names of the backends and targets it added."""
         if not self.register(plugin, name):
             return []
-        before = set(self.backends)
+        before = set(self.backends) | set(self.targets)
         self._declare(only=name)
-        return sorted(set(self.backends) - before)
+        return sorted((set(self.backends) | set(self.targets)) - before)
+
+    def remove(self, name: str) -> None:
+        """Unregister the plugin called ``name`` with its backends and targets (nothing if unknown)."""
+        if self.pm.get_plugin(name) is not None:
+            self.pm.unregister(name=name)
+        self.plugin_dists.pop(name, None)
+        self.backends = {k: v for k, v in self.backends.items() if v.plugin != name}
+        self.targets = {k: v for k, v in self.targets.items() if v.plugin != name}
+        self._observe()
+
+    def _observe(self) -> None:
+        """Whether any plugin wraps ``pypto_launch``: kernels consult the hook only then."""
+        global launch_observed
+        launch_observed = any(impl.wrapper or impl.hookwrapper for impl in self.pm.hook.pypto_launch.get_hookimpls())
 
     def _declare(self, only: str | None = None) -> None:
         hook = self.pm.hook
-        impls = [(impl, True) for impl in hook.pypto_backends.get_hookimpls()]
-        impls += [(impl, False) for impl in hook.pypto_declare_backends.get_hookimpls()]
-        for impl, new_style in impls:
+        for impl in hook.pypto_targets.get_hookimpls():
             name = impl.plugin_name
             if only is not None and name != only:
                 continue
             dist = self.plugin_dists.get(name)
-            hook_name = "pypto_backends" if new_style else "pypto_declare_backends"
             try:
                 declared = list(impl.function() or ())
             except Exception as e:
-                self._problem(name, dist, f"{hook_name} raised {type(e).__name__}: {e}")
-                self.pm.unregister(name=name)
+                self._problem(name, dist, f"pypto_targets raised {type(e).__name__}: {e}")
                 continue
-            if declared and not new_style:
-                warnings.warn(
-                    f"pypto plugin '{name}' uses the plugin API 1.0 hooks (pypto_declare_backends, pypto_codegen "
-                    "...); they still work but are deprecated: return pypto.backend_api.Backend objects from "
-                    "pypto_backends instead (see 'Write a backend plugin', section 'Migrating from plugin API 1.0')",
-                    DeprecationWarning,
-                    stacklevel=2,
-                )
-            for item in declared:
-                backend: Backend | None
-                if new_style:
-                    if not isinstance(item, Backend):
-                        self._problem(name, dist, f"pypto_backends returned {item!r}, not a pypto.backend_api.Backend")
-                        continue
-                    backend = item
-                    try:
-                        spec = item.spec
-                    except Exception as e:
-                        self._problem(name, dist, f"reading the spec of {item!r} raised {type(e).__name__}: {e}")
-                        continue
+            for target in declared:
+                if not isinstance(target, Target):
+                    self._problem(name, dist, f"pypto_targets returned {target!r}, not a pypto.targets.Target")
+                elif target.name in self.targets:
+                    other = self.targets[target.name].plugin
+                    self._problem(name, dist, f"target '{target.name}' is already provided by plugin '{other}'")
                 else:
-                    spec = item
-                    backend = None
+                    self.targets[target.name] = TargetEntry(target, name)
+        for impl in hook.pypto_backends.get_hookimpls():
+            name = impl.plugin_name
+            if only is not None and name != only:
+                continue
+            dist = self.plugin_dists.get(name)
+            try:
+                declared = list(impl.function() or ())
+            except Exception as e:
+                self._problem(name, dist, f"pypto_backends raised {type(e).__name__}: {e}")
+                self.remove(name)
+                continue
+            for backend in declared:
+                if not isinstance(backend, Backend):
+                    self._problem(name, dist, f"pypto_backends returned {backend!r}, not a pypto.backend_api.Backend")
+                    continue
+                try:
+                    spec = backend.spec
+                except Exception as e:
+                    self._problem(name, dist, f"reading the spec of {backend!r} raised {type(e).__name__}: {e}")
+                    continue
                 if not isinstance(spec, BackendSpec):
-                    self._problem(name, dist, f"{hook_name} returned {spec!r}, not a BackendSpec")
+                    self._problem(name, dist, f"the spec of {backend!r} is {spec!r}, not a BackendSpec")
                     continue
                 if _major(spec.plugin_api) != _major(PLUGIN_API_VERSION):
                     self._problem(
@@ -251,12 +258,41 @@ class Registry:
                     other = self.backends[spec.name]
                     self._problem(name, dist, f"backend '{spec.name}' is already provided by plugin '{other.plugin}'")
                     continue
-                self.backends[spec.name] = BackendEntry(spec, name, dist, backend or HookBackend(spec, hook))
+                self.backends[spec.name] = BackendEntry(spec, name, dist, backend)
+        self._observe()
+
+    # -- the hooks the core calls -------------------------------------------------------------------
+    def compile(self, backend: Backend, program: Program) -> Launcher:
+        """The launcher of ``program`` for ``backend``: the ``pypto_compile`` hook, its wrappers included."""
+        launcher = self.pm.hook.pypto_compile(backend=backend, program=program)
+        if launcher is None:
+            raise CompileError(f"backend '{backend.name}' could not load the compiled kernel '{program.name}'")
+        return launcher
+
+    def launch(self, kernel: Any, args: tuple, kwargs: dict, call: Callable[[], Any]) -> Any:
+        """One kernel call through the ``pypto_launch`` hook (used while a plugin wraps it)."""
+        return self.pm.hook.pypto_launch(kernel=kernel, args=args, kwargs=kwargs, call=call)
 
     # -- queries -----------------------------------------------------------------------------------
     def ordered(self) -> list[BackendEntry]:
         """Backends by descending priority (ties by name)."""
         return sorted(self.backends.values(), key=lambda b: (-b.spec.priority, b.spec.name))
+
+    def target(self, name: str | None) -> Target | None:
+        """The target called ``name`` (``None`` for a backend that declares none)."""
+        if name is None:
+            return None
+        entry = self.targets.get(name)
+        if entry is None:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(self.targets), n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise BackendNotFound(
+                f"unknown target '{name}'.{hint} Known targets: {', '.join(self.targets) or 'none'}"
+                "\n  fix: install the plugin that declares it (its pypto_targets hook), or name a known one"
+            )
+        return entry.target
 
     def describe_installed(self) -> str:
         parts = []
@@ -270,7 +306,7 @@ class Registry:
         entry = self.backends.get(name)
         if entry is None:
             self.resolve(name)  # raises BackendNotFound with the installed names and the fix
-        assert entry is not None and entry.backend is not None
+        assert entry is not None
         return entry.backend
 
     def resolve(self, executor: str | None) -> BackendEntry:
@@ -385,6 +421,7 @@ def _entry_points(rescan: bool = False) -> list[PluginEntryPoint]:
     return found
 
 
+launch_observed = False  # some plugin wraps pypto_launch: kernel calls go through the hook (Registry._observe)
 _registry: Registry | None = None
 _lock = threading.Lock()
 _reload_listeners: list[Callable[[], None]] = []
@@ -422,11 +459,33 @@ def reload_plugins() -> Registry:
 
 def register_plugin(plugin: object, name: str | None = None) -> list[str]:
     """Register a plugin module or object in this process (no entry point needed); returns the names
-    of the backends it declared. Useful in notebooks and tests; installed plugins use entry points."""
+    of the backends and targets it declared. Useful in notebooks and tests, and for tools that wrap
+    ``pypto_compile``/``pypto_launch`` for a while; installed plugins use entry points."""
     label = name or getattr(plugin, "__name__", None) or type(plugin).__name__
     added = get_registry().add(plugin, label)
-    _reloaded()
+    if added:
+        _reloaded()
     return added
+
+
+def unregister_plugin(name: str) -> None:
+    """Remove a plugin registered with :func:`register_plugin` (its backends and targets too)."""
+    reg = get_registry()
+    declared = any(e.plugin == name for e in (*reg.backends.values(), *reg.targets.values()))
+    reg.remove(name)
+    if declared:
+        _reloaded()
+
+
+def targets() -> dict[str, Target]:
+    """Every target the installed plugins declare (the core's ``cpu-simd`` and ``simt`` among them)."""
+    return {name: e.target for name, e in get_registry().targets.items()}
+
+
+def get_target(name: str | None) -> Target | None:
+    """The target called ``name`` (``None`` for a backend that declares none); raises
+    :class:`~pypto.errors.BackendNotFound` naming the known targets for an unknown one."""
+    return get_registry().target(name)
 
 
 def list_backends() -> list[str]:

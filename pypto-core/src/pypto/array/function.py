@@ -39,23 +39,8 @@ from pypto.errors import ArgumentError, DTypeError, PyptoError, ShapeError, Spec
 from pypto.ir.schedule import Schedule
 from pypto.lang.values import _RESERVED, Dim
 from pypto.runtime.device_arrays import describe, empty_like_device, is_device_array, probe
+from pypto.runtime.foreign import is_dask_array
 from pypto.runtime.kernel import Kernel
-
-
-class _InsideTrace(Exception):
-    """A jit function was called on traced arrays (inside another jit function or a gradient)."""
-
-
-class _DaskCall(Exception):
-    """A jit function was called on dask arrays: it builds a dask graph (:mod:`pypto.dask`)."""
-
-
-class _PlanKernel(Kernel):
-    """The kernel of one traced signature: its IR comes from the array program, not from tracing a body."""
-
-    def __init__(self, plan: Plan, fn: Callable, **options: Any):
-        super().__init__(fn, **options)
-        self._traced = plan.kernel
 
 
 def _param_name(name: str, k: int, taken: set[str]) -> str:
@@ -243,12 +228,8 @@ class JitFunction:
             )
         if isinstance(a, np.ndarray):
             return (a.shape, a.dtype)
-        if isinstance(a, Array):  # called inside another traced function: trace in place
-            raise _InsideTrace
         if isinstance(a, (bool, np.bool_, numbers.Number)) and not isinstance(a, complex):
             return ("scalar", type(a).__name__, a.item() if isinstance(a, np.generic) else a)
-        if type(a).__name__ == "Array" and type(a).__module__.startswith("dask."):
-            raise _DaskCall
         described = describe(a)  # an array in a GPU's memory: run where it is
         if described is not None:
             return described
@@ -387,7 +368,7 @@ class JitFunction:
 
     def _build(self, plan: Plan, positions: list[int], single: bool, specs: dict | None = None) -> Compiled:
         opts = {k: v for k, v in self.options.items() if v is not None}
-        return Compiled(plan, _PlanKernel(plan, self.fn, **opts), positions, single, specs)
+        return Compiled(plan, Kernel.from_ir(plan.kernel, fn=self.fn, **opts), positions, single, specs)
 
     def _compile(self, args: tuple, key: tuple) -> Compiled:
         with self._lock:
@@ -476,27 +457,30 @@ class JitFunction:
 
     # -- calls ---------------------------------------------------------------------------------------------
     def __call__(self, *args: Any, out: Any = None) -> Any:
-        try:
-            if self._dims is None:
-                key = tuple(
-                    (a.shape, a.dtype) if type(a) is np.ndarray else self._key_of(k, a) for k, a in enumerate(args)
-                )
-                c = self._cache.get(key)
-                if c is None:
-                    self._check_nargs(args)
-                    c = self._compile(args, key)
-                return c.run(args, self._outs(out, c, None) if out is not None else {})
-            c, sizes = self._lookup(args)
-            return c.run(args, self._outs(out, c, sizes) if out is not None else {}, sizes)
-        except _DaskCall:
-            from pypto import dask
+        for a in args:
+            if type(a) is not np.ndarray and (isinstance(a, Array) or is_dask_array(a)):
+                return self._call_elsewhere(args, out)
+        if self._dims is None:
+            key = tuple((a.shape, a.dtype) if type(a) is np.ndarray else self._key_of(k, a) for k, a in enumerate(args))
+            c = self._cache.get(key)
+            if c is None:
+                self._check_nargs(args)
+                c = self._compile(args, key)
+            return c.run(args, self._outs(out, c, None) if out is not None else {})
+        c, sizes = self._lookup(args)
+        return c.run(args, self._outs(out, c, sizes) if out is not None else {}, sizes)
 
-            return dask.call_jit(self, args, out)
-        except _InsideTrace:
+    def _call_elsewhere(self, args: tuple, out: Any) -> Any:
+        """A call on values that are not arrays to run here: traced arrays (inside another jit function or
+        a gradient: the operations join the caller's program) or dask arrays (a dask graph is built)."""
+        if any(isinstance(a, Array) for a in args):
             if out is not None:
                 raise TracingError(f"{self.__name__}: out= inside a traced function", None,
-                                   "return the array instead") from None  # fmt: skip
-            return self.fn(*args)  # its operations join the caller's program
+                                   "return the array instead")  # fmt: skip
+            return self.fn(*args)
+        from pypto import dask
+
+        return dask.call_jit(self, args, out)
 
     def _outs(self, out: Any, c: Compiled, sizes: tuple[int, ...] | None) -> dict[int, np.ndarray]:
         if out is None:

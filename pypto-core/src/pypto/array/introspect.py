@@ -112,7 +112,7 @@ class Graph:
 
 def _nests(c: Compiled) -> list[tuple[tuple[str, ...], str]]:
     """For each loop nest of the compiled kernel: the buffers it stores and its pattern."""
-    kir = c.kernel._compilation(True, c.kernel._default_target()).final
+    kir = c.kernel.compilation().final
     out = []
     for g in kir.groups or ():
         names = tuple(dict.fromkeys(s.tensor for s in g.stores))

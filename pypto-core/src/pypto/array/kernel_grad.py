@@ -148,9 +148,8 @@ def kernel_vjp(kernel: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
     from pypto.array.autodiff import _clean, _require_grad, backward, cotangents_for
     from pypto.array.function import JitFunction
 
-    binder = kernel._get_binder()
-    bound = binder.bind(args, kwargs)
-    ir = kernel._compilation(True, None).stages["infer_shapes"]
+    bound = kernel.bind(*args, **kwargs)
+    ir = kernel.compilation().stages["infer_shapes"]
     dims = dict(zip(ir.dims, bound.dims))
     values = dict(zip([p.name for p in ir.params], bound.in_param_order))
     outputs = kernel(*args, **kwargs)

@@ -12,8 +12,9 @@ from pypto import dtypes
 from pypto.errors import TracingError
 from pypto.ir.nodes import Binary, Cast, Extent, Reduce, Unary, Where, free_axes
 from pypto.ir.ops import FUNCTIONS, MATH
+from pypto.lang.context import active_tracer
 from pypto.lang.location import user_loc
-from pypto.lang.values import Axis, Dim, ExprProxy, to_node
+from pypto.lang.values import NUMPY_UFUNCS, Axis, Dim, ExprProxy, to_node
 
 
 def axis(k: int) -> Axis:
@@ -46,9 +47,7 @@ def _arrays(*xs: Any) -> bool:
 
 
 def _in_kernel() -> bool:
-    from pypto.lang.tracer import _state
-
-    return getattr(_state, "tracer", None) is not None
+    return active_tracer() is not None
 
 
 def _unary(op: str, doc: str):
@@ -183,11 +182,11 @@ reduce_mean = _make_reduce(
 
 
 # NumPy ufuncs applied to traced values inside a kernel: the op table's (np.exp, np.log1p, np.arctan ...), then
-NUMPY_UFUNCS = {f.numpy.__name__: globals()[f.name] for f in FUNCTIONS if isinstance(f.numpy, np.ufunc)}
-NUMPY_UFUNCS |= {
+NUMPY_UFUNCS.update({f.numpy.__name__: globals()[f.name] for f in FUNCTIONS if isinstance(f.numpy, np.ufunc)})
+NUMPY_UFUNCS.update({
     "absolute": abs,
     "maximum": maximum, "minimum": minimum, "negative": lambda x: -ExprProxy(to_node(x)),
     "add": lambda a, b: ExprProxy(to_node(a)) + b, "subtract": lambda a, b: ExprProxy(to_node(a)) - b,
     "multiply": lambda a, b: ExprProxy(to_node(a)) * b, "divide": lambda a, b: ExprProxy(to_node(a)) / b,
     "true_divide": lambda a, b: ExprProxy(to_node(a)) / b,
-}  # fmt: skip
+})  # fmt: skip

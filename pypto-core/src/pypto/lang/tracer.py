@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -15,10 +14,10 @@ from pypto.ir.affine import Affine
 from pypto.ir.kernel import AxisInfo, KernelIR, ScalarParam, TensorParam
 from pypto.ir.nodes import Expr, Index, Load, Scalar, Store, postorder
 from pypto.ir.ops import FUNCTIONS
+from pypto.lang import functions as _functions  # noqa: F401  (fills values.NUMPY_UFUNCS before any trace)
+from pypto.lang.context import active_tracer, set_active_tracer
 from pypto.lang.tensor import TensorType
 from pypto.lang.values import _RESERVED, ExprProxy, TensorProxy
-
-_state = threading.local()
 
 
 def _fn_loc(fn: Callable) -> SourceLoc | None:
@@ -130,7 +129,7 @@ class Tracer:
 
     # -- called by the proxies --------------------------------------------------------------
     def check_active(self, proxy: TensorProxy) -> None:
-        if getattr(_state, "tracer", None) is not self:
+        if active_tracer() is not self:
             raise TracingError(
                 f"tensor parameter '{proxy.name}' of kernel '{self.name}' was used outside its kernel body",
                 hint="do not keep references to kernel parameters after the kernel function returns",
@@ -196,12 +195,11 @@ class Tracer:
 
     def trace(self) -> KernelIR:
         proxies = self._signature()
-        previous = getattr(_state, "tracer", None)
-        _state.tracer = self
+        previous = set_active_tracer(self)
         try:
             result = self.fn(*proxies)
         finally:
-            _state.tracer = previous
+            set_active_tracer(previous)
         if result is not None:
             raise TracingError(
                 f"kernel '{self.name}' returned a value; kernels write their results into output parameters",

@@ -35,6 +35,11 @@ def _no_concrete(what: str) -> TracingError:
     )
 
 
+NUMPY_UFUNCS: dict[str, Any] = {}
+"""NumPy ufuncs that traced values accept (``np.exp(x[i])``), by name: the pt function each stands for.
+Filled by :mod:`pypto.lang.functions`, which the tracer imports, so it is complete before any kernel runs."""
+
+
 def to_node(value: Any, *, what: str = "operand") -> Expr:
     """Turn anything a kernel expression may contain into an IR expression."""
     if isinstance(value, ExprProxy):
@@ -215,9 +220,7 @@ class _Operators:
         raise _no_concrete("len() of a traced value")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from pypto.lang import functions
-
-        fn = functions.NUMPY_UFUNCS.get(ufunc.__name__)
+        fn = NUMPY_UFUNCS.get(ufunc.__name__)
         if fn is None or method != "__call__" or kwargs:
             raise TracingError(
                 f"numpy.{ufunc.__name__} cannot be applied to a traced value",

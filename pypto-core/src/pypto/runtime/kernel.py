@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import numbers
 import threading
-import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -14,20 +13,21 @@ import numpy as np
 
 from pypto import _env, plugins
 from pypto.backend_api import KernelOptions, Program
+from pypto.compiler import render
 from pypto.errors import ArgumentError, PyptoError
 from pypto.ir.contract import CallContract, alias_safe_pairs
+from pypto.ir.kernel import KernelIR
 from pypto.ir.printer import format_loops
 from pypto.ir.schedule import Schedule
 from pypto.lang.tracer import trace
 from pypto.passes import REFERENCE_STAGE, STAGES, Compilation, run_pipeline, stages
 from pypto.plugins import BackendEntry
 from pypto.runtime.binding import Binder, BoundCall
-from pypto.runtime.compile import compile_program, render
-from pypto.targets import Target, get_target
+from pypto.runtime.foreign import is_dask_array
+from pypto.targets import Target
 
 _kernels: weakref.WeakSet[Kernel] = weakref.WeakSet()
 _env_executor = _env.executor_raw
-_profiler: Callable[[Kernel, tuple, float], None] | None = None  # set while a pt.profile() block runs
 
 
 @plugins.on_reload
@@ -91,6 +91,60 @@ class Kernel:
     def name(self) -> str:
         return self._trace().name
 
+    @classmethod
+    def from_ir(
+        cls,
+        ir: KernelIR,
+        *,
+        fn: Callable | None = None,
+        executor: str | None = None,
+        fastmath: bool = False,
+        schedule: Schedule | dict | None = None,
+        **options: Any,
+    ) -> Kernel:
+        """A kernel whose program is ``ir`` (a traced :class:`~pypto.ir.kernel.KernelIR` made by another
+        front end: a ``pt.jit`` signature, a dask layer, a gradient) rather than traced from a body.
+
+        ``fn``, when given, is the Python function it stands for (its name and docstring are the
+        kernel's); the IR is used as given and goes through the same stages as a traced body.
+        """
+        if not isinstance(ir, KernelIR):
+            raise ArgumentError(
+                f"Kernel.from_ir takes a KernelIR, got {type(ir).__name__}", param="ir", expected="KernelIR", got=ir
+            )
+        if fn is None:
+
+            def fn() -> None:  # stands for the program; never called: the IR is given
+                raise AssertionError("a kernel made from IR has no body to trace")
+
+            fn.__name__ = fn.__qualname__ = ir.name
+        k = cls(fn, executor=executor, fastmath=fastmath, schedule=schedule, **options)
+        k._traced = ir
+        return k
+
+    @property
+    def traced(self) -> KernelIR:
+        """The program as traced (or as given to :meth:`from_ir`): the first stage, ``ir("traced")``."""
+        return self._trace()
+
+    def compilation(
+        self, backend: str | None = None, *, target: str | None = None, noalias: bool = True
+    ) -> Compilation:
+        """Every stage of this kernel's compilation (:class:`pypto.passes.Compilation`, IR records by
+        stage name) for ``backend``'s target; default: the kernel's backend, or no target where none
+        can be resolved here. ``target`` names a target instead of a backend (``"simt"`` without a GPU
+        backend installed). ``noalias=False`` is the variant for calls whose outputs overlap inputs."""
+        if target is not None:
+            chosen = plugins.get_target(target)
+        else:
+            chosen = self._target(backend) if backend is not None else self._default_target()
+        return self._compilation(noalias, chosen)
+
+    def bind(self, *args: Any, **kwargs: Any) -> BoundCall:
+        """Check ``args`` as a call would (dtypes, shapes, dims, bounds, aliasing) and bind them to the
+        parameters, without running anything; raises the error the call would raise."""
+        return self._get_binder().bind(args, kwargs)
+
     def _trace(self):
         if self._traced is None:
             with self._lock:
@@ -150,7 +204,7 @@ class Kernel:
         )
 
     def _target(self, backend: str | None) -> Target | None:
-        return get_target(self._backend(backend, need_available=False).spec.target)
+        return plugins.get_target(self._backend(backend, need_available=False).spec.target)
 
     # -- backends ------------------------------------------------------------------------------------
     def _backend(self, backend: str | None, *, need_available: bool) -> BackendEntry:
@@ -177,7 +231,8 @@ class Kernel:
             launcher = self._launchers.get(key)
             if launcher is None:
                 program = self.program(noalias, backend)
-                launcher = compile_program(program, plugins.get_registry().backend(backend))
+                reg = plugins.get_registry()
+                launcher = reg.compile(reg.backend(backend), program)
                 self._launchers[key] = launcher
         return launcher
 
@@ -192,8 +247,8 @@ class Kernel:
 
             with stream(kwargs.pop("stream")):
                 return self(*args, **kwargs)
-        if _profiler is not None:
-            return self._profiled(args, kwargs)
+        if plugins.launch_observed:  # a plugin wraps pypto_launch (pt.profile, a tracer): the hook runs the call
+            return plugins.get_registry().launch(self, args, kwargs, functools.partial(self._call, args, kwargs))
         fast = self._fast
         if fast is not None and not kwargs:
             key = self.executor if self.executor is not None else _env_executor()
@@ -207,18 +262,9 @@ class Kernel:
                     return result
         return self._call(args, kwargs)
 
-    def _profiled(self, args: tuple, kwargs: dict) -> Any:
-        """A call inside ``pt.profile()``: timed and recorded."""
-        record = _profiler
-        start = time.perf_counter()
-        result = self._call(args, kwargs)
-        if record is not None:
-            record(self, (*args, *kwargs.values()), time.perf_counter() - start)
-        return result
-
     def _call(self, args: tuple, kwargs: dict) -> Any:
         """The full path: resolve the backend, bind and check every argument, launch."""
-        if any(map(_is_dask, args)) or any(map(_is_dask, kwargs.values())):
+        if any(map(is_dask_array, args)) or any(map(is_dask_array, kwargs.values())):
             from pypto import dask
 
             return dask.call_kernel(self, args, kwargs)
@@ -318,11 +364,6 @@ class Kernel:
         if self.options.fastmath:
             opts.append("fastmath=True")
         return f"<pypto kernel {getattr(self.fn, '__qualname__', self.fn)}{' ' + ', '.join(opts) if opts else ''}>"
-
-
-def _is_dask(v: Any) -> bool:
-    """A ``dask.array.Array`` (checked without importing dask): the call builds a dask graph."""
-    return type(v).__name__ == "Array" and type(v).__module__.startswith("dask.")
 
 
 def _foreign_array(v: Any) -> bool:

@@ -17,13 +17,16 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from pypto.hookspecs import hookimpl
 from pypto.ir.kernel import KernelIR, TensorParam
 from pypto.ir.nodes import Binary, Expr, Reduce, Unary, Where, children
+from pypto.plugins import register_plugin, unregister_plugin
 
 
 @dataclass
@@ -86,6 +89,7 @@ class Profile:
         self.stats: dict[str, KernelStats] = {}
         self._lock = threading.Lock()
         self._flops: dict[tuple[int, tuple], float] = {}
+        self._plugin_name = ""
 
     def record(self, kernel: Any, args: tuple, seconds: float) -> None:
         arrays = [a for a in args if isinstance(a, np.ndarray)]
@@ -105,7 +109,7 @@ class Profile:
         hit = self._flops.get(key)
         if hit is None:
             try:
-                kir = kernel._trace()
+                kir = kernel.traced
                 dims: dict[str, int] = {}
                 tensors = [p for p in kir.params if isinstance(p, TensorParam)]
                 for p, a in zip(tensors, arrays):
@@ -113,7 +117,7 @@ class Profile:
                         d = s.plain_dim()
                         if d is not None:
                             dims[d] = n
-                comp = kernel._compilation(True, kernel._default_target())
+                comp = kernel.compilation()
                 hit = kernel_flops(comp.stages["infer_shapes"], dims)
             except Exception:  # an estimate only: a kernel it cannot read counts no operations
                 hit = 0.0
@@ -162,31 +166,27 @@ class _Null:
         pass
 
 
-_active: list[Profile] = []
-_active_lock = threading.Lock()
+class _Recorder:
+    """The plugin a profile registers while it is active: a wrapper on the ``pypto_launch`` hook."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+
+    @hookimpl(wrapper=True)
+    def pypto_launch(self, kernel: Any, args: tuple, kwargs: dict) -> Generator[None, Any, Any]:
+        start = time.perf_counter()
+        result = yield
+        self.profile.record(kernel, (*args, *kwargs.values()), time.perf_counter() - start)
+        return result
 
 
 def _activate(p: Profile) -> None:
-    from pypto.runtime import kernel as kmod
-
-    with _active_lock:
-        _active.append(p)
-        kmod._profiler = _dispatch
+    p._plugin_name = f"pypto-profile-{id(p):x}"
+    register_plugin(_Recorder(p), p._plugin_name)
 
 
 def _deactivate(p: Profile) -> None:
-    from pypto.runtime import kernel as kmod
-
-    with _active_lock:
-        if p in _active:
-            _active.remove(p)
-        if not _active:
-            kmod._profiler = None
-
-
-def _dispatch(kernel: Any, args: tuple, seconds: float) -> None:
-    for p in list(_active):
-        p.record(kernel, args, seconds)
+    unregister_plugin(p._plugin_name)
 
 
 def profile() -> Profile:

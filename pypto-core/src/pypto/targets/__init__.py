@@ -5,6 +5,10 @@ appends its own passes, which turn target-specific decisions into data on the IR
 renderers only print: ``cpu-simd`` (OpenMP, TBB) decides when parallel loops start threads and
 which outputs are written with streaming stores. A backend names its target in its
 :class:`~pypto.backend_api.BackendSpec`; a backend without one renders the core's loop IR.
+
+Targets are declared by plugins through the ``pypto_targets`` hook, the core's own ones too
+(:mod:`pypto.targets.builtin`); :func:`pypto.plugins.targets` lists every declared target and
+:func:`pypto.plugins.get_target` finds one by name.
 """
 
 from __future__ import annotations
@@ -27,23 +31,17 @@ class Target:
     description: str = ""
     machine: Callable[[], Machine] | None = None  # what the schedule pass targets (probed on first use)
 
-
-def targets() -> dict[str, Target]:
-    """Every target the core knows, by name."""
-    from pypto.targets.cpu import CPU_SIMD
-    from pypto.targets.simt import SIMT
-
-    return {t.name: t for t in (CPU_SIMD, SIMT)}
-
-
-def get_target(name: str | None) -> Target | None:
-    """The target called ``name`` (``None`` for a backend that declares none)."""
-    if name is None:
-        return None
-    known = targets()
-    if name not in known:
-        raise KeyError(f"unknown target {name!r}; known targets: {', '.join(known)}")
-    return known[name]
+    def extend(self, name: str, *passes: tuple[str, LoopPass], description: str = "") -> Target:
+        """A new target called ``name``: this one's passes and machine, then ``passes`` (each a
+        ``(stage name, LoopKernel -> LoopKernel)`` pair). A plugin's variant of a core target."""
+        taken = {n for n, _ in self.passes}
+        for stage, fn in passes:
+            if not (isinstance(stage, str) and stage.isidentifier()) or not callable(fn):
+                raise TypeError(f"Target.extend: each pass is a (stage name, function) pair, got {(stage, fn)!r}")
+            if stage in taken:
+                raise ValueError(f"Target.extend: target '{self.name}' already has a stage named '{stage}'")
+            taken.add(stage)
+        return Target(name, (*self.passes, *passes), description or self.description, self.machine)
 
 
-__all__ = ["Target", "LoopPass", "targets", "get_target"]
+__all__ = ["Target", "LoopPass"]

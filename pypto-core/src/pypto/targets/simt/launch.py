@@ -107,10 +107,3 @@ def plan_launch(k: LoopKernel) -> LoopKernel:
     planner = _Planner(k)
     steps = tuple(replace(st, launch=planner.choose(st, f"{k.name}_k{i}")) for i, st in enumerate(k.device.steps))
     return replace(k, device=replace(k.device, steps=steps))
-
-
-def planned(k: LoopKernel) -> LoopKernel:
-    """``k`` split and planned (running the target's passes on a kernel that has not been through them)."""
-    if k.device is None or any(st.launch is None for st in k.device.steps):
-        return plan_launch(k)
-    return k

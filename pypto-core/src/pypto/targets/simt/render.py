@@ -300,12 +300,13 @@ class SimtRenderer(GroupSharing, CRenderer):
         return source + "\n" + PLAN_MARKER + plan.to_json() + " */\n"
 
     def render_device(self, k: LoopKernel) -> tuple[str, LaunchPlan]:
-        """The device kernels' source and the host's launch plan for ``k`` (split and planned by the
-        ``simt`` target's passes; a kernel that was not is run through them first)."""
-        from pypto.targets.simt.launch import planned
-
-        k = planned(k)
-        assert k.device is not None
+        """The device kernels' source and the host's launch plan for ``k``, as the ``simt`` target's
+        passes (``split_kernels``, ``plan_launch``) decided them: the renderer only prints."""
+        if k.device is None or any(st.launch is None for st in k.device.steps):
+            raise ValueError(
+                f"kernel '{k.name}' has not been through the simt target's passes (split_kernels, plan_launch): "
+                "render the loop IR a simt backend receives, kernel.program(backend=...).loops"
+            )
         lets = self.setup(k)
         inputs = [a.name for a in k.args if a.kind == "dim"] + [a.name for a in k.args if a.kind == "scalar"]
         for i, st in enumerate(k.device.steps):

@@ -4,14 +4,20 @@
     artifact = cache.get(key)  or  backend.build(program, backend.render(program))  -> cache.put
     launcher = backend.load(program, artifact)
 
-The key is computed once; a warm cache needs no code generation at all.
+The key is computed once; a warm cache needs no code generation at all. This module is also the
+core's plugin implementing the ``pypto_compile`` and ``pypto_launch`` hooks (:mod:`pypto.hookspecs`),
+which other plugins wrap (:meth:`pypto.plugins.Registry.compile` calls it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from pypto.backend_api import Artifact, Backend, Launcher, Program, Source
 from pypto.cache import DiskCache, cache_enabled, cache_key
 from pypto.errors import CompileError
+from pypto.hookspecs import hookimpl
 
 
 def render(program: Program, backend: Backend) -> Source:
@@ -42,3 +48,13 @@ def compile_program(program: Program, backend: Backend) -> Launcher:
     if launcher is None:
         raise CompileError(f"backend '{spec.name}' could not load the compiled kernel '{program.name}'")
     return launcher
+
+
+@hookimpl(trylast=True)
+def pypto_compile(backend: Backend, program: Program) -> Launcher:
+    return compile_program(program, backend)
+
+
+@hookimpl(trylast=True)
+def pypto_launch(kernel: Any, args: tuple, kwargs: dict, call: Callable[[], Any]) -> Any:
+    return call()
