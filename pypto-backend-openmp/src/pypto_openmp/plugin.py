@@ -36,13 +36,6 @@ BACKEND = NativeBackend(
     __version__,
     language="c",
     base_flags=("-O3", "-std=gnu11", "-fopenmp", "-fwrapv"),
-    optional_flags=(
-        "-march=native",
-        "-mprefer-vector-width=512",
-        "-fno-math-errno",
-        "-fno-trapping-math",
-        "-fno-semantic-interposition",
-    ),  # fmt: skip
     probe_source=_PROBE,
     make_renderer=_renderer,
     priority=100,

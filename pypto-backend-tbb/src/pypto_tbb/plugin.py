@@ -42,13 +42,6 @@ BACKEND = TBBBackend(
     __version__,
     language="c++",
     base_flags=("-O3", "-std=gnu++17", "-fopenmp-simd", "-fwrapv"),
-    optional_flags=(
-        "-march=native",
-        "-mprefer-vector-width=512",
-        "-fno-math-errno",
-        "-fno-trapping-math",
-        "-fno-semantic-interposition",
-    ),  # fmt: skip
     probe_source=_PROBE,
     make_renderer=_renderer,
     priority=90,  # below OpenMP: "auto" keeps choosing OpenMP when both are installed

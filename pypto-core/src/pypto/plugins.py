@@ -203,18 +203,24 @@ class Registry:
         global launch_observed
         launch_observed = any(impl.wrapper or impl.hookwrapper for impl in self.pm.hook.pypto_launch.get_hookimpls())
 
-    def _declare(self, only: str | None = None) -> None:
-        hook = self.pm.hook
-        for impl in hook.pypto_targets.get_hookimpls():
+    def _declared(self, hook_name: str, only: str | None) -> list[tuple[str, str | None, list[Any]]]:
+        """What each plugin's implementation of ``hook_name`` returns: (plugin, distribution, items); a
+        plugin whose hook raises is reported and unregistered."""
+        out = []
+        for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
             name = impl.plugin_name
             if only is not None and name != only:
                 continue
             dist = self.plugin_dists.get(name)
             try:
-                declared = list(impl.function() or ())
+                out.append((name, dist, list(impl.function() or ())))
             except Exception as e:
-                self._problem(name, dist, f"pypto_targets raised {type(e).__name__}: {e}")
-                continue
+                self._problem(name, dist, f"{hook_name} raised {type(e).__name__}: {e}")
+                self.remove(name)
+        return out
+
+    def _declare(self, only: str | None = None) -> None:
+        for name, dist, declared in self._declared("pypto_targets", only):
             for target in declared:
                 if not isinstance(target, Target):
                     self._problem(name, dist, f"pypto_targets returned {target!r}, not a pypto.targets.Target")
@@ -223,17 +229,7 @@ class Registry:
                     self._problem(name, dist, f"target '{target.name}' is already provided by plugin '{other}'")
                 else:
                     self.targets[target.name] = TargetEntry(target, name)
-        for impl in hook.pypto_backends.get_hookimpls():
-            name = impl.plugin_name
-            if only is not None and name != only:
-                continue
-            dist = self.plugin_dists.get(name)
-            try:
-                declared = list(impl.function() or ())
-            except Exception as e:
-                self._problem(name, dist, f"pypto_backends raised {type(e).__name__}: {e}")
-                self.remove(name)
-                continue
+        for name, dist, declared in self._declared("pypto_backends", only):
             for backend in declared:
                 if not isinstance(backend, Backend):
                     self._problem(name, dist, f"pypto_backends returned {backend!r}, not a pypto.backend_api.Backend")

@@ -460,13 +460,6 @@ class JitFunction:
         for a in args:
             if type(a) is not np.ndarray and (isinstance(a, Array) or is_dask_array(a)):
                 return self._call_elsewhere(args, out)
-        if self._dims is None:
-            key = tuple((a.shape, a.dtype) if type(a) is np.ndarray else self._key_of(k, a) for k, a in enumerate(args))
-            c = self._cache.get(key)
-            if c is None:
-                self._check_nargs(args)
-                c = self._compile(args, key)
-            return c.run(args, self._outs(out, c, None) if out is not None else {})
         c, sizes = self._lookup(args)
         return c.run(args, self._outs(out, c, sizes) if out is not None else {}, sizes)
 

@@ -34,6 +34,16 @@ if TYPE_CHECKING:  # imported where used: a warm process never renders code
     from pypto.targets.cstyle import CRenderer
 
 
+OPTIONAL_FLAGS = (
+    "-march=native",  # the host's vector instructions (AVX2, AVX-512 ...): kernels run where they are built
+    "-mprefer-vector-width=512",
+    "-fno-math-errno",
+    "-fno-trapping-math",
+    "-fno-semantic-interposition",
+)
+"""The flags every C-family CPU backend asks for when its compiler accepts them (probed one by one)."""
+
+
 class NativeBackend(Backend):
     """A backend that renders C/C++, builds a shared object and loads it with cffi."""
 
@@ -44,7 +54,6 @@ class NativeBackend(Backend):
         *,
         language: str,
         base_flags: Sequence[str],
-        optional_flags: Sequence[str],
         probe_source: str,
         make_renderer: Callable[[Toolchain, Program], CRenderer],
         priority: int,
@@ -56,6 +65,7 @@ class NativeBackend(Backend):
         extra_link: Callable[[], Sequence[str]] | None = None,
         fastmath_flags: Sequence[str] = ("-ffast-math",),
         codegen_modules: Sequence[str] = (),
+        optional_flags: Sequence[str] = OPTIONAL_FLAGS,
     ):
         self._name = name
         self.version = version
