@@ -17,17 +17,42 @@ def test_ir_every_stage_is_printable():
     for stage in softmax.stages:
         text = softmax.ir(stage)
         assert "softmax" in text
-    assert "parallel for row" in softmax.ir()
-    assert softmax.ir() == softmax.ir("optimize_loops")
-    assert "* inv" in softmax.ir() and "/ sum" in softmax.ir("lower")  # reciprocal of the row sum
+    loops = softmax.ir("optimize_loops")
+    assert "parallel for row" in loops
+    assert "* inv" in loops and "/ sum" in softmax.ir("lower")  # reciprocal of the row sum
     # fusion: the row max and row sum are computed per row, before the loop that writes the row
-    lowered = softmax.ir()
+    lowered = loops
     assert lowered.index("var max_") < lowered.index("var sum_") < lowered.rindex("y[row, col] =")
 
 
 def test_sum_exp_needs_no_temporary():
     assert "temp " not in sum_exp.ir("materialize")
-    assert "alloc _t" not in sum_exp.ir()
+    assert "alloc _t" not in sum_exp.ir("optimize_loops")
+
+
+def test_ir_shows_by_default_the_stage_the_backend_renders():
+    import dataclasses
+    import types
+
+    from pypto.backends.reference import ReferenceBackend
+    from pypto.passes import REFERENCE_STAGE
+    from pypto.plugins import get_registry
+
+    assert get_registry().backends["reference"].spec.stage == REFERENCE_STAGE
+    ref = pt.kernel(executor="reference")(softmax.fn)
+    assert ref.ir() == ref.ir(REFERENCE_STAGE) and "reduce_sum" in ref.ir()  # what the NumPy code evaluates
+    # a backend that names no stage renders the loop IR after its target's last pass (here: no target)
+    plugin = types.ModuleType("loops_backend")
+
+    class Loops(ReferenceBackend):
+        spec = dataclasses.replace(ReferenceBackend.spec, name="refloops", stage=None, priority=-99)
+
+    plugin.pypto_backends = pt.hookimpl(lambda: [Loops()])
+    pt.register_plugin(plugin, "refloops")
+    try:
+        assert ref.ir(backend="refloops") == ref.ir("optimize_loops") != ref.ir()
+    finally:
+        pt.unregister_plugin("refloops")
 
 
 def test_dump_ir_prints_every_pass(monkeypatch, capsys):

@@ -65,7 +65,9 @@ class BackendSpec:
     the thread count and the compiler. Higher ``priority`` wins when the executor is "auto".
     ``target`` names the :mod:`pypto.targets` target whose passes shape the loop IR the backend
     receives (``"cpu-simd"``, ``"simt"``, or one a plugin declares through ``pypto_targets``);
-    ``None`` gives the core's loop IR unchanged.
+    ``None`` gives the core's loop IR unchanged. ``stage`` names the stage whose IR the backend
+    renders when that is not the loop IR after its target's passes (the NumPy reference renders the
+    tensor IR after ``"simplify"``, :attr:`Program.reference_ir`): ``kernel.ir()`` shows that stage.
     """
 
     name: str
@@ -79,6 +81,7 @@ class BackendSpec:
     package: str = ""
     cacheable: bool = True
     target: str | None = None
+    stage: str | None = None
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_passes(args: argparse.Namespace) -> int:
-    from pypto.passes import REFERENCE_STAGE, STAGES, format_pipeline
+    from pypto.passes import STAGES, format_pipeline
     from pypto.plugins import get_registry
 
     reg = get_registry()
@@ -210,10 +210,12 @@ def cmd_passes(args: argparse.Namespace) -> int:
             print(f"\ntarget {name} ({t.description}; plugin {entry.plugin}) appends: "
                   + (", ".join(n for n, _ in t.passes) or "nothing")
                   + f"\n  backends: {', '.join(users) or 'none installed'}")  # fmt: skip
-        plain = [b.spec.name for b in reg.ordered() if b.spec.target is None and b.spec.name != "reference"]
+        plain = [b.spec.name for b in reg.ordered() if b.spec.target is None and b.spec.stage is None]
         if plain:
             print(f"\nno target (render the loop IR after {STAGES[-1]}): {', '.join(plain)}")
-        print(f"\nreference evaluates the tensor IR after {REFERENCE_STAGE} in NumPy (what the program means)")
+        for b in reg.ordered():
+            if b.spec.stage is not None:
+                print(f"\n{b.spec.name} renders the IR after {b.spec.stage}")
         return 0
     if args.target not in reg.targets:
         raise ValueError(f"unknown target {args.target!r}; known targets: {', '.join(reg.targets)}")

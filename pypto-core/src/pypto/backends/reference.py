@@ -31,6 +31,7 @@ class ReferenceBackend(Backend):
         description="NumPy reference implementation (always available)",
         package="pypto-core",
         cacheable=False,
+        stage="simplify",  # it renders Program.reference_ir (pypto.passes.REFERENCE_STAGE)
     )
 
     def render(self, program: Program) -> Source:

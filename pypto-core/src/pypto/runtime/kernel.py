@@ -321,11 +321,19 @@ class Kernel:
         return render(self.program(backend=entry.spec.name), entry.backend).display
 
     def ir(self, stage: str | None = None, backend: str | None = None) -> str:
-        """The IR after ``stage`` (default: the last one), for ``backend`` (default: the kernel's).
+        """The IR after ``stage`` for ``backend`` (default: the kernel's). The default stage is the one
+        the backend renders: the last (its target's last pass), or the one its spec names (the NumPy
+        reference evaluates the tensor IR after ``simplify``).
 
         The stages are the core pipeline's (:data:`pypto.passes.STAGES`) followed by the passes of
         the backend's target; :attr:`stages` lists them in order.
         """
+        if stage is None:
+            try:
+                stage = self._backend(backend, need_available=False).spec.stage
+            except PyptoError:
+                if backend is not None:
+                    raise
         if stage is None or stage not in STAGES:
             target = self._target(backend)
             names = stages(target)
