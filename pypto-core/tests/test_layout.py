@@ -124,24 +124,15 @@ def tangles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return out
 
 
-# Modules that still import each other through imports inside functions, to be untangled; the test fails on
-# any other group, and on one of these growing, so no new cycle hides behind a function-level import.
-KNOWN_TANGLES = {
-    frozenset({"pypto.array.graph", "pypto.array.ops", "pypto.array.views"}),
-    frozenset({"pypto.array.autodiff", "pypto.array.custom", "pypto.array.function", "pypto.array.kernel_grad",
-               "pypto.dask", "pypto.runtime.kernel"}),
-}  # fmt: skip
-
-
-def test_function_level_imports_add_no_cycle():
+def test_no_cycle_hides_behind_imports_inside_functions():
     known = modules()
     graph = {
         m: {d for d in module_imports(m, p, known, inside_functions=True) if not m.startswith(d + ".")}
         for m, p in known.items()
     }
-    found = set(tangles(graph))
-    assert found <= KNOWN_TANGLES, "new import cycles: " + "; ".join(
-        " <-> ".join(sorted(t)) for t in found - KNOWN_TANGLES
+    found = tangles(graph)
+    assert not found, "modules that import each other (inside functions too): " + "; ".join(
+        " <-> ".join(sorted(t)) for t in found
     )
     assert tangles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]  # the finder finds
 

@@ -95,12 +95,13 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         tanh,
         where,
     )
+    from pypto.lang.kernel import kernel, tile
     from pypto.lang.tensor import Tensor
     from pypto.lang.values import Axis, Dim
     from pypto.plugins import list_backends, register_plugin, reload_plugins, unregister_plugin
     from pypto.runtime.benchmark import BenchmarkResult, benchmark
     from pypto.runtime.info import get_runtime_info
-    from pypto.runtime.kernel import Kernel, kernel, tile
+    from pypto.runtime.kernel import Kernel
     from pypto.runtime.memory import empty, empty_like, zeros, zeros_like
     from pypto.runtime.profile import profile
     from pypto.runtime.stream import current_stream, stream
@@ -201,8 +202,8 @@ _LAZY: dict[str, str] = {
     "get_runtime_info": ".runtime.info",
     # .runtime.kernel
     "Kernel": ".runtime.kernel",
-    "kernel": ".runtime.kernel",
-    "tile": ".runtime.kernel",
+    "kernel": ".lang.kernel",
+    "tile": ".lang.kernel",
     # .ir.schedule
     "Schedule": ".ir.schedule",
     # .runtime.memory

@@ -128,6 +128,11 @@ class Compiled:
                 pool.append(a)
             return a
 
+    def declared_shape(self, k: int, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        """The declared shape of buffer ``k`` at a call of a shape-generic program whose symbolic dims have ``sizes``."""
+        assert self.specs is not None
+        return _resolve(self.specs[k][0], sizes)
+
     def shape_of(self, k: int, sizes: tuple[int, ...] | None) -> tuple[int, ...]:
         """The shape of the value buffer ``k`` holds at a call whose symbolic dims have ``sizes``."""
         if sizes is None or self.specs is None:
@@ -415,8 +420,9 @@ class JitFunction:
                     return compiled
             return None
 
-    def _lookup(self, args: tuple) -> tuple[Compiled, tuple[int, ...] | None]:
-        """The program for these arguments, compiled on first use, and the sizes of its symbolic dims."""
+    def lookup(self, args: tuple) -> tuple[Compiled, tuple[int, ...] | None]:
+        """The program for these arguments, compiled on first use, and the sizes of its symbolic dims
+        (``None`` for a program compiled for the arguments' exact shapes)."""
         if self._dims is None:
             key = tuple((a.shape, a.dtype) if type(a) is np.ndarray else self._key_of(k, a) for k, a in enumerate(args))
             c = self._cache.get(key)
@@ -453,14 +459,14 @@ class JitFunction:
 
     def compiled(self, *args: Any) -> Compiled:
         """The compiled program for these arguments' signature (compiled on first use)."""
-        return self._lookup(args)[0]
+        return self.lookup(args)[0]
 
     # -- calls ---------------------------------------------------------------------------------------------
     def __call__(self, *args: Any, out: Any = None) -> Any:
         for a in args:
             if type(a) is not np.ndarray and (isinstance(a, Array) or is_dask_array(a)):
                 return self._call_elsewhere(args, out)
-        c, sizes = self._lookup(args)
+        c, sizes = self.lookup(args)
         return c.run(args, self._outs(out, c, sizes) if out is not None else {}, sizes)
 
     def _call_elsewhere(self, args: tuple, out: Any) -> Any:

@@ -136,6 +136,13 @@ def normalize_axes(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+STRUCTURAL: dict[str, Any] = {}
+"""The operations behind :class:`Array`'s ``[]``, ``@``, ``transpose`` and ``reshape``, which are built from this
+module's nodes in :mod:`pypto.array.views` (``getitem``, ``transpose``, ``reshape``) and :mod:`pypto.array.ops`
+(``matmul``): those modules add them here when they load, and the package (``pypto/array/__init__.py``) loads
+them before any of its modules is used."""
+
+
 class Array:
     """An array inside a ``@pt.jit`` function: a node of the traced program.
 
@@ -239,14 +246,10 @@ class Array:
         return power(o, self)
 
     def __matmul__(self, o):
-        from pypto.array.ops import matmul
-
-        return matmul(self, o)
+        return STRUCTURAL["matmul"](self, o)
 
     def __rmatmul__(self, o):
-        from pypto.array.ops import matmul
-
-        return matmul(o, self)
+        return STRUCTURAL["matmul"](o, self)
 
     def __lt__(self, o):
         return binary("lt", self, o)
@@ -299,9 +302,7 @@ class Array:
         return unary("invert", self)
 
     def __getitem__(self, key):
-        from pypto.array.views import getitem
-
-        return getitem(self, key)
+        return STRUCTURAL["getitem"](self, key)
 
     # -- methods ----------------------------------------------------------------------------------------
     def sum(self, axis=None, keepdims: bool = False) -> Array:
@@ -320,14 +321,14 @@ class Array:
         return reduce("mean", self, axis, keepdims)
 
     def transpose(self, *axes) -> Array:
-        from pypto.array.views import transpose
-
-        return transpose(self, axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes or None)
+        return STRUCTURAL["transpose"](
+            self, axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes or None
+        )
 
     def reshape(self, *shape) -> Array:
-        from pypto.array.views import reshape
-
-        return reshape(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
+        return STRUCTURAL["reshape"](
+            self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        )
 
     def astype(self, dtype) -> Array:
         return cast(self, dtype)

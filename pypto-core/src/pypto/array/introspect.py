@@ -248,7 +248,7 @@ class _Null:
 
 def check_memory(f: Any, *args: Any) -> MemoryReport:
     """The bytes of ``f``'s inputs, results and temporaries for a call with ``args``, and the peak."""
-    c, sizes = _jit_of(f, "pt.check_memory")._lookup(args)
+    c, sizes = _jit_of(f, "pt.check_memory").lookup(args)
     kinds = {"input": "input", "output": "result", "temp": "temporary"}
     rows: list[MemoryEntry] = []
     for k, b in enumerate(c.plan.buffers):

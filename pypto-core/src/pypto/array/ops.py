@@ -15,6 +15,7 @@ from typing import Any
 
 from pypto.array import views
 from pypto.array.graph import (
+    STRUCTURAL,
     Array,
     _operand,
     binary,
@@ -328,3 +329,6 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Array:
                              param=f"arrays[{k}]", expected=str(parts[0].shape), got=p.shape)  # fmt: skip
     ax = normalize_axes((axis,), parts[0].ndim + 1, "pt.stack")[0]
     return concat([views.expand_dims(p, ax) for p in parts], axis=ax)
+
+
+STRUCTURAL["matmul"] = matmul  # Array's @

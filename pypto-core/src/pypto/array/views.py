@@ -13,7 +13,7 @@ import math
 import numbers
 from typing import Any
 
-from pypto.array.graph import Array, normalize_axes
+from pypto.array.graph import STRUCTURAL, Array, normalize_axes
 from pypto.errors import ShapeError, TracingError
 from pypto.lang.location import user_loc
 
@@ -205,3 +205,6 @@ def squeeze(x: Array, axis: Any = None) -> Array:
             raise ShapeError(f"squeeze: axis {a} has size {x.shape[a]}, not 1", param="axis", expected="axes of size 1",
                              got=axis)  # fmt: skip
     return reshape(x, tuple(s for k, s in enumerate(x.shape) if k not in axes))
+
+
+STRUCTURAL.update(getitem=getitem, transpose=transpose, reshape=reshape)  # Array's [], .transpose, .reshape

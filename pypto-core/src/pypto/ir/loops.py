@@ -180,12 +180,6 @@ class LoopKernel:
     reducers: tuple[str, ...] = field(default=("sum", "prod", "max", "min"))
     device: DeviceSplit | None = None  # set by the simt target's split_kernels pass
 
-    def buffer_shape(self, name: str) -> tuple[Expr, ...] | None:
-        for a in self.args:
-            if a.name == name and a.kind == "buffer":
-                return a.shape
-        return None
-
 
 def walk(stmt: Stmt) -> Iterator[Stmt]:
     """Every statement under ``stmt`` (itself included), parents first."""

@@ -1,4 +1,9 @@
-"""``@pt.kernel``: the object users call, inspect (``get_code``, ``ir``) and benchmark."""
+"""The compiled kernel of every front end: the object users call, inspect (``get_code``, ``ir``) and benchmark.
+
+``@pt.kernel`` (:mod:`pypto.lang.kernel`) makes one from a Python body; ``pt.jit`` signatures and dask layers
+make one from IR (:meth:`Kernel.from_ir`). A kernel runs the core's stages and its backend's target passes
+(:mod:`pypto.passes`), compiles through the ``pypto_compile`` hook and binds every call's arguments.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +28,6 @@ from pypto.lang.tracer import trace
 from pypto.passes import REFERENCE_STAGE, STAGES, Compilation, run_pipeline, stages
 from pypto.plugins import BackendEntry
 from pypto.runtime.binding import Binder, BoundCall
-from pypto.runtime.foreign import is_dask_array
 from pypto.targets import Target
 
 _kernels: weakref.WeakSet[Kernel] = weakref.WeakSet()
@@ -264,10 +268,6 @@ class Kernel:
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         """The full path: resolve the backend, bind and check every argument, launch."""
-        if any(map(is_dask_array, args)) or any(map(is_dask_array, kwargs.values())):
-            from pypto import dask
-
-            return dask.call_kernel(self, args, kwargs)
         key = self.executor if self.executor is not None else _env_executor()
         entry = self._backend(None, need_available=True)
         try:
@@ -299,14 +299,6 @@ class Kernel:
             outputs = tuple(i for i, p in enumerate(self._get_binder().params) if getattr(p, "role", "in") != "in")
             self._fast = (key, fast, outputs)
         return result
-
-    def vjp(self, *args: Any, **kwargs: Any) -> tuple[Any, Callable[..., tuple]]:
-        """Run the kernel on ``args`` (its outputs filled as by a call) and return ``(outputs, pullback)``:
-        ``pullback(*cotangents)``, one per output, returns the cotangents of the input arrays (one kernel,
-        see :mod:`pypto.array.kernel_grad`)."""
-        from pypto.array.kernel_grad import kernel_vjp
-
-        return kernel_vjp(self, *args, **kwargs)
 
     def compile(self, backend: str | None = None) -> Kernel:
         """Trace and compile now for ``backend`` (default: the kernel's executor); returns the kernel."""
@@ -412,64 +404,3 @@ def _launch(launcher: Callable[..., None], bound: BoundCall) -> None:
         if _poison(bound.outputs):
             e.add_note("pypto: floating-point outputs were filled with NaN because the launch failed")
         raise
-
-
-def kernel(
-    fn: Callable | None = None,
-    *,
-    executor: str | None = None,
-    fastmath: bool = False,
-    schedule: Schedule | dict | None = None,
-    **options: Any,
-):
-    """Decorate a function as a pypto kernel: ``@pt.kernel`` or ``@pt.kernel(executor="openmp")``.
-
-    ``executor`` picks the backend (default: ``$PYPTO_EXECUTOR``, else the highest-priority
-    available backend); ``fastmath=True`` lets backends use faster, less exact math
-    (reassociation, approximate functions, no NaN/inf guarantees); ``schedule`` (a
-    :class:`pypto.Schedule` or a dict of its arguments) overrides the schedule pass's choices, laid
-    over any ``@pt.tile`` hints.
-    """
-    if schedule is not None:
-        Schedule.of(schedule)  # a bad schedule fails here, at the decorator
-    if options:
-        from pypto.runtime.options import KERNEL_OPTIONS, check_options
-
-        check_options("pt.kernel", options, KERNEL_OPTIONS)
-    if fn is None:
-        return lambda f: kernel(f, executor=executor, fastmath=fastmath, schedule=schedule, **options)
-    if not callable(fn):
-        raise ArgumentError(f"pt.kernel decorates a function, got {fn!r}", expected="a function", got=fn)
-    return Kernel(fn, executor=executor, fastmath=fastmath, schedule=schedule, **options)
-
-
-def tile(size: int | None = None, **axes: int) -> Callable[[Any], Any]:
-    """Tile sizes for a kernel's axes: ``@pt.tile(i=64, j=256)`` (``size=`` for every tiled axis).
-
-    Put it under or over ``@pt.kernel``. What a tile means depends on the nest's pattern (printed by
-    ``kernel.ir("schedule")``): the rows per block and columns per task of a contraction, the sides
-    of a transpose's (or another two-loop nest's) tiles, the rows and columns per block of a reduction
-    down columns. Sizes are checked against the kernel when it compiles; a bad one is a
-    :class:`~pypto.errors.ScheduleError` naming the axis and the values allowed.
-    """
-    hints = Schedule(tile=axes, size=size)
-
-    def apply(target: Any) -> Any:
-        if isinstance(target, Kernel):
-            merged = Kernel(
-                target.fn,
-                executor=target.executor,
-                fastmath=target.options.fastmath,
-                schedule=target.schedule.merged(hints),
-                **dict(target.options.extra),
-            )
-            return merged
-        if not callable(target):
-            raise ArgumentError(
-                f"pt.tile decorates a kernel or a function, got {target!r}", expected="a function", got=target
-            )
-        previous = getattr(target, "__pypto_schedule__", None)
-        target.__pypto_schedule__ = previous.merged(hints) if previous is not None else hints
-        return target
-
-    return apply

@@ -129,9 +129,3 @@ def walk_loops(
         return fn(s, names, here) or replace(s, body=visit(s.body, here))
 
     return replace(k, body=visit(k.body, None))
-
-
-def rewrite_parallel_loops(k: LoopKernel, fn: Callable[[Loop, Names, Nest], Stmt | None]) -> LoopKernel:
-    """``k`` with each parallel loop outside other loops replaced by ``fn(loop, names, nest)`` (kept when it
-    returns None)."""
-    return walk_loops(k, fn, outer_parallel_only=True)

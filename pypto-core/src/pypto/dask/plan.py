@@ -1,44 +1,16 @@
-"""Kernels and ``@pt.jit`` functions on dask arrays: a dask graph built from the kernel's IR.
-
-Calling a kernel (or a jit function) with ``dask.array`` arguments returns dask arrays; nothing runs
-until the user computes them, on whatever scheduler is active (threads, processes, a
-``dask.distributed`` cluster). The graph is made of generated pypto kernels, each run on NumPy blocks:
-
-- a store whose value reads its inputs at plain axes (``x[i, j]``, ``x[j, i]``, broadcasts) is one
-  ``blockwise`` layer over matching chunks;
-- a reduction over an axis with several chunks is split: a *partial* kernel reduces each block (the
-  reduced axis kept with one element per chunk), a *combine* kernel generated from the reducer (sum,
-  prod, max, min; a mean is a sum and a count) merges partials in a dask tree reduction, and the
-  store's kernel reads the combined value;
-- a softmax-style ``sum(exp(x - max(x)))`` over a chunked axis keeps ``(max, sum)`` pairs per chunk
-  and merges them with the online rescaling ``s = s1·exp(m1 - m) + s2·exp(m2 - m)``, so one pass
-  over the data gives the right sum however long the row;
-- a contraction (``matmul``, ``einsum``) is a sum of products: blockwise partial products, then a
-  sum over the contracted chunks;
-- a reduction nested in another one over a chunked axis (``sum((x - mean(x))**2)``) is computed first
-  and read back by the outer one.
-
-An axis read at a shifted, reversed or strided index (``x[i + 1]``), or whose index is used as a
-value, cannot be cut into independent blocks: its inputs are rechunked to one chunk along it, with one
-:class:`pypto.RechunkWarning` per kernel saying which. Generated kernels are compiled on the worker that
-runs them, through the ordinary disk cache, with the executor resolved there (``PYPTO_EXECUTOR`` or
-the best available backend) unless the kernel names one. :func:`explain` prints the plan.
-"""
+"""The planner: the dask graph of one kernel IR on given arrays (see :mod:`pypto.dask`)."""
 
 from __future__ import annotations
 
 import itertools
-import numbers
-import threading
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from pypto._lru import LRUCache
-from pypto.errors import ArgumentError, DTypeError, RechunkWarning, ShapeError
+from pypto.dask.graph import Combine, Run, dask_array, identity
+from pypto.errors import ArgumentError, RechunkWarning
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import AxisInfo, KernelIR, ScalarParam, TensorParam
 from pypto.ir.nodes import (
@@ -60,95 +32,6 @@ from pypto.ir.nodes import (
     postorder,
 )
 from pypto.runtime.foreign import is_dask_array
-
-__all__ = ["is_dask_array", "call_kernel", "call_jit", "explain", "RechunkWarning"]
-
-
-def _da():
-    try:
-        import dask.array as da
-    except ImportError as e:  # pragma: no cover - only without the extra
-        raise ArgumentError(
-            "pypto: dask arrays were passed but dask is not installed",
-            expected="dask[array]",
-            got="no dask",
-            fix="pip install 'pypto-core[dask]'",
-        ) from e
-    return da
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Generated kernels, run on blocks (these objects travel to the workers: they hold IR, never compiled code)
-
-KERNEL_CACHE_SIZE = 256  # generated kernels a process (a worker) keeps loaded, least recently used dropped
-_KERNELS: LRUCache[tuple, Any] = LRUCache(KERNEL_CACHE_SIZE)
-_KERNELS_LOCK = threading.Lock()
-
-
-def _kernel_for(ir: KernelIR, executor: str | None, fastmath: bool) -> Any:
-    """The compiled kernel of ``ir`` in this process (built once per process, through the disk cache; the
-    ``KERNEL_CACHE_SIZE`` most recently used stay loaded)."""
-    key = (ir, executor, fastmath)
-    k = _KERNELS.get(key)
-    if k is None:
-        from pypto.runtime.kernel import Kernel
-
-        with _KERNELS_LOCK:
-            k = _KERNELS.get(key)
-            if k is None:
-                k = Kernel.from_ir(ir, executor=executor, fastmath=fastmath)
-                _KERNELS[key] = k
-    return k
-
-
-@dataclass(frozen=True)
-class _Run:
-    """One generated kernel with one output, run on NumPy blocks (the function of a dask layer)."""
-
-    ir: KernelIR
-    executor: str | None
-    fastmath: bool
-    inputs: tuple[str, ...]  # tensor parameters fed by the blocks, in order
-    output: str
-    scalars: tuple[tuple[str, Any], ...] = ()
-
-    def _out_shape(self, blocks: Sequence[np.ndarray]) -> tuple[int, ...]:
-        dims: dict[str, int] = {}
-        for name, b in zip(self.inputs, blocks):
-            for e, n in zip(self.ir.buffer(name).shape, b.shape):
-                d = e.plain_dim()
-                if d is not None:
-                    dims[d] = n
-        return tuple(e.evaluate(dims) for e in self.ir.buffer(self.output).shape)
-
-    def run(self, blocks: Sequence[np.ndarray]) -> np.ndarray:
-        out_param = self.ir.buffer(self.output)
-        out = np.empty(self._out_shape(blocks), out_param.dtype.numpy)
-        if out.size == 0:
-            return out
-        values: dict[str, Any] = dict(zip(self.inputs, (np.ascontiguousarray(b) for b in blocks)))
-        values[self.output] = out
-        values.update(self.scalars)
-        _kernel_for(self.ir, self.executor, self.fastmath)(*(values[p.name] for p in self.ir.params))
-        return out
-
-    def __call__(self, *blocks: np.ndarray) -> np.ndarray:
-        return self.run(blocks)
-
-
-@dataclass(frozen=True)
-class _Combine:
-    """A combine kernel as dask's ``combine``/``aggregate`` callback (partials concatenated along ``axis``)."""
-
-    run: _Run
-
-    def __call__(self, x: np.ndarray, axis: Any = None, keepdims: bool = True, **_: Any) -> np.ndarray:
-        return self.run.run((x,))
-
-
-def _identity(x: np.ndarray, axis: Any = None, keepdims: bool = True, **_: Any) -> np.ndarray:
-    return x  # partial kernels already give one element per chunk along the reduced axes
-
 
 # ---------------------------------------------------------------------------------------------------------
 # The planner
@@ -239,7 +122,7 @@ def _online_form(body: Expr, m: Reduce) -> bool:
 
 
 @dataclass
-class _Plan:
+class Plan:
     """What :func:`explain` prints: the layers of the graph and the kernels behind them."""
 
     name: str
@@ -266,21 +149,21 @@ _WARNED: set[tuple] = set()
 OutDim = tuple
 
 
-class _Planner:
+class Planner:
     """Builds the dask graph of one kernel IR on given arrays (see the module docstring)."""
 
     def __init__(self, ir: KernelIR, arrays: dict[str, Any], scalars: dict[str, Any], dimvals: dict[str, int],
                  extents: dict[int, int], executor: str | None, fastmath: bool):  # fmt: skip
         from pypto.passes.infer_types import _Typer
 
-        self.da = _da()
+        self.da = dask_array()
         self.ir = ir
         self.executor = executor
         self.fastmath = fastmath
         self.scalars = scalars
         self.dimvals = dimvals
         self.typer = _Typer(ir)
-        self.plan = _Plan(ir.name)
+        self.plan = Plan(ir.name)
         self.counter = itertools.count()
         self.types: dict[str, tuple[Any, tuple[int, ...]]] = {}  # generated tensors: dtype, shape
         self.pair_max: dict[Node, Expr] = {}  # maxima computed with an online sum, read back from its pairs
@@ -493,9 +376,9 @@ class _Planner:
         self.plan.kernels.append(ir)
         what = "online (max, sum) rescaling" if pair is not None else op
         self.plan.layers.append(f"{dst}: tree reduction of {tmp}, {what}, kernel {ir.name}")
-        fn = _Combine(_Run(ir, self.executor, self.fastmath, (src,), dst))
+        fn = Combine(Run(ir, self.executor, self.fastmath, (src,), dst))
         return self.da.reduction(
-            part, _identity, fn, combine=fn, axis=tuple(c_axes), keepdims=True, dtype=dtype.numpy,
+            part, identity, fn, combine=fn, axis=tuple(c_axes), keepdims=True, dtype=dtype.numpy,
             concatenate=True, split_every=8, meta=np.empty((0,) * part.ndim, dtype.numpy),
         )  # fmt: skip
 
@@ -590,7 +473,7 @@ class _Planner:
         )
         self.plan.kernels.append(ir)
         self.plan.layers.append(f"{what}, kernel {ir.name}")
-        run = _Run(ir, self.executor, self.fastmath, tuple(inputs), out,
+        run = Run(ir, self.executor, self.fastmath, tuple(inputs), out,
                    tuple((p.name, self.scalars[p.name]) for p in scal))  # fmt: skip
         return self.da.blockwise(
             run, tuple(out_letters), *args, dtype=dtype.numpy, adjust_chunks=adjust or None,
@@ -649,209 +532,3 @@ def _fmt(e: Affine, ir: KernelIR) -> str:
     if e.const or not parts:
         parts.append(str(e.const))
     return " + ".join(parts).replace("+ -", "- ")
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Entry points
-
-
-def _is_array(v: Any) -> bool:
-    return is_dask_array(v) or isinstance(v, np.ndarray)
-
-
-def _check_dtype(where: str, name: str, arr: Any, want: Any) -> None:
-    if np.dtype(arr.dtype) != np.dtype(want.numpy):
-        raise DTypeError(
-            f"{where}: {name} has dtype {arr.dtype}, the kernel declares {want.name}",
-            param=name,
-            expected=want.name,
-            got=str(arr.dtype),
-            fix=f"convert it with .astype(np.{np.dtype(want.numpy).name})",
-        )
-
-
-def _kernel_plan(kernel: Any, args: tuple, kwargs: dict) -> tuple[_Planner, dict[str, Any]]:
-    """The planner of a destination-passing kernel called on dask arrays, and the outputs given."""
-    ir = kernel.traced
-    where = f"{ir.name}()"
-    names = [p.name for p in ir.params]
-    if len(args) > len(names):
-        raise ArgumentError(f"{where} takes {len(names)} arguments, {len(args)} were given", param="args",
-                            expected=f"at most {len(names)}", got=len(args))  # fmt: skip
-    values: dict[str, Any] = dict(zip(names, args))
-    explicit: dict[str, Any] = {}
-    for k, v in kwargs.items():
-        if k in ir.dims:
-            explicit[k] = v
-        elif k in names:
-            if k in values:
-                raise ArgumentError(f"{where}: {k} was given twice", param=k, expected="once", got="twice")
-            values[k] = v
-        else:
-            raise ArgumentError(f"{where}: unknown argument {k}", param=k, expected=", ".join(names), got=k)
-    arrays: dict[str, Any] = {}
-    outputs: dict[str, Any] = {}
-    scalars: dict[str, Any] = {}
-    shapes: dict[str, tuple[int, ...]] = {}
-    for p in ir.params:
-        v = values.get(p.name)
-        if isinstance(p, ScalarParam):
-            if v is None or isinstance(v, (str, bytes)) or not isinstance(v, (numbers.Number, np.generic)):
-                raise ArgumentError(
-                    f"{where}: {p.name} must be a number ({p.dtype.name}), got {type(v).__name__}",
-                    param=p.name,
-                    expected=p.dtype.name,
-                    got=v,
-                )
-            scalars[p.name] = v.item() if isinstance(v, np.generic) else v
-            continue
-        if p.role != "in" and v is None:
-            continue
-        if v is None or not (_is_array(v) or hasattr(v, "__array__")):
-            raise ArgumentError(
-                f"{where}: {p.name} must be an array, got {type(v).__name__}",
-                param=p.name,
-                expected="a dask or NumPy array",
-                got=type(v).__name__,
-            )
-        if not _is_array(v):
-            v = np.asarray(v)
-        _check_dtype(where, p.name, v, p.dtype)
-        shapes[p.name] = tuple(int(n) for n in v.shape)
-        if p.role != "in":
-            outputs[p.name] = v
-        if p.role != "out":
-            arrays[p.name] = v
-    contract = kernel.contract()
-    dims = _solve_dims(contract, shapes, explicit)
-    for p in ir.tensor_params:
-        if p.name not in shapes:
-            try:
-                shapes[p.name] = tuple(e.evaluate(dims) for e in p.shape)
-            except KeyError:
-                d = sorted(set().union(*(e.dim_set() for e in p.shape)) - dims.keys())[0]
-                raise ShapeError(
-                    f"{where}: cannot size output {p.name}: dim {d} is not set by any input",
-                    param=p.name,
-                    expected=f"{d} from an array or {d}=...",
-                    got="no value",
-                    fix=f"pass {p.name} (a dask array of the right shape) or {d}=...",
-                ) from None
-    dims = contract.bind_dims(shapes, explicit)
-    contract.check(dims)
-    planner = _Planner(ir, arrays, scalars, dims, _extents(kernel, dims), kernel.executor, kernel.options.fastmath)
-    planner.run()
-    return planner, outputs
-
-
-def _extents(kernel: Any, dims: dict[str, int]) -> dict[int, int]:
-    """Every axis's extent at these dims (from the kernel's shape inference)."""
-    shaped = kernel.compilation().stages["infer_shapes"]
-    return {a.index: a.extent.evaluate(dims) for a in shaped.axes if a.extent is not None}
-
-
-def _solve_dims(contract: Any, shapes: dict[str, tuple[int, ...]], explicit: dict[str, Any]) -> dict[str, int]:
-    dims = {d: int(v) for d, v in explicit.items()}
-    for s in contract.dim_sources:
-        if s.dim in dims or s.param not in shapes:
-            continue
-        val, rem = divmod(shapes[s.param][s.pos] - s.const, s.coeff)
-        if not rem and val >= 0:
-            dims[s.dim] = val
-    return dims
-
-
-def call_kernel(kernel: Any, args: tuple, kwargs: dict) -> Any:
-    """``kernel(*args, **kwargs)`` with dask arrays among the arguments: the outputs as dask arrays.
-
-    Outputs may be left out (or passed as None): they are new dask arrays. A dask array passed as an
-    output gives its shape (and, for an in-place parameter, its values); a NumPy array passed as an
-    output is computed into now and returned, as a NumPy call would.
-    """
-    planner, given = _kernel_plan(kernel, args, kwargs)
-    ir = planner.ir
-    results = []
-    for p in ir.outputs:
-        if p.name not in {s.tensor for s in ir.stores}:
-            raise ArgumentError(f"{ir.name}(): output {p.name} is never stored", param=p.name,
-                                expected="a stored output", got="no store")  # fmt: skip
-        results.append(planner.env[p.name])
-    numpy_out = [(r, given[p.name]) for r, p in zip(results, ir.outputs) if isinstance(given.get(p.name), np.ndarray)]
-    if numpy_out:
-        planner.da.store([r for r, _ in numpy_out], [o for _, o in numpy_out], lock=False)
-        results = [given[p.name] if isinstance(given.get(p.name), np.ndarray) else r
-                   for r, p in zip(results, ir.outputs)]  # fmt: skip
-    return results[0] if len(results) == 1 else tuple(results)
-
-
-def _standin(a: Any) -> Any:
-    if is_dask_array(a):
-        return np.broadcast_to(np.zeros((), a.dtype), a.shape)  # shape and dtype only: no memory
-    return a
-
-
-def _jit_plan(fn: Any, args: tuple) -> tuple[_Planner, list[tuple[str, tuple[int, ...]]], bool]:
-    stand = tuple(_standin(a) for a in args)
-    c, sizes = fn._lookup(stand)
-    plan = c.plan
-    ir = plan.kernel
-    arrays: dict[str, Any] = {}
-    for k, src, shape in c.feeds:
-        a = args[src]
-        if not is_dask_array(a):
-            a = np.asarray(a)
-        arrays[plan.buffers[k].name] = a if shape is None or tuple(a.shape) == tuple(shape) else a.reshape(shape)
-    for k, s, shape in c.views:
-        if sizes is not None:
-            from pypto.array.function import _resolve
-
-            shape = _resolve(c.specs[k][0], sizes)
-        arrays[plan.buffers[k].name] = arrays[plan.buffers[s].name].reshape(shape)
-    dims: dict[str, int] = {}
-    for name, a in arrays.items():
-        for e, n in zip(ir.buffer(name).shape, a.shape):
-            d = e.plain_dim()
-            if d is not None:
-                dims[d] = int(n)
-    for p in ir.tensor_params:  # sizes no input gives (a static program's dims are its sizes)
-        for e, n in zip(p.shape, plan.buffers[[b.name for b in plan.buffers].index(p.name)].shape):
-            d = e.plain_dim()
-            if d is not None and d not in dims:
-                dims[d] = int(n)
-    opts = fn.options
-    planner = _Planner(ir, arrays, {}, dims, _extents(c.kernel, dims), opts.get("executor"), bool(opts.get("fastmath")))
-    planner.run()
-    results = [(plan.buffers[pos].name, c.shape_of(pos, sizes)) for pos in plan.outputs]
-    return planner, results, c.single
-
-
-def call_jit(fn: Any, args: tuple, out: Any = None) -> Any:
-    """A ``@pt.jit`` function called with dask arrays: its results as dask arrays (``out=``: NumPy arrays
-    computed into now, as a NumPy call would)."""
-    planner, results, single = _jit_plan(fn, args)
-    arrays = [planner.env[name].reshape(shape) if tuple(planner.env[name].shape) != shape else planner.env[name]
-              for name, shape in results]  # fmt: skip
-    if out is not None:
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        if len(outs) != len(arrays) or not all(isinstance(o, np.ndarray) for o in outs):
-            raise ArgumentError(f"{fn.__name__}: out= must be {len(arrays)} NumPy array(s) for dask inputs",
-                                param="out", expected=f"{len(arrays)} NumPy array(s)", got=out)  # fmt: skip
-        for a, o in zip(arrays, outs):
-            if o.shape != a.shape or o.dtype != a.dtype:
-                raise ShapeError(f"{fn.__name__}: out has shape {o.shape} {o.dtype}, the result {a.shape} {a.dtype}",
-                                 param="out", expected=f"{a.shape} {a.dtype}", got=f"{o.shape} {o.dtype}")  # fmt: skip
-        planner.da.store(arrays, outs, lock=False)
-        return out
-    return arrays[0] if single else tuple(arrays)
-
-
-def explain(fn: Any, *args: Any, **kwargs: Any) -> str:
-    """The dask plan of ``fn`` (a kernel or a jit function) on these arguments: its layers (blockwise maps,
-    per-chunk partials, tree reductions), any rechunking, and the IR of every generated kernel."""
-    from pypto.array.function import JitFunction
-
-    if isinstance(fn, JitFunction):
-        planner, *_ = _jit_plan(fn, args)
-    else:
-        planner, _ = _kernel_plan(fn, args, kwargs)
-    return planner.plan.text()

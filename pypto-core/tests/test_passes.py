@@ -1,0 +1,128 @@
+"""Each core pass on its own: the IR of the stage before it in, the pass called directly, the IR out.
+
+A pass is a function of an IR record: it must leave its input as it was, give what the pipeline recorded for
+its stage, pass the verifier, and make the one change it is for (checked on the printed IR).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import pypto as pt
+from pypto.ir.printer import format_kernel, format_loops
+from pypto.passes import LOOP_PASSES, PASSES, STAGES
+from pypto.passes.lower import lower
+from pypto.passes.verify import verify_kernel, verify_loops
+from pypto.testing import softmax, sum_exp, vector_add
+
+N = pt.dim("N")
+
+
+def _folding(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    y[i] = (x[i] * 1.0 + 6.0) + pt.exp(x[i]) * pt.exp(x[i])
+
+
+def _reverse_in_place(x: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    x[i] = x[N - 1 - i]
+
+
+KERNELS = {"folding": _folding, "reverse": _reverse_in_place, "softmax": softmax.fn, "sum_exp": sum_exp.fn,
+           "vector_add": vector_add.fn}  # fmt: skip
+
+
+def stages_of(name: str):
+    """Every stage of a kernel, compiled for the reference backend (no target: the core's passes only)."""
+    return pt.kernel(executor="reference")(KERNELS[name]).compilation()
+
+
+def run_pass(name: str, stage: str) -> tuple[str, str]:
+    """The printed IR before and after the pass ``stage``, the pass run directly on its input."""
+    comp = stages_of(name)
+    fns = dict(PASSES)
+    previous = STAGES[STAGES.index(stage) - 1]
+    ir_in = comp.stages[previous]
+    before = format_kernel(ir_in)
+    out = fns[stage](ir_in)
+    assert format_kernel(ir_in) == before, f"{stage} changed its input"
+    done = set(STAGES[1 : STAGES.index(stage) + 1])
+    verify_kernel(out, stage, done)
+    assert format_kernel(out) == format_kernel(comp.stages[stage]), f"{stage} differs from the pipeline's"
+    return before, format_kernel(out)
+
+
+def test_infer_types_gives_weak_scalars_the_type_of_the_other_operand():
+    before, after = run_pass("folding", "infer_types")
+    assert "%0 * weak 1.0" in before and "%0 * 1.0 : float32" in after
+    values = [line for line in after.splitlines() if line.lstrip().startswith("%")]
+    assert len(values) == 9 and all(line.endswith(": float32") for line in values)  # every value is typed
+    assert not any(line.endswith(": float32") for line in before.splitlines())
+
+
+def test_infer_shapes_finds_each_axis_extent_and_the_bounds_to_check():
+    before, after = run_pass("reverse", "infer_shapes")
+    assert "  axis i = pt.axis(0)" in before.splitlines()
+    assert "axis i = pt.axis(0) in [0, N)  (from x.shape[0])" in after
+    assert "check 0 <= -i + N - 1 < N   (x dim 0)" in after and "check" not in before
+
+
+def test_simplify_removes_identities_and_shares_equal_subtrees():
+    before, after = run_pass("folding", "simplify")
+    assert "* 1.0" in before and "* 1.0" not in after
+    assert before.count("exp(") == 2 and after.count("exp(") == 1 and "%2 * %2" in after  # exp(x[i]) computed once
+    assert before.count("load x[i]") == 3 and after.count("load x[i]") == 1
+
+
+def test_fuse_puts_the_stores_of_one_domain_in_one_nest():
+    before, after = run_pass("softmax", "fuse")
+    assert "nest" not in before and after.count("nest ") == 1 and "nest 0 loops=(row, col):" in after
+
+
+def test_materialize_computes_a_self_read_into_a_temporary_first():
+    before, after = run_pass("reverse", "materialize")
+    assert "temp" not in before and "temp _t0: float32[N]" in after
+    assert "_t0[i] = %0" in after and "nest 1 loops=(i):" in after  # then copied back in a second nest
+
+
+def test_split_reductions_splits_a_full_reduction_into_fixed_blocks():
+    before, after = run_pass("sum_exp", "split_reductions")
+    assert "split=" not in before and "nest 0 loops=() split=blocks of 16384:" in after
+
+
+def test_schedule_chooses_parallel_and_vector_loops():
+    before, after = run_pass("vector_add", "schedule")
+    assert "schedule:" not in before and "schedule: map order=(i) parallel=i vector=i" in after
+
+
+def test_online_softmax_marks_long_rows_for_the_online_variant():
+    before, after = run_pass("softmax", "online_softmax")
+    assert "online=" not in before and "online=(col) for rows >= 524288 bytes, blocks of 4096" in after
+
+
+def test_lower_turns_nests_into_loops():
+    comp = stages_of("softmax")
+    scheduled = comp.final
+    loops = lower(scheduled, noalias=True)
+    verify_loops(loops)
+    text = format_loops(loops)
+    assert text == format_loops(comp.loop_stages["lower"])
+    assert "parallel for row in 0..M:" in text and "vector for col in 0..N reduce(max: " in text
+    assert "if ((N * 4) >= 524288):" in text  # the online variant for long rows, chosen when the kernel runs
+
+
+@pytest.mark.parametrize("name, fn", LOOP_PASSES)
+def test_loop_passes_leave_their_input_and_match_the_pipeline(name, fn):
+    comp = stages_of("softmax")
+    before = format_loops(comp.loop_stages["lower"])
+    out = fn(comp.loop_stages["lower"])
+    verify_loops(out, name)
+    assert format_loops(comp.loop_stages["lower"]) == before
+    assert format_loops(out) == format_loops(comp.loop_stages[name])
+
+
+def test_optimize_loops_hoists_the_reciprocal_of_an_invariant_divisor():
+    comp = stages_of("softmax")
+    before, after = format_loops(comp.loop_stages["lower"]), format_loops(comp.loop_stages["optimize_loops"])
+    assert "/ sum_2)" in before and "let inv1 = (1.0 / sum_2)" in after and "* inv1)" in after
+    assert "let h2 = ((N + 4095) // 4096)" in after  # the block count, invariant in the row loop, hoisted
