@@ -37,6 +37,7 @@ from pypto.ir.loops import (
 )
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where, postorder
 from pypto.ir.ops import MATH as FUNCTIONS
+from pypto.ir.ops import binary_symbols
 
 from .helpers import helper_name, helper_source
 
@@ -48,11 +49,9 @@ ARRAY_DTYPE = {
     int64: "_np.int64",
     bool_: "_np.bool_",
 }
-INFIX = {
-    "add": "+", "sub": "-", "mul": "*", "div": "/",
-    "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=",
-    "and": "&", "or": "|", "xor": "^",
-}  # fmt: skip
+# the operators Python spells infix as pypto means them (the op table's C-infix set, and / on the float
+# operands the typing pass gives it); floordiv, mod, maximum and minimum go through helpers
+INFIX = binary_symbols(c_infix=True, also=("div",))
 PARALLEL_KINDS = ("parallel", "parallel_vector")
 WORK_FUNCTION = "_pt_parallel_work"
 # the globals of the generated module (see launcher.namespace); a kernel must not be named like one

@@ -22,6 +22,7 @@ from pypto import dtypes
 from pypto.dtypes import DType
 from pypto.errors import ShapeError, SourceLoc, TracingError
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
+from pypto.ir.ops import BINARY_TABLE
 from pypto.lang.location import user_loc
 
 Scalar = int | float | bool
@@ -47,11 +48,7 @@ def _current_op() -> str | None:
     return "/".join(stack) if stack else None
 
 
-_BINARY = {
-    "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
-    "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|", "xor": "^",
-    "maximum": "pt.maximum", "minimum": "pt.minimum",
-}  # fmt: skip
+_BINARY = {o.name: o.symbol or f"pt.{o.name}" for o in BINARY_TABLE}  # how show_graph names an operation
 
 
 def _placeholder(dt: DType) -> Expr:

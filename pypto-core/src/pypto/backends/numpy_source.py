@@ -14,7 +14,7 @@ from pypto.dtypes import DType
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import KernelIR
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Index, Load, Reduce, Scalar, Unary, Where
-from pypto.ir.ops import FUNCTIONS, MATH, numpy_spelling
+from pypto.ir.ops import BINARY_TABLE, FUNCTIONS, MATH, numpy_spelling
 from pypto.ir.reducers import identity
 
 _NP_DTYPE = {
@@ -30,25 +30,7 @@ _UNARY = {
     "invert": "_np.invert",
     **{f.name: numpy_spelling(f) for f in FUNCTIONS if f.c_name},  # the op table's native functions
 }
-_BINARY = {
-    "add": "_np.add",
-    "sub": "_np.subtract",
-    "mul": "_np.multiply",
-    "div": "_np.true_divide",
-    "floordiv": "_np.floor_divide",
-    "mod": "_np.remainder",
-    "maximum": "_np.maximum",
-    "minimum": "_np.minimum",
-    "lt": "_np.less",
-    "le": "_np.less_equal",
-    "gt": "_np.greater",
-    "ge": "_np.greater_equal",
-    "eq": "_np.equal",
-    "ne": "_np.not_equal",
-    "and": "_np.bitwise_and",
-    "or": "_np.bitwise_or",
-    "xor": "_np.bitwise_xor",
-}
+_BINARY = {o.name: f"_np.{o.numpy.__name__}" for o in BINARY_TABLE}  # NumPy's ufunc of each operator
 _REDUCE = {"sum": "_np.sum", "prod": "_np.prod", "max": "_np.max", "min": "_np.min"}
 
 

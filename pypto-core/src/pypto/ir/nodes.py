@@ -15,13 +15,13 @@ from typing import Any
 from pypto.dtypes import DType
 from pypto.errors import SourceLoc
 from pypto.ir.affine import Affine
-from pypto.ir.ops import MATH
+from pypto.ir.ops import BINARY, MATH
 
 UNARY_OPS = ("neg", "abs", "invert", *MATH)  # the math functions come from the op table (pypto.ir.ops)
 TRANSCENDENTAL = frozenset(MATH)
-ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "maximum", "minimum")
-COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
-LOGIC_OPS = ("and", "or", "xor")
+ARITH_OPS = tuple(n for n, o in BINARY.items() if o.kind == "arith")  # the binary operators: pypto.ir.ops
+COMPARE_OPS = tuple(n for n, o in BINARY.items() if o.kind == "compare")
+LOGIC_OPS = tuple(n for n, o in BINARY.items() if o.kind == "logic")
 BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGIC_OPS
 REDUCE_OPS = ("sum", "prod", "max", "min")
 

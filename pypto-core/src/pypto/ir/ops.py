@@ -1,4 +1,4 @@
-"""The op table of elementwise math functions: each one declared once, everything else derived from it.
+"""The op tables: each elementwise math function and binary operator declared once, the rest derived.
 
 An entry says what ``pt.<name>`` means (its NumPy implementation, used as the reference and for
 constant folding), how it differentiates, and how it is spelled: a C99 ``<math.h>`` function
@@ -10,6 +10,9 @@ array layer's (``pt.exp(x)`` on a ``@pt.jit`` array), the IR's unary operators a
 printers, the vector math library's declarations, the adjoints of ``pt.grad``, and the names a
 kernel parameter may not take. The conformance suite tests each entry on every backend with its
 ``edge`` values.
+
+The binary operators (:class:`BinaryOp`, :data:`BINARY`) give the IR's operator lists, the infix spellings
+of every printer, the reference backend's NumPy ufuncs and constant folding.
 
 Adding a function is one entry here (and, for a C printer that names it differently, one spelling)::
 
@@ -125,3 +128,57 @@ def c_names() -> frozenset[str]:
     """The <math.h> names generated code may call for the table's functions (with C's ``f`` forms)."""
     names = {f.c_name for f in FUNCTIONS if f.c_name}
     return frozenset(names | {n + "f" for n in names})
+
+
+@dataclass(frozen=True)
+class BinaryOp:
+    """One binary operator of the IR (``Binary.op``): what it computes and how it is spelled.
+
+    ``kind`` is ``"arith"`` (the operands' promoted type), ``"compare"`` (bool) or ``"logic"`` (bool or
+    integer bits); ``symbol`` the infix spelling where Python and C share one (``None``: a function,
+    ``pt.maximum``); ``numpy`` NumPy's ufunc, which defines it for the reference backend and tests;
+    ``c_infix`` whether C-family printers and the host's launch expressions may print ``symbol`` for
+    every type the operator takes (C's ``/`` and ``%`` on integers truncate, so ``div``, ``floordiv`` and
+    ``mod`` go through helpers); ``folds`` whether constant operands are folded at compile time (integer
+    division and remainder by a constant zero are left for the kernel's own rule).
+    """
+
+    name: str
+    kind: str
+    symbol: str | None
+    numpy: Any  # a NumPy ufunc
+    c_infix: bool = False
+    folds: bool = True
+
+
+BINARY_TABLE: tuple[BinaryOp, ...] = (
+    BinaryOp("add", "arith", "+", np.add, c_infix=True),
+    BinaryOp("sub", "arith", "-", np.subtract, c_infix=True),
+    BinaryOp("mul", "arith", "*", np.multiply, c_infix=True),
+    BinaryOp("div", "arith", "/", np.true_divide),
+    BinaryOp("floordiv", "arith", "//", np.floor_divide, folds=False),
+    BinaryOp("mod", "arith", "%", np.remainder, folds=False),
+    BinaryOp("maximum", "arith", None, np.maximum),
+    BinaryOp("minimum", "arith", None, np.minimum),
+    BinaryOp("lt", "compare", "<", np.less, c_infix=True),
+    BinaryOp("le", "compare", "<=", np.less_equal, c_infix=True),
+    BinaryOp("gt", "compare", ">", np.greater, c_infix=True),
+    BinaryOp("ge", "compare", ">=", np.greater_equal, c_infix=True),
+    BinaryOp("eq", "compare", "==", np.equal, c_infix=True),
+    BinaryOp("ne", "compare", "!=", np.not_equal, c_infix=True),
+    BinaryOp("and", "logic", "&", np.bitwise_and, c_infix=True),
+    BinaryOp("or", "logic", "|", np.bitwise_or, c_infix=True),
+    BinaryOp("xor", "logic", "^", np.bitwise_xor, c_infix=True),
+)  # fmt: skip
+
+BINARY: dict[str, BinaryOp] = {op.name: op for op in BINARY_TABLE}
+"""The binary operators by name, in the order the IR lists them (arithmetic, comparisons, logic)."""
+
+
+def binary_symbols(*, c_infix: bool = False, also: tuple[str, ...] = ()) -> dict[str, str]:
+    """``{op: infix symbol}`` of the operators that have one (only those C prints infix with ``c_infix``),
+    plus the operators named in ``also`` (a printer that handles their types itself, e.g. ``div`` on
+    float vectors)."""
+    return {
+        o.name: o.symbol for o in BINARY_TABLE if o.symbol is not None and (not c_infix or o.c_infix or o.name in also)
+    }

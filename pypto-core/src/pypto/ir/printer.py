@@ -10,12 +10,9 @@ from pypto.ir.affine import Affine
 from pypto.ir.kernel import DimEqual, IndexInBounds, KernelIR, TensorParam
 from pypto.ir.loops import Alloc, Assign, Block, Comment, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Extent, Index, Load, Reduce, Scalar, Unary, Where, postorder
+from pypto.ir.ops import binary_symbols
 
-_SYMBOL = {
-    "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
-    "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=",
-    "and": "&", "or": "|", "xor": "^",
-}  # fmt: skip
+_SYMBOL = binary_symbols()
 
 
 def _dt(e: Expr) -> str:

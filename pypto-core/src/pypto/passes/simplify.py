@@ -14,13 +14,9 @@ import numpy as np
 
 from pypto.ir.kernel import KernelIR
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Node, Store, Unary, Where, transform
+from pypto.ir.ops import BINARY_TABLE
 
-_NP_BINARY = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-    "maximum": np.maximum, "minimum": np.minimum,
-    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
-    "ne": np.not_equal, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
-}  # fmt: skip
+_NP_BINARY = {o.name: o.numpy for o in BINARY_TABLE if o.folds}  # constant folding, in the operands' precision
 
 
 def _const(value, like: Expr) -> Const:

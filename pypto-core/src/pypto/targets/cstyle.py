@@ -34,12 +34,9 @@ from pypto.ir.loops import (
     Write,
 )
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
-from pypto.ir.ops import FUNCTIONS, MATH
+from pypto.ir.ops import FUNCTIONS, MATH, binary_symbols
 
-_INFIX = {
-    "add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
-    "ne": "!=", "and": "&", "or": "|", "xor": "^",
-}  # fmt: skip
+_INFIX = binary_symbols(c_infix=True)
 _PREC = {"*": 13, "/": 13, "%": 13, "+": 12, "-": 12, "<": 10, "<=": 10, ">": 10, ">=": 10, "==": 9, "!=": 9,
          "&": 8, "^": 7, "|": 6}  # fmt: skip
 

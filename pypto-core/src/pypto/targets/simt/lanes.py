@@ -17,15 +17,14 @@ from typing import TYPE_CHECKING
 from pypto.dtypes import DType, int64
 from pypto.ir.loops import Assign, Block, Comment, Let, Read, Stmt, Var, Write
 from pypto.ir.nodes import COMPARE_OPS, Binary, Cast, Expr, Unary, Where
-from pypto.ir.ops import MATH
+from pypto.ir.ops import MATH, binary_symbols
 from pypto.ir.reducers import COMBINE_OP, identity
 from pypto.targets.simt.analysis import Unsupported, coefficient, deep
 
 if TYPE_CHECKING:
     from pypto.targets.simt.render import SimtRenderer
 
-_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "and": "&", "or": "|", "xor": "^",
-          "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}  # fmt: skip
+_INFIX = binary_symbols(c_infix=True, also=("div",))  # vector types: "/" on the float lanes this module makes
 _LANE_NAMES = "0123456789abcdef"
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from pypto.ir.loops import Read, Var
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
+from pypto.ir.ops import binary_symbols
 
 MAP, GROUPS, SINGLE, TILES, COLUMNS = "map", "groups", "single", "tiles", "columns"
 
@@ -156,8 +157,7 @@ def _div(a: float, b: float) -> float:
         return math.copysign(math.inf, a) * math.copysign(1.0, b) if a and a == a else math.nan
 
 
-_PY_INFIX = {"add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
-             "ne": "!=", "and": "&", "or": "|", "xor": "^"}  # fmt: skip
+_PY_INFIX = binary_symbols(c_infix=True)  # the host's Python spells these as C does
 
 
 class HostExpressionError(ValueError):
