@@ -201,7 +201,11 @@ class Registry:
     def _observe(self) -> None:
         """Whether any plugin wraps ``pypto_launch``: kernels consult the hook only then."""
         global launch_observed
-        launch_observed = any(impl.wrapper or impl.hookwrapper for impl in self.pm.hook.pypto_launch.get_hookimpls())
+        observed = any(impl.wrapper or impl.hookwrapper for impl in self.pm.hook.pypto_launch.get_hookimpls())
+        if observed != launch_observed:
+            launch_observed = observed
+            for fn in list(_observe_listeners):
+                fn(observed)
 
     def _declared(self, hook_name: str, only: str | None) -> list[tuple[str, str | None, list[Any]]]:
         """What each plugin's implementation of ``hook_name`` returns: (plugin, distribution, items); a
@@ -418,6 +422,15 @@ def _entry_points(rescan: bool = False) -> list[PluginEntryPoint]:
 
 
 launch_observed = False  # some plugin wraps pypto_launch: kernel calls go through the hook (Registry._observe)
+_observe_listeners: list[Callable[[bool], None]] = []
+
+
+def on_observe(fn: Callable[[bool], None]) -> Callable[[bool], None]:
+    """Call ``fn(observed)`` whenever plugins start or stop wrapping ``pypto_launch`` (kernels keep the flag
+    in a global of their own: their calls test it first)."""
+    _observe_listeners.append(fn)
+    fn(launch_observed)
+    return fn
 _registry: Registry | None = None
 _lock = threading.Lock()
 _reload_listeners: list[Callable[[], None]] = []

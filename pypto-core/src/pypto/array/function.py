@@ -42,6 +42,10 @@ from pypto.runtime.device_arrays import describe, empty_like_device, is_device_a
 from pypto.runtime.foreign import is_dask_array
 from pypto.runtime.kernel import Kernel
 
+_ELSEWHERE = ("elsewhere",)
+"""The signature entry of a value the call does not run on here (a traced or a dask array): the call goes
+to the traced program or to :mod:`pypto.dask` (:meth:`JitFunction._call_elsewhere`)."""
+
 
 def _param_name(name: str, k: int, taken: set[str]) -> str:
     from pypto.lang.tracer import _CALLED
@@ -233,6 +237,8 @@ class JitFunction:
             )
         if isinstance(a, np.ndarray):
             return (a.shape, a.dtype)
+        if isinstance(a, Array) or is_dask_array(a):
+            return _ELSEWHERE
         if isinstance(a, (bool, np.bool_, numbers.Number)) and not isinstance(a, complex):
             return ("scalar", type(a).__name__, a.item() if isinstance(a, np.generic) else a)
         described = describe(a)  # an array in a GPU's memory: run where it is
@@ -420,16 +426,17 @@ class JitFunction:
                     return compiled
             return None
 
+    def _compile_exact(self, args: tuple, key: tuple) -> Compiled:
+        """The program for exactly these arguments' signature, compiled now (after checking their number)."""
+        self._check_nargs(args)
+        return self._compile(args, key)
+
     def lookup(self, args: tuple) -> tuple[Compiled, tuple[int, ...] | None]:
         """The program for these arguments, compiled on first use, and the sizes of its symbolic dims
         (``None`` for a program compiled for the arguments' exact shapes)."""
         if self._dims is None:
-            key = tuple((a.shape, a.dtype) if type(a) is np.ndarray else self._key_of(k, a) for k, a in enumerate(args))
-            c = self._cache.get(key)
-            if c is None:
-                self._check_nargs(args)
-                c = self._compile(args, key)
-            return c, None
+            key = tuple(self._key_of(k, a) for k, a in enumerate(args))
+            return self._cache.get(key) or self._compile_exact(args, key), None
         key, sizes, names = self._symbolic_key(args)
         c = self._cache.get(key)
         if c is not None:
@@ -463,9 +470,16 @@ class JitFunction:
 
     # -- calls ---------------------------------------------------------------------------------------------
     def __call__(self, *args: Any, out: Any = None) -> Any:
-        for a in args:
-            if type(a) is not np.ndarray and (isinstance(a, Array) or is_dask_array(a)):
-                return self._call_elsewhere(args, out)
+        if self._dims is None:  # the common case, kept to one signature and one dictionary lookup
+            key = tuple((a.shape, a.dtype) if type(a) is np.ndarray else self._key_of(k, a) for k, a in enumerate(args))
+            c = self._cache.get(key)
+            if c is None:
+                if _ELSEWHERE in key:
+                    return self._call_elsewhere(args, out)
+                c = self._compile_exact(args, key)
+            return c.run(args, self._outs(out, c, None) if out is not None else {})
+        if any(type(a) is not np.ndarray and (isinstance(a, Array) or is_dask_array(a)) for a in args):
+            return self._call_elsewhere(args, out)
         c, sizes = self.lookup(args)
         return c.run(args, self._outs(out, c, sizes) if out is not None else {}, sizes)
 

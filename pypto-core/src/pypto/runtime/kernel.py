@@ -34,6 +34,15 @@ _kernels: weakref.WeakSet[Kernel] = weakref.WeakSet()
 _env_executor = _env.executor_raw
 
 
+_observed = False  # plugins.launch_observed, kept here by on_observe: tested first by every call
+
+
+@plugins.on_observe
+def _observe(observed: bool) -> None:
+    global _observed
+    _observed = observed
+
+
 @plugins.on_reload
 def invalidate_compiled() -> None:
     """Drop every kernel's compiled launchers (after plugins were reloaded)."""
@@ -251,7 +260,7 @@ class Kernel:
 
             with stream(kwargs.pop("stream")):
                 return self(*args, **kwargs)
-        if plugins.launch_observed:  # a plugin wraps pypto_launch (pt.profile, a tracer): the hook runs the call
+        if _observed:  # a plugin wraps pypto_launch (pt.profile, a tracer): the hook runs the call
             return plugins.get_registry().launch(self, args, kwargs, functools.partial(self._call, args, kwargs))
         fast = self._fast
         if fast is not None and not kwargs:
