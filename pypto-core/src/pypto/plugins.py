@@ -431,6 +431,8 @@ def on_observe(fn: Callable[[bool], None]) -> Callable[[bool], None]:
     _observe_listeners.append(fn)
     fn(launch_observed)
     return fn
+
+
 _registry: Registry | None = None
 _lock = threading.Lock()
 _reload_listeners: list[Callable[[], None]] = []

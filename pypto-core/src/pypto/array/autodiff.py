@@ -31,6 +31,7 @@ import inspect
 import math
 import threading
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ from pypto import dtypes
 from pypto.array import views
 from pypto.array.graph import Array, binary, cast, reduce, unary, walk, where
 from pypto.errors import ArgumentError, TracingError
-from pypto.ir.ops import FUNCTIONS
+from pypto.ir.ops import BINARY, FUNCTIONS
 from pypto.lang.location import user_loc
 
 # -- switching gradients off --------------------------------------------------------------------------------
@@ -217,6 +218,9 @@ def _contract_adjoint(node: Array, g: Array, k: int) -> Array:
     return r
 
 
+_ARRAY_OPS = SimpleNamespace(where=where, binary=binary)  # what the op table's binary adjoints build with
+
+
 def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
     """``(operand, its cotangent)`` for each differentiable operand of ``node``, given ``node``'s ``g``."""
     op, args = node.op, node.args
@@ -234,23 +238,10 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
         return out
     if op == "binary":
         a, b = args
-        kind = node.attrs
-        ga: Any = None
-        gb: Any = None
-        if kind == "add":
-            ga, gb = g, g
-        elif kind == "sub":
-            ga, gb = g, -g
-        elif kind == "mul":
-            ga, gb = g * b, g * a
-        elif kind == "div":
-            ga, gb = g / b, -g * node / b
-        elif kind in ("maximum", "minimum"):
-            wins = (a > b) if kind == "maximum" else (a < b)
-            share = where(wins, 1.0, where(binary("eq", a, b), 0.5, 0.0))
-            ga, gb = g * share, g * (1 - share)
-        elif kind == "mod":  # a - floor(a / b) * b
-            ga, gb = g, -g * binary("floordiv", a, b)
+        rule = BINARY[node.attrs].adjoint  # the op table's rule (pypto.ir.ops); None: no gradient
+        if rule is None:
+            return out
+        ga, gb = rule(g, a, b, node, _ARRAY_OPS)
         for x, gx in ((a, ga), (b, gb)):
             if gx is not None and _differentiable(x):
                 out.append((x, unbroadcast(_as_array(gx, node), x.shape)))

@@ -130,6 +130,11 @@ def c_names() -> frozenset[str]:
     return frozenset(names | {n + "f" for n in names})
 
 
+BinaryAdjoint = Callable[[Any, Any, Any, Any, Any], tuple[Any, Any]]
+"""``(g, a, b, y, ops) -> (cotangent of a, cotangent of b)`` for ``y = a op b`` (either may be ``None``):
+arrays of the array layer; ``ops.where`` and ``ops.binary(name, a, b)`` build more of them."""
+
+
 @dataclass(frozen=True)
 class BinaryOp:
     """One binary operator of the IR (``Binary.op``): what it computes and how it is spelled.
@@ -140,7 +145,8 @@ class BinaryOp:
     ``c_infix`` whether C-family printers and the host's launch expressions may print ``symbol`` for
     every type the operator takes (C's ``/`` and ``%`` on integers truncate, so ``div``, ``floordiv`` and
     ``mod`` go through helpers); ``folds`` whether constant operands are folded at compile time (integer
-    division and remainder by a constant zero are left for the kernel's own rule).
+    division and remainder by a constant zero are left for the kernel's own rule); ``adjoint`` its rule
+    for ``pt.grad``.
     """
 
     name: str
@@ -149,17 +155,27 @@ class BinaryOp:
     numpy: Any  # a NumPy ufunc
     c_infix: bool = False
     folds: bool = True
+    adjoint: BinaryAdjoint | None = None  # None: no gradient flows through it (comparisons, logic, floordiv)
+
+
+def _extreme_adjoint(g: Any, a_wins: Any, a: Any, b: Any, ops: Any) -> tuple[Any, Any]:
+    """maximum/minimum: the gradient goes to the operand that wins, half to each on a tie (as torch does)."""
+    share = ops.where(a_wins, 1.0, ops.where(ops.binary("eq", a, b), 0.5, 0.0))
+    return g * share, g * (1 - share)
 
 
 BINARY_TABLE: tuple[BinaryOp, ...] = (
-    BinaryOp("add", "arith", "+", np.add, c_infix=True),
-    BinaryOp("sub", "arith", "-", np.subtract, c_infix=True),
-    BinaryOp("mul", "arith", "*", np.multiply, c_infix=True),
-    BinaryOp("div", "arith", "/", np.true_divide),
+    BinaryOp("add", "arith", "+", np.add, c_infix=True, adjoint=lambda g, a, b, y, ops: (g, g)),
+    BinaryOp("sub", "arith", "-", np.subtract, c_infix=True, adjoint=lambda g, a, b, y, ops: (g, -g)),
+    BinaryOp("mul", "arith", "*", np.multiply, c_infix=True, adjoint=lambda g, a, b, y, ops: (g * b, g * a)),
+    BinaryOp("div", "arith", "/", np.true_divide, adjoint=lambda g, a, b, y, ops: (g / b, -g * y / b)),
     BinaryOp("floordiv", "arith", "//", np.floor_divide, folds=False),
-    BinaryOp("mod", "arith", "%", np.remainder, folds=False),
-    BinaryOp("maximum", "arith", None, np.maximum),
-    BinaryOp("minimum", "arith", None, np.minimum),
+    BinaryOp("mod", "arith", "%", np.remainder, folds=False,  # a - floor(a / b) * b
+             adjoint=lambda g, a, b, y, ops: (g, -g * ops.binary("floordiv", a, b))),
+    BinaryOp("maximum", "arith", None, np.maximum,
+             adjoint=lambda g, a, b, y, ops: _extreme_adjoint(g, a > b, a, b, ops)),
+    BinaryOp("minimum", "arith", None, np.minimum,
+             adjoint=lambda g, a, b, y, ops: _extreme_adjoint(g, a < b, a, b, ops)),
     BinaryOp("lt", "compare", "<", np.less, c_infix=True),
     BinaryOp("le", "compare", "<=", np.less_equal, c_infix=True),
     BinaryOp("gt", "compare", ">", np.greater, c_infix=True),
