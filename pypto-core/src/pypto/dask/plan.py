@@ -26,10 +26,10 @@ from pypto.ir.nodes import (
     Store,
     Unary,
     Where,
-    children,
     free_axes,
     map_children,
     postorder,
+    top_reduces,
 )
 from pypto.runtime.foreign import is_dask_array
 
@@ -81,26 +81,6 @@ def _replace(e: Expr, table: dict[Node, Expr]) -> Expr:
         return r  # type: ignore[return-value]
 
     return go(e)
-
-
-def _reduces(e: Expr) -> list[Reduce]:
-    """The outermost reductions in ``e`` (not those nested in another one), in order."""
-    out: list[Reduce] = []
-    seen: set[int] = set()
-
-    def go(n: Expr) -> None:
-        if id(n) in seen:
-            return
-        seen.add(id(n))
-        if isinstance(n, Reduce):
-            if n not in out:
-                out.append(n)
-            return
-        for c in children(n):
-            go(c)
-
-    go(e)
-    return out
 
 
 def _contains(e: Expr, target: Expr) -> bool:
@@ -275,7 +255,7 @@ class Planner:
         plain = [e.plain_axis() for e in s.index]
         whole = any(a is None or self.extents.get(a) != n for a, n in zip(plain, full))
         dtype = self.ir.buffer(t).dtype
-        kind = "blockwise" if not _reduces(value) else "blockwise, reductions inside each block"
+        kind = "blockwise" if not top_reduces(value) else "blockwise, reductions inside each block"
         if not whole:
             out: list[OutDim] = [("axis", a) for a in plain]
             return self.layer(f"{t}: {kind}", t, [(s.index, value)], out, dtype)
@@ -292,7 +272,7 @@ class Planner:
     def split(self, value: Expr) -> Expr:
         """``value`` with every reduction over a chunked axis computed by its own layers and read back."""
         table: dict[Node, Expr] = {}
-        for r in sorted(_reduces(value), key=lambda r: r.op != "sum"):  # sums first: they may carry a max
+        for r in sorted(top_reduces(value), key=lambda r: r.op != "sum"):  # sums first: they may carry a max
             if r in table:
                 continue
             if r in self.pair_max:
@@ -307,7 +287,7 @@ class Planner:
 
     def _pair(self, r: Reduce) -> Reduce | None:
         """The max that ``r`` (a sum) can be computed with online, if any."""
-        inner = [m for m in _reduces(r.body) if any(self.chunked(a) for a in m.axes)]
+        inner = [m for m in top_reduces(r.body) if any(self.chunked(a) for a in m.axes)]
         if r.op != "sum" or len(inner) != 1 or len(r.axes) != 1:
             return None
         m = inner[0]
