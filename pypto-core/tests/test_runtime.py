@@ -283,3 +283,27 @@ def test_jit_functions_key_device_arrays_by_shape_and_dtype():
     with pytest.raises(pt.ArgumentError, match="cannot allocate results on the device"):
         double(_DeviceArray((3, 4)))  # traced like the host array's signature, then no allocator for it
     assert len(double._cache) == 1 and host.shape == (3, 4)
+
+
+def test_profile_counts_operations_with_the_op_table_costs():
+    """pt.profile's operation count is the op table's costs times the points each node is computed at:
+    here per element of an M x N input a sigmoid (a formula of 4 operations: neg, exp, add, div), a multiply,
+    a conversion (none) and the sum's combine (1), and per row a maximum (1)."""
+    from pypto.ir.ops import BINARY, CAST, MATH, REDUCERS
+
+    M, N = pt.dims("M N")
+
+    @pt.kernel(executor="reference")
+    def costs(x: pt.Tensor[pt.float32, (M, N)], y: pt.Tensor[pt.float64, (M,)]):
+        r, c = pt.axis(0), pt.axis(1)
+        y[r] = pt.maximum(pt.reduce_sum(pt.cast(pt.sigmoid(x[r, c]) * x[r, c], pt.float64), axis=c), 0.0)
+
+    x = np.random.default_rng(0).normal(size=(7, 9)).astype(np.float32)
+    y = np.empty(7)
+    with pt.profile() as prof:
+        costs(x, y)
+    per_element = MATH["sigmoid"].flops + BINARY["mul"].flops + CAST.flops + REDUCERS["sum"].flops
+    assert (MATH["sigmoid"].flops, CAST.flops) == (4, 0)
+    assert prof.stats["costs"].flops == x.size * per_element + 7 * BINARY["maximum"].flops
+    s = 1 / (1 + np.exp(-x.astype(np.float64)))
+    np.testing.assert_allclose(y, np.maximum((s * x).sum(axis=1), 0), rtol=1e-6)

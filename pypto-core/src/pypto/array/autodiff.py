@@ -40,7 +40,7 @@ from pypto import dtypes
 from pypto.array import views
 from pypto.array.graph import Array, binary, cast, reduce, unary, walk, where
 from pypto.errors import ArgumentError, TracingError
-from pypto.ir.ops import BINARY, FUNCTIONS
+from pypto.ir.ops import BINARY, CAST, FUNCTIONS, REDUCERS
 from pypto.lang.location import user_loc
 
 # -- switching gradients off --------------------------------------------------------------------------------
@@ -218,7 +218,7 @@ def _contract_adjoint(node: Array, g: Array, k: int) -> Array:
     return r
 
 
-_ARRAY_OPS = SimpleNamespace(where=where, binary=binary)  # what the op table's binary adjoints build with
+_ARRAY_OPS = SimpleNamespace(where=where, binary=binary, cast=cast)  # what the op table's adjoints build with
 
 
 def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
@@ -255,8 +255,9 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
         return out
     if op == "cast":
         (x,) = args
-        if _differentiable(x):
-            out.append((x, cast(g, x.dtype)))
+        gx = CAST.adjoint(g, x, _ARRAY_OPS)  # the op table's rule: None into an integer or boolean x
+        if gx is not None and _differentiable(x):
+            out.append((x, gx))
         return out
     if op == "reduce":
         (x,) = args
@@ -264,20 +265,14 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
         if not _differentiable(x):
             return out
         ge = _expand(g, axes, keepdims, x.shape)
-        if kind == "sum":
-            gx = ge
-        elif kind == "mean":
+        if kind == "mean":  # the array layer's sum / count
             gx = ge / math.prod(x.shape[d] for d in axes)
-        elif kind in ("max", "min"):
-            ye = _expand(node, axes, keepdims, x.shape)
-            hit = cast(binary("eq", x, ye), x.dtype)
-            gx = ge * hit / _expand(reduce("sum", hit, axes, keepdims), axes, keepdims, x.shape)
-        else:  # prod, exact through zeros
-            zero = binary("eq", x, 0)
-            nonzero = reduce("prod", where(zero, 1.0, x), axes, keepdims)
-            zeros = reduce("sum", cast(zero, dtypes.int32), axes, keepdims)
-            pe, ze = _expand(nonzero, axes, keepdims, x.shape), _expand(zeros, axes, keepdims, x.shape)
-            gx = ge * where(binary("eq", ze, 0), pe / where(zero, 1.0, x), where(zero & binary("eq", ze, 1), pe, 0.0))
+        else:  # the op table's rule (pypto.ir.ops.REDUCERS)
+            ops = SimpleNamespace(
+                where=where, binary=binary, cast=cast, int32=dtypes.int32,
+                over=lambda name, a: _expand(reduce(name, a, axes, keepdims), axes, keepdims, x.shape),
+            )  # fmt: skip
+            gx = REDUCERS[kind].adjoint(ge, x, _expand(node, axes, keepdims, x.shape), ops)
         out.append((x, gx))
         return out
     if op == "contract":

@@ -22,7 +22,7 @@ from pypto import dtypes
 from pypto.dtypes import DType
 from pypto.errors import ShapeError, SourceLoc, TracingError
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
-from pypto.ir.ops import BINARY_TABLE
+from pypto.ir.ops import BINARY_TABLE, REDUCERS
 from pypto.lang.location import user_loc
 
 Scalar = int | float | bool
@@ -426,10 +426,11 @@ def reduce(op: str, x: Any, axis: Any = None, keepdims: bool = False) -> Array:
         s for k, s in enumerate(x.shape) if k not in axes)  # fmt: skip
     base = "sum" if op == "mean" else op
     dt = x.dtype
-    if base in ("sum", "prod") and dt.is_bool:
-        dt = dtypes.int32
-    if base in ("max", "min") and dt.is_bool:
-        raise TracingError(f"{op}() of a boolean array", user_loc(), "convert first: x.astype(pt.int32)")
+    if dt.is_bool:  # the op table says what a reduction of booleans gives (a count) or that it is refused
+        counted = REDUCERS[base].on_bool
+        if counted is None:
+            raise TracingError(f"{op}() of a boolean array", user_loc(), "convert first: x.astype(pt.int32)")
+        dt = dtypes.as_dtype(counted)
     if op == "mean" and not dt.is_float:
         dt = dtypes.DEFAULT_FLOAT
     if any(x.shape[a] == 0 for a in axes) and op in ("max", "min"):

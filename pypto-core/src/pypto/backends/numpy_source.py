@@ -14,7 +14,7 @@ from pypto.dtypes import DType
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import KernelIR
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Index, Load, Reduce, Scalar, Unary, Where
-from pypto.ir.ops import BINARY_TABLE, FUNCTIONS, MATH, numpy_spelling
+from pypto.ir.ops import BINARY_TABLE, FUNCTIONS, MATH, REDUCERS, numpy_spelling
 from pypto.ir.reducers import identity
 
 _NP_DTYPE = {
@@ -31,7 +31,7 @@ _UNARY = {
     **{f.name: numpy_spelling(f) for f in FUNCTIONS if f.c_name},  # the op table's native functions
 }
 _BINARY = {o.name: f"_np.{o.numpy.__name__}" for o in BINARY_TABLE}  # NumPy's ufunc of each operator
-_REDUCE = {"sum": "_np.sum", "prod": "_np.prod", "max": "_np.max", "min": "_np.min"}
+_REDUCE = {r.name: f"_np.{r.numpy.__name__}" for r in REDUCERS.values()}  # NumPy's reduction of each reducer
 
 
 def np_literal(value: object, dt: DType) -> str:

@@ -18,7 +18,7 @@ combine with an associative operator, which a backend may reassociate (``reducti
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pypto.dtypes import DType
@@ -177,7 +177,6 @@ class LoopKernel:
     body: Stmt
     noalias: bool = True
     temps: tuple[tuple[str, DType], ...] = ()
-    reducers: tuple[str, ...] = field(default=("sum", "prod", "max", "min"))
     device: DeviceSplit | None = None  # set by the simt target's split_kernels pass
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from pypto.dtypes import DType
 from pypto.errors import SourceLoc
 from pypto.ir.affine import Affine
-from pypto.ir.ops import BINARY, MATH
+from pypto.ir.ops import BINARY, MATH, REDUCERS
 
 UNARY_OPS = ("neg", "abs", "invert", *MATH)  # the math functions come from the op table (pypto.ir.ops)
 TRANSCENDENTAL = frozenset(MATH)
@@ -23,7 +23,7 @@ ARITH_OPS = tuple(n for n, o in BINARY.items() if o.kind == "arith")  # the bina
 COMPARE_OPS = tuple(n for n, o in BINARY.items() if o.kind == "compare")
 LOGIC_OPS = tuple(n for n, o in BINARY.items() if o.kind == "logic")
 BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGIC_OPS
-REDUCE_OPS = ("sum", "prod", "max", "min")
+REDUCE_OPS = tuple(REDUCERS)
 
 
 class Node:

@@ -12,7 +12,11 @@ kernel parameter may not take. The conformance suite tests each entry on every b
 ``edge`` values.
 
 The binary operators (:class:`BinaryOp`, :data:`BINARY`) give the IR's operator lists, the infix spellings
-of every printer, the reference backend's NumPy ufuncs and constant folding.
+of every printer, the reference backend's NumPy ufuncs and constant folding. The reducers (:class:`Reducer`,
+:data:`REDUCERS`) give ``pt.reduce_<name>``, the IR's ``Reduce`` operators, their identities and typing,
+the combine each lowers to, OpenMP's reduction clauses, the reference backend's NumPy reductions and their
+adjoints; :data:`CAST` is the one conversion (its NumPy meaning for folding and the reference backend, its
+adjoint). Every entry states its cost in operations per point (``flops``), which ``pt.profile`` adds up.
 
 Adding a function is one entry here (and, for a C printer that names it differently, one spelling)::
 
@@ -61,6 +65,7 @@ class MathFunction:
     edge: tuple[float, ...] = ()  # values every backend is tested on (NaN, infinities, domain edges)
     spread: tuple[str, float, float] = ("normal", 0.0, 3.0)  # how test inputs are drawn: normal(0, s) or span
     vector_math: bool = True  # whether glibc's libmvec may have a vector variant (probed at run time)
+    flops: int = 1  # operations per point pt.profile counts (a formula: the operations it is made of)
 
 
 def _sigmoid_np(x: Any) -> Any:
@@ -80,7 +85,7 @@ FUNCTIONS: tuple[MathFunction, ...] = (
     MathFunction("rsqrt", "Elementwise 1 / sqrt(x).", lambda x: 1.0 / np.sqrt(x),
                  lambda g, x, y, f: g * -0.5 * y * y * y,
                  formula=lambda x, xu, call, one: f"{one} / {call('sqrt', x)}",
-                 edge=(0.0, inf, nan, -1.0, 4.0), spread=("span", 0.01, 100.0), vector_math=False),
+                 edge=(0.0, inf, nan, -1.0, 4.0), spread=("span", 0.01, 100.0), vector_math=False, flops=2),
     MathFunction("tanh", "Elementwise hyperbolic tangent.", np.tanh, lambda g, x, y, f: g * (1 - y * y), "tanh",
                  edge=(inf, -inf, nan, 0.0, 20.0, -1e-4), spread=("normal", 0.0, 5.0)),
     MathFunction("sin", "Elementwise sine.", np.sin, lambda g, x, y, f: g * f("cos", x), "sin",
@@ -93,7 +98,8 @@ FUNCTIONS: tuple[MathFunction, ...] = (
     MathFunction("sigmoid", "Elementwise logistic function 1 / (1 + exp(-x)).", _sigmoid_np,
                  lambda g, x, y, f: g * y * (1 - y),
                  formula=lambda x, xu, call, one: f"{one} / ({one} + {call('exp', '-' + xu)})",
-                 edge=(inf, -inf, nan, 0.0, -100.0, 100.0), spread=("normal", 0.0, 10.0), vector_math=False),
+                 edge=(inf, -inf, nan, 0.0, -100.0, 100.0), spread=("normal", 0.0, 10.0), vector_math=False,
+                 flops=4),
     MathFunction("log1p", "Elementwise log(1 + x), accurate for x near 0.", np.log1p,
                  lambda g, x, y, f: g / (1.0 + x), "log1p",
                  edge=(0.0, -1.0, -2.0, inf, nan, 1e-10, -1e-10, 1e30), spread=("span", -0.99, 10.0)),
@@ -156,6 +162,7 @@ class BinaryOp:
     c_infix: bool = False
     folds: bool = True
     adjoint: BinaryAdjoint | None = None  # None: no gradient flows through it (comparisons, logic, floordiv)
+    flops: int = 1  # operations per point pt.profile counts
 
 
 def _extreme_adjoint(g: Any, a_wins: Any, a: Any, b: Any, ops: Any) -> tuple[Any, Any]:
@@ -198,3 +205,97 @@ def binary_symbols(*, c_infix: bool = False, also: tuple[str, ...] = ()) -> dict
     return {
         o.name: o.symbol for o in BINARY_TABLE if o.symbol is not None and (not c_infix or o.c_infix or o.name in also)
     }
+
+
+ReduceAdjoint = Callable[[Any, Any, Any, Any], Any]
+"""``(ge, x, ye, ops) -> the cotangent of x`` for ``y = reduce(x)``: ``ge`` and ``ye`` the cotangent and the
+result broadcast back to ``x``'s shape; ``ops.where``, ``ops.binary``, ``ops.cast`` build arrays and
+``ops.over(name, a)`` is reducer ``name`` of ``a`` over the same axes, broadcast back the same way."""
+
+
+def _sum_adjoint(ge: Any, x: Any, ye: Any, ops: Any) -> Any:
+    return ge
+
+
+def _extreme_reduce_adjoint(ge: Any, x: Any, ye: Any, ops: Any) -> Any:
+    """max/min: shared equally by the elements that reach the extreme (as torch's amax/amin do)."""
+    hit = ops.cast(ops.binary("eq", x, ye), x.dtype)
+    return ge * hit / ops.over("sum", hit)
+
+
+def _prod_adjoint(ge: Any, x: Any, ye: Any, ops: Any) -> Any:
+    """prod: y / x where no element is zero, exact through zeros (the product of the others at a lone zero)."""
+    zero = ops.binary("eq", x, 0)
+    others = ops.over("prod", ops.where(zero, 1.0, x))
+    zeros = ops.over("sum", ops.cast(zero, ops.int32))
+    lone = ops.binary("and", zero, ops.binary("eq", zeros, 1))
+    return ge * ops.where(ops.binary("eq", zeros, 0), others / ops.where(zero, 1.0, x), ops.where(lone, others, 0.0))
+
+
+def _lowest(dt: Any) -> Any:
+    return -math.inf if dt.is_float else int(np.iinfo(dt.numpy).min)
+
+
+def _highest(dt: Any) -> Any:
+    return math.inf if dt.is_float else int(np.iinfo(dt.numpy).max)
+
+
+@dataclass(frozen=True)
+class Reducer:
+    """One reduction (``Reduce.op``, ``pt.reduce_<name>``): an associative combine and its identity.
+
+    ``combine`` names the :class:`BinaryOp` a reduction lowers to (``acc = acc ⊕ v``); ``identity(dt)`` is
+    the result of an empty reduction in type ``dt``; ``on_bool`` the result type of a reduction of booleans
+    (``"int32"``: it counts) or ``None`` where that is refused; ``numpy`` NumPy's reduction (the reference
+    backend and tests), ``omp`` the OpenMP reduction identifier, ``adjoint`` its rule for ``pt.grad``.
+    """
+
+    name: str
+    doc: str
+    combine: str
+    numpy: Callable[..., Any]
+    identity: Callable[[Any], Any]
+    omp: str
+    adjoint: ReduceAdjoint
+    on_bool: str | None = None
+    flops: int = 1  # operations per element reduced that pt.profile counts
+
+
+REDUCER_TABLE: tuple[Reducer, ...] = (
+    Reducer("sum", "Sum of ``expr`` over ``axis`` (one axis or a tuple); 0 when empty.", "add", np.sum,
+            lambda dt: 0.0 if dt.is_float else 0, "+", _sum_adjoint, on_bool="int32"),
+    Reducer("prod", "Product of ``expr`` over ``axis``; 1 when empty.", "mul", np.prod,
+            lambda dt: 1.0 if dt.is_float else 1, "*", _prod_adjoint, on_bool="int32"),
+    Reducer("max", "Maximum over ``axis``; NaN if any element is NaN; -inf (floats) or the smallest integer "
+            "when empty.", "maximum", np.max, _lowest, "max", _extreme_reduce_adjoint),
+    Reducer("min", "Minimum over ``axis``; NaN if any element is NaN; +inf (floats) or the largest integer "
+            "when empty.", "minimum", np.min, _highest, "min", _extreme_reduce_adjoint),
+)  # fmt: skip
+
+REDUCERS: dict[str, Reducer] = {r.name: r for r in REDUCER_TABLE}
+"""The reducers by name, in the order the IR lists them."""
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """The conversion ``Cast(x, dtype)`` (``pt.cast``, ``x.astype``): NumPy's ``astype``.
+
+    To ``bool``: ``x != 0`` (NaN is true). Float to integer truncates toward zero; a value outside the
+    integer type's range has no defined result on any backend (C's rule). Integer to integer wraps
+    around (two's complement). ``numpy(value, np_dtype)`` folds constants and is the reference
+    backend's meaning; ``adjoint(g, x, ops)`` casts the cotangent back to a floating ``x``'s type (no
+    gradient flows into an integer or boolean ``x``).
+    """
+
+    numpy: Callable[[Any, Any], Any]
+    adjoint: Callable[[Any, Any, Any], Any | None]
+    flops: int = 0  # a conversion is not counted as an arithmetic operation
+
+
+def _astype(value: Any, np_dtype: Any) -> Any:
+    with np.errstate(all="ignore"):
+        return np.asarray(value).astype(np_dtype)
+
+
+CAST = Conversion(_astype, lambda g, x, ops: ops.cast(g, x.dtype) if x.dtype.is_float else None)
+"""The conversion's entry (see :class:`Conversion`)."""

@@ -11,7 +11,7 @@ import numpy as np
 from pypto import dtypes
 from pypto.errors import TracingError
 from pypto.ir.nodes import Binary, Cast, Extent, Reduce, Unary, Where, free_axes
-from pypto.ir.ops import FUNCTIONS, MATH
+from pypto.ir.ops import FUNCTIONS, MATH, REDUCERS
 from pypto.lang.context import active_tracer
 from pypto.lang.location import user_loc
 from pypto.lang.values import NUMPY_UFUNCS, Axis, Dim, ExprProxy, to_node
@@ -164,17 +164,9 @@ def _make_reduce(op: str, fname: str, doc: str):
     return fn
 
 
-reduce_sum = _make_reduce("sum", "reduce_sum", "Sum of ``expr`` over ``axis`` (one axis or a tuple); 0 when empty.")
-reduce_prod = _make_reduce("prod", "reduce_prod", "Product of ``expr`` over ``axis``; 1 when empty.")
-reduce_max = _make_reduce(
-    "max",
-    "reduce_max",
-    "Maximum over ``axis``; NaN if any element is NaN; -inf (floats) or the smallest integer when empty.",
-)
-reduce_min = _make_reduce(
-    "min",
-    "reduce_min",
-    "Minimum over ``axis``; NaN if any element is NaN; +inf (floats) or the largest integer when empty.",
+# one function per reducer of the op table: pt.reduce_sum, pt.reduce_prod, pt.reduce_max, pt.reduce_min
+reduce_sum, reduce_prod, reduce_max, reduce_min = (
+    _make_reduce(r.name, f"reduce_{r.name}", r.doc) for r in (REDUCERS[n] for n in ("sum", "prod", "max", "min"))
 )
 reduce_mean = _make_reduce(
     "mean", "reduce_mean", "Mean over ``axis`` (sum / count, in floating point); NaN when empty."

@@ -29,6 +29,7 @@ from pypto.ir.nodes import (
     Unary,
     Where,
 )
+from pypto.ir.ops import REDUCERS
 
 
 def _is_weak(e: Expr) -> bool:
@@ -138,11 +139,12 @@ class _Typer:
         if isinstance(e, Reduce):
             body = self(e.body)
             dt = body.dtype
-            if e.op in ("sum", "prod") and dt.is_bool:
-                dt = dtypes.int32
+            if dt.is_bool:  # the op table says what a reduction of booleans gives (a count) or that it is refused
+                counted = REDUCERS[e.op].on_bool
+                if counted is None:
+                    raise self.err(e, f"reduce_{e.op} of a boolean expression", "use pt.cast(cond, pt.int32)")
+                dt = dtypes.as_dtype(counted)
                 body = _fix_const(body, dt)
-            if e.op in ("max", "min") and dt.is_bool:
-                raise self.err(e, f"reduce_{e.op} of a boolean expression", "use pt.cast(cond, pt.int32)")
             return Reduce(e.op, body, e.axes, dtype=dt, loc=e.loc)
         raise TypeError(f"infer_types: unexpected node {type(e).__name__}")
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from pypto.ir.kernel import KernelIR
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Node, Store, Unary, Where, transform
-from pypto.ir.ops import BINARY_TABLE
+from pypto.ir.ops import BINARY_TABLE, CAST
 
 _NP_BINARY = {o.name: o.numpy for o in BINARY_TABLE if o.folds}  # constant folding, in the operands' precision
 
@@ -25,10 +25,10 @@ def _const(value, like: Expr) -> Const:
 
 
 def _fold(n: Node) -> Node | None:
-    if isinstance(n, Cast) and isinstance(n.x, Const):
+    if isinstance(n, Cast) and isinstance(n.x, Const):  # the op table's conversion (pypto.ir.ops.CAST)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            v = np.array(n.x.value, dtype=n.x.dtype.numpy).astype(n.dtype.numpy)
+            v = CAST.numpy(np.array(n.x.value, dtype=n.x.dtype.numpy), n.dtype.numpy)
         return _const(v, n)
     if isinstance(n, Cast) and n.x.dtype == n.dtype:
         return n.x

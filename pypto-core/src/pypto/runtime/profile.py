@@ -7,9 +7,10 @@
 
 Kernels of ``@pt.kernel`` and of ``@pt.jit`` functions (and of custom ops called on their own) are
 counted under their names. Bytes moved are the bytes of the arrays passed (inputs read, outputs
-written, temporaries of a jit plan both); floating-point operations are counted from the kernel's
-IR (every arithmetic operation and function once per point it is computed at), an estimate of the
-work rather than a hardware count. Outside a ``with pt.profile()`` block calls are not timed.
+written, temporaries of a jit plan both); operations are counted from the kernel's IR with the
+op table's costs (:mod:`pypto.ir.ops`: each operator, function, reducer and conversion states its
+operations per point; a formula such as ``sigmoid`` counts the operations it is made of, a
+conversion none), an estimate of the work rather than a hardware count. Outside a ``with pt.profile()`` block calls are not timed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import numpy as np
 
 from pypto.hookspecs import hookimpl
 from pypto.ir.kernel import KernelIR, TensorParam
-from pypto.ir.nodes import Binary, Expr, Reduce, Unary, Where, children
+from pypto.ir.nodes import Binary, Cast, Expr, Reduce, Unary, Where, children
+from pypto.ir.ops import BINARY, CAST, MATH, REDUCERS
 from pypto.plugins import register_plugin, unregister_plugin
 
 
@@ -59,21 +61,34 @@ def _extent(a, dims: dict[str, int], extents: dict[int, Any]) -> int:
     return int(e.evaluate(dims)) if hasattr(e, "evaluate") else int(e)
 
 
+def op_cost(e: Expr) -> int:
+    """Operations one evaluation of node ``e`` counts, from the op table (0 for reads and constants)."""
+    if isinstance(e, Binary):
+        return BINARY[e.op].flops
+    if isinstance(e, Unary):
+        f = MATH.get(e.op)
+        return f.flops if f is not None else 1  # neg, abs, invert
+    if isinstance(e, Reduce):
+        return REDUCERS[e.op].flops  # per element reduced
+    if isinstance(e, Cast):
+        return CAST.flops
+    if isinstance(e, Where):
+        return 1  # a select
+    return 0
+
+
 def kernel_flops(kir: KernelIR, dims: dict[str, int]) -> float:
-    """Arithmetic operations one call performs (every operation counted once per point it is computed at)."""
+    """Operations one call performs: each node's :func:`op_cost` once per point it is computed at."""
     extents = {a.index: a.extent for a in kir.axes}
 
     def count(e: Expr, points: float, seen: set[int]) -> float:
         if id(e) in seen:
             return 0.0
         seen.add(id(e))
-        n = 0.0
         if isinstance(e, Reduce):
             inner = points * math.prod(_extent(a, dims, extents) for a in e.axes)
-            return inner + count(e.body, inner, seen)
-        if isinstance(e, (Binary, Unary, Where)):
-            n = points
-        return n + sum(count(c, points, seen) for c in children(e))
+            return op_cost(e) * inner + count(e.body, inner, seen)
+        return op_cost(e) * points + sum(count(c, points, seen) for c in children(e))
 
     total = 0.0
     for s in kir.stores:

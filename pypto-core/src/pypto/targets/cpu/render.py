@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pypto.dtypes import DType
 from pypto.ir.loops import Assign, Loop, LoopKernel, Var, Write, walk
 from pypto.ir.nodes import Binary
+from pypto.ir.ops import REDUCERS
 from pypto.targets.cstyle import CRenderer
 
 STREAM_HELPER = """\
@@ -56,7 +57,7 @@ static inline void pt_stream_bytes(void *PT_RESTRICT dst, const void *PT_RESTRIC
 }
 static inline void pt_stream_fence(void) { PT_NT_FENCE(); }"""
 
-OMP_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
+OMP_REDUCTION = {r.name: r.omp for r in REDUCERS.values()}  # the op table's OpenMP reduction identifiers
 
 
 class SimdCRenderer(CRenderer):
