@@ -141,10 +141,14 @@ def numba(session: nox.Session) -> None:
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the documentation site (the pipeline diagram drawn from pypto-core's passes); any warning (broken
-    link, page missing from the nav) fails it, and so does a page that would load anything from another host."""
-    session.install("./pypto-core", "mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10")
+    link, page missing from the nav) fails it, and so does a page that would load anything from another host.
+    Then every page is opened in a headless Chromium with other hosts unreachable (docs/check_browser.py: no
+    request elsewhere, no failed request or script error, the pipeline diagram drawn with every stage); without
+    a Chromium that check says it did not run, and fails where PYPTO_REQUIRE_BROWSER=1 (CI)."""
+    session.install("./pypto-core", "mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "playwright>=1.45")
     session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
     session.run("python", "docs/check_offline.py", "site")
+    session.run("python", "docs/check_browser.py", "site")
 
 
 @nox.session
