@@ -370,6 +370,23 @@ def test_map_kernels_get_a_grid_that_fills_the_gpu():
     assert block == (256, 1, 1) and grid == (132 * 8, 1, 1)  # enough to fill the GPU, then each thread strides
 
 
+def test_a_dropped_launcher_frees_its_device_memory():
+    import gc
+    import weakref
+
+    launcher, driver = fake_launcher(softmax)
+    x = np.ones((8, 300), np.float32)
+    with pytest.warns(pt.PerformanceWarning):
+        launcher(x, np.empty_like(x), 8, 300)
+    kept = {ptr for ptr, _ in launcher.copies.values()} | {ptr for ptr, _ in launcher.runner.temps.values()}
+    assert len(kept) >= 2 and not driver.freed
+    ref = weakref.ref(launcher)
+    del launcher
+    gc.collect()
+    assert ref() is None  # nothing the finalizer holds keeps the launcher alive
+    assert kept <= set(driver.freed)
+
+
 class FakeCudaArray:
     """An object exposing ``__cuda_array_interface__`` (what CuPy or Numba hand over)."""
 

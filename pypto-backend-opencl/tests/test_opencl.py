@@ -28,7 +28,7 @@ from pypto.testing import (
     unavailable_script,
     vector_add,
 )
-from pypto_opencl.renderer import cpu_lanes
+from pypto_opencl.target import cpu_lanes
 
 _available = get_registry().backends.get("opencl")
 pytestmark = pytest.mark.skipif(
@@ -115,6 +115,9 @@ def test_cpu_vectors_are_256_bits_of_the_widest_type_computed():
         return cpu_lanes(k.program(backend="opencl").loops)
 
     assert (lanes(vector_add), lanes(softmax), lanes(with_index), lanes(doubles)) == (8, 8, 4, 4)
+    if device().is_cpu:  # the target's vector_lanes pass records them; kernel.ir shows the stage
+        assert with_index.program(backend="opencl").loops.device.lanes == 4
+        assert "vector form printed over 4 lanes" in with_index.ir("vector_lanes", backend="opencl")
     a = np.arange(1000, dtype=np.float32)
     np.testing.assert_array_equal(with_index(a, pt.empty(1000)), a + np.arange(1000, dtype=np.float32))
 
@@ -269,11 +272,16 @@ def test_out_of_resources_reports_the_limits():
     x = np.ones((4, 8), np.float32)
     y = np.empty_like(x)
     softmax(x, y)
+    from pypto.targets.simt.runner import LaunchPolicy
+
+    class Oversized(LaunchPolicy):
+        def group(self, hint, limit):
+            return 1 << 20  # more work-items than any device allows
+
     launcher = softmax._launchers[("opencl", True)]
-    launcher.policy.group_min = launcher.policy.group_max = 1 << 20  # more work-items than any device allows
+    launcher.runner.policy = Oversized()
     try:
         with pytest.raises(LaunchError, match="device limits .*work-groups of at most"):
-            launcher.policy.group = lambda hint, limit: 1 << 20
             softmax(x, y)
     finally:
         softmax._launchers.clear()
@@ -325,21 +333,14 @@ def test_pyopencl_arrays_are_used_in_place():
 def test_gpu_style_kernels_and_group_sizes(monkeypatch, tmp_path):
     """The code and launch sizes a GPU gets (groups of 32 to 256 work-items reducing in local memory,
     rows cached in local memory), run on this device whatever it is."""
-    from pypto_opencl import launcher, plugin
-    from pypto_opencl.renderer import OpenCLRenderer
+    from pypto_opencl import launcher, target
 
     monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path))  # binaries of CPU-style code must not be reused
-    monkeypatch.setattr(plugin.OpenCLBackend, "renderer", lambda self, program: OpenCLRenderer(cpu=False))
-    setup = launcher.GroupPolicy.__init__
-
-    def gpu_policy(self, dev):
-        setup(self, dev)
-        self.cpu, self.group_min, self.group_max, self.map_items, self.cache_rows = False, 32, 256, 256, True
-
-    monkeypatch.setattr(launcher.GroupPolicy, "__init__", gpu_policy)
-    fits = launcher.OpenCLLauncher._fits
+    monkeypatch.setattr(target, "device_is_cpu", lambda: False)  # vector_lanes records 1: GPU-style code
+    monkeypatch.setattr(launcher, "policy_for", lambda dev: launcher.GPU_POLICY)
+    fits = launcher._Kernel.fits
     cached = []
-    monkeypatch.setattr(launcher.OpenCLLauncher, "_fits", lambda self, *a: cached.append(fits(self, *a)) or cached[-1])
+    monkeypatch.setattr(launcher._Kernel, "fits", lambda self, *a: cached.append(fits(self, *a)) or cached[-1])
     rng = np.random.default_rng(11)
     sm = pt.kernel(softmax.fn)
     for shape in [(3, 7), (64, 1031), (2, 150_000)]:

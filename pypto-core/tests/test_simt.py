@@ -57,11 +57,15 @@ def simt_loops(kernel):
     return kernel.compilation(target="simt").for_target(get_target("simt"))
 
 
-def render(kernel, **settings):
+def render(kernel, lanes=1, **settings):
+    """The device code and plan for ``kernel``; ``lanes`` as a target's pass would record them (OpenCL's on CPUs)."""
+    import dataclasses
+
     r = SimtRenderer()
     for key, value in settings.items():
         setattr(r, key, value)
-    return r.render_device(simt_loops(kernel))
+    k = simt_loops(kernel)
+    return r.render_device(dataclasses.replace(k, device=dataclasses.replace(k.device, lanes=lanes)))
 
 
 def kinds(plan: LaunchPlan) -> list[str]:
@@ -405,3 +409,101 @@ def test_simt_backend_renders_without_its_device_and_remembers_why_it_is_missing
     assert source.extras["plan"].kernels[0].name == "vector_add_k0"  # the plan travels as data
     assert "pypto launch plan" in source.display  # and is shown to readers of get_code
     assert b.spec.name == "missinggpu" and b.spec.probe == b.availability
+
+
+# -- running a plan: the runner shared by the SIMT launchers --------------------------------------------
+
+
+class _Kernel:
+    """A device kernel as the runner sees it: a 1024-thread limit and 64 KiB of local memory."""
+
+    def __init__(self, launch):
+        self.launch, self.max_threads = launch, 1024
+        self.cached = _Kernel(launch.cached) if launch.cached is not None else None
+
+    def local_sizes(self, threads, counts):
+        return tuple(b.itemsize * (threads if b.per_thread else max(c, 1)) for b, c in zip(self.launch.local, counts))
+
+    def fits(self, local):
+        return sum(local) <= 64 * 1024
+
+
+class _Device:
+    """Records what the runner asks of a device (allocations are integers, nothing runs)."""
+
+    synchronous = False
+
+    def __init__(self):
+        self.log, self.next, self.freed = [], 0, []
+
+    def alloc(self, nbytes):
+        self.next += 1
+        return (self.next, nbytes)
+
+    def free(self, handle):
+        self.freed.append(handle)
+
+    def host_buffer(self, array):
+        return None
+
+    def upload(self, handle, array, stream):
+        self.log.append(("upload", handle, stream))
+
+    def download(self, array, handle, stream):
+        self.log.append(("download", handle, stream))
+
+    def publish(self, array, handle, stream):
+        raise AssertionError("host arrays are copied")
+
+    def launch(self, launch, stream):
+        self.log.append(("launch", launch.kernel.launch.name, launch.blocks, launch.threads, launch.local, stream))
+
+    def synchronize(self, stream):
+        self.log.append(("sync", stream))
+
+
+def _runner(kernel, policy):
+    from pypto.targets.simt.runner import PlanRunner
+
+    _, plan = render(kernel)
+    dev = _Device()
+    return PlanRunner(kernel.program(), plan, dev, [_Kernel(k) for k in plan.kernels], policy, lambda n, v: v), dev
+
+
+def test_the_plan_runner_sizes_launches_from_the_policy():
+    from pypto.targets.simt.runner import LaunchPolicy
+
+    gpu = LaunchPolicy(map_threads=256, stride_blocks=64, group_min=32, group_max=1024, points_per_thread=4)
+    assert gpu.group(16384, 1024) == 1024 and gpu.group(300, 1024) == 128 and gpu.group(7, 1024) == 32
+    assert gpu.group(16384, 512) == 512  # the kernel's limit
+    cpu = LaunchPolicy(map_threads=1024, group_min=1, group_max=64, long_rows=16384, cache_rows=False)
+    assert cpu.group(300, 1024) == 1 and cpu.group(16384, 1024) == 64
+    assert gpu.map_block((5, 1000), 1024) == (8, 32) and gpu.map_block((1 << 20,), 128) == (128,)
+
+    run, dev = _runner(sum_exp, gpu)
+    x, out = np.ones(100_000, np.float32), np.zeros(1, np.float32)
+    launches, copied = run.run([x, out, 100_000], stream=7)
+    assert launches is None and copied == [("x", x.nbytes), ("out", 4)]  # host arrays: copied and waited for
+    stages = [e for e in dev.log if e[0] == "launch"]
+    assert [(e[2], e[3]) for e in stages] == [((7,), (1024,)), ((1,), (32,))]  # 7 blocks of 16384 points, then 7
+    assert [e[0] for e in dev.log] == ["upload", "upload", "launch", "launch", "download", "sync"]
+    assert all(e[-1] == 7 for e in dev.log)  # everything on the call's stream
+    kept, temps = dict(run.copies), {h for h, _ in run.temps.values()}
+    run.run([x, out, 100_000], stream=7)
+    assert run.copies == kept and not dev.freed  # buffers kept between calls
+    run.run([np.ones(200_000, np.float32), out, 200_000], stream=7)
+    assert set(dev.freed) == {kept[0][0], *temps}  # x grew, and so did the partials (13 blocks): both replaced
+
+
+def test_the_plan_runner_takes_cached_rows_where_they_fit():
+    from pypto.targets.simt.runner import LaunchPolicy
+
+    run, dev = _runner(softmax, LaunchPolicy(group_max=1024, points_per_thread=4))
+    run.run([np.ones((4, 2048), np.float32), np.empty((4, 2048), np.float32), 4, 2048])
+    (rows,) = [e for e in dev.log if e[0] == "launch"]
+    assert rows[1].endswith("_rows") and rows[2:4] == ((4,), (512,))  # 2048 points, 4 per thread
+    assert sorted(rows[4])[-2:] == [2048 * 4, 2048 * 4]  # both rows of 2048 float32 in local memory
+    dev.log.clear()
+    run.run([np.ones((4, 20_000), np.float32), np.empty((4, 20_000), np.float32), 4, 20_000])
+    (plain,) = [e for e in dev.log if e[0] == "launch"]
+    assert not plain[1].endswith("_rows")  # 160 KB of rows: more than the device's 64 KiB

@@ -31,7 +31,8 @@ from pypto.backend_api import Artifact, Program
 from pypto.errors import LaunchError, PerformanceWarning
 from pypto.runtime.stream import current_stream
 from pypto.targets.simt.args import DeviceArray, DeviceBinder
-from pypto.targets.simt.plan import GROUPS, MAP, KernelLaunch, LaunchPlan, pow2_at_least
+from pypto.targets.simt.plan import KernelLaunch, LaunchPlan
+from pypto.targets.simt.runner import Launch, LaunchPolicy, PlanRunner
 
 from . import arrays as views
 from . import driver as drv
@@ -50,22 +51,13 @@ _CTYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "lo
            "int8": "signed char", "uint8": "unsigned char", "int16": "short", "float16": "unsigned short"}  # fmt: skip
 
 
-def block_for_map(extents: Sequence[int], limit: int) -> tuple[int, int, int]:
-    """Threads per block for a map kernel: the innermost dimension first, whole warps if it is long."""
-    room = min(MAP_THREADS, limit)
-    block = []
-    for e in extents:
-        size = max(1, min(pow2_at_least(e), room))
-        block.append(size)
-        room = max(1, room // size)
-    return (*block, *([1] * (3 - len(block))))  # type: ignore[return-value]
-
-
-def group_size(hint: int | None, limit: int) -> int:
-    """Threads for a block sharing a row of ``hint`` points: about :data:`POINTS_PER_THREAD` each, whole warps."""
-    want = pow2_at_least(-(-hint // POINTS_PER_THREAD)) if hint else GROUP_MAX
-    cap = 1 << (max(WARP, limit).bit_length() - 1)
-    return max(GROUP_MIN, min(want, GROUP_MAX, cap))
+def policy_for(dev: CudaDevice) -> LaunchPolicy:
+    """The launch sizes on ``dev`` (see :mod:`pypto.targets.simt.runner`): map blocks of 256 threads, one-dimensional
+    maps striding over :data:`MAP_BLOCKS_PER_SM` blocks per multiprocessor, a row's block of whole warps with about
+    :data:`POINTS_PER_THREAD` points per thread, rows kept in shared memory where they fit."""
+    return LaunchPolicy(map_threads=MAP_THREADS, stride_blocks=dev.multiprocessors * MAP_BLOCKS_PER_SM,
+                        max_blocks=MAX_GRID, group_min=GROUP_MIN, group_max=GROUP_MAX,
+                        points_per_thread=POINTS_PER_THREAD, cache_rows=True)  # fmt: skip
 
 
 def resolve_stream(args: Sequence[Any], ordinal: int, lib: str | None = None) -> int:
@@ -79,7 +71,8 @@ def resolve_stream(args: Sequence[Any], ordinal: int, lib: str | None = None) ->
 
 
 class _Function:
-    """A kernel of the module, its resource limits and the slots its arguments are passed in."""
+    """A kernel of the module, its resource limits and the slots its arguments are passed in (the runner's
+    :class:`~pypto.targets.simt.runner.DeviceKernel`)."""
 
     def __init__(self, dev: CudaDevice, module: Any, launch: KernelLaunch, ctypes_of: dict[str, str]):
         d = dev.driver
@@ -96,19 +89,19 @@ class _Function:
         self.params = ffi.new("void *[]", [ffi.cast("void *", s) for s in self.slots] + [ffi.NULL])
         self.cached = _Function(dev, module, launch.cached, ctypes_of) if launch.cached is not None else None
 
-    def shared_bytes(self, counts: Sequence[int]) -> int:
-        """Dynamic shared memory for the cached rows (``counts``: elements of each local buffer)."""
+    def local_sizes(self, threads: int, counts: Sequence[int]) -> tuple[int, ...]:
+        """Dynamic shared memory of the cached rows, 16-byte aligned (per-thread scratch is static in CUDA)."""
         local = self.launch.local
-        return sum((max(c, 1) * b.itemsize + 15) // 16 * 16 for b, c in zip(local, counts) if not b.per_thread)
+        return tuple((max(c, 1) * b.itemsize + 15) // 16 * 16 for b, c in zip(local, counts) if not b.per_thread)
+
+    def fits(self, local: Sequence[int]) -> bool:
+        return sum(local) <= self.shared_limit
 
 
-def _release(driver: Any, module: Any, pools: list[dict]) -> None:
+def _release(driver: Any, module: Any, runner: PlanRunner) -> None:
     """Free a collected launcher's device memory and module (also at exit, when the driver may be gone)."""
     try:
-        for pool in pools:
-            for ptr, _ in pool.values():
-                driver.free(ptr)
-            pool.clear()
+        runner.release()
         driver.unload_module(module)
     except Exception:  # noqa: BLE001 - the process may be shutting down; nothing to report to
         pass
@@ -121,46 +114,45 @@ class CudaLauncher:
         self.dev = dev
         self.driver = dev.driver
         self.name = program.name
-        self.plan = LaunchPlan.from_json(artifact.metadata["plan"])
-        self.sizer = self.plan.sizer()
+        plan = LaunchPlan.from_json(artifact.metadata["plan"])
         args = program.loops.args
         ctypes_of = {
             a.name: "unsigned long long" if a.kind == "buffer" else "long long" if a.kind == "dim"
             else _CTYPES[a.dtype.name] for a in args
         }  # fmt: skip
-        ctypes_of.update({b.name: "unsigned long long" for b in self.plan.buffers})
+        ctypes_of.update({b.name: "unsigned long long" for b in plan.buffers})
         data = artifact.data
         if artifact.metadata.get("format") == "ptx" and not data.endswith(b"\0"):
             data += b"\0"  # the driver reads PTX as a C string
         pushed = dev.enter()
         try:
             self.module = self.driver.load_module(data)
-            self.functions = [_Function(dev, self.module, k, ctypes_of) for k in self.plan.kernels]
+            self.functions = [_Function(dev, self.module, k, ctypes_of) for k in plan.kernels]
         except CudaError as e:
             raise LaunchError(
                 f"kernel '{self.name}': the compiled module cannot be loaded on {dev.name}: {e}"
             ) from None
         finally:
             dev.leave(pushed)
-        pos = {a.name: i for i, a in enumerate(args)}
-        self.buffers = [(i, a.name, a.role) for i, a in enumerate(args) if a.kind == "buffer"]
-        self.inputs = [pos[n] for n in self.plan.inputs]
-        self.values = {a.name: i for i, a in enumerate(args) if a.kind != "buffer"}
-        self.bools = {a.name for a in args if a.kind == "scalar" and a.dtype.is_bool}
-        self.itemsize = {
-            b.name: np.dtype(b.dtype if b.dtype != "bool" else "uint8").itemsize for b in self.plan.buffers
-        }
-        self.copies: dict[int, tuple[int, int]] = {}  # argument index -> reused device allocation (ptr, bytes)
-        self.temps: dict[tuple[int, str], tuple[int, int]] = {}  # (stream, plan buffer) -> allocation
+        bools = {a.name for a in args if a.kind == "scalar" and a.dtype.is_bool}
+        self.gpu = _Gpu(self)
+        self.runner = PlanRunner(program, plan, self.gpu, self.functions, policy_for(dev),
+                                 lambda name, v: int(bool(v)) if name in bools else v)  # fmt: skip
         self.binder = DeviceBinder(program)
         self.lock = threading.Lock()
         self.warned = False
         self._event: Any = None
-        self.memo: dict[tuple, list[tuple]] = {}  # (argument signatures, stream) -> the launches of that call
+        self.memo: dict[tuple, list[Launch]] = {}  # (argument signatures, stream) -> the launches of that call
+        self.runner.on_free = self.memo.clear  # remembered launches may name a freed allocation
         self.follows = False  # calls may name producer streams (version-3 array interfaces)
         params = program.contract.params if program.contract is not None else ()
         self.outputs = [k for k, p in enumerate(params) if getattr(p, "role", "in") != "in" and hasattr(p, "ndim")]
-        weakref.finalize(self, _release, self.driver, self.module, [self.copies, self.temps])
+        weakref.finalize(self, _release, self.driver, self.module, self.runner)
+
+    @property
+    def copies(self) -> dict[int, tuple[int, int]]:
+        """Device allocations kept for host arguments (argument index -> (pointer, bytes))."""
+        return self.runner.copies
 
     # -- entry points ------------------------------------------------------------------------------------
     def __call__(self, *args: Any) -> None:
@@ -229,84 +221,29 @@ class CudaLauncher:
             finally:
                 self.dev.leave(pushed)
 
-    # -- device memory ----------------------------------------------------------------------------------------
-    def _reused(self, store: dict, key: Any, nbytes: int) -> int:
-        buf = store.get(key)
-        if buf is None or buf[1] < nbytes:
-            if buf is not None:
-                self.driver.free(buf[0])
-                del store[key]
-                self.memo.clear()  # remembered launches may name the freed allocation
-            size = max(int(nbytes), 1)
-            store[key] = buf = (self.driver.alloc(size), size)
-        return buf[0]
-
     # -- one call --------------------------------------------------------------------------------------------
-    def _run(self, args: Sequence[Any], stream: int) -> list[tuple] | None:
-        """One call: copies of host arrays in, the launches, copies out. Returns the launches made (to be
-        replayed by calls with the same signature), or None when host arrays were copied."""
-        d = self.driver
-        s = d.stream(stream)
+    def _run(self, args: Sequence[Any], stream: int) -> list[Launch] | None:
+        """One call through the plan runner. Returns the launches made (to be replayed by calls with the same
+        signature), or None when host arrays were copied."""
         pushed = self.dev.enter()
         try:
-            sizes = self.sizer([args[i] for i in self.inputs])
-            mem: dict[str, int] = {}
-            back: list[tuple[np.ndarray, int]] = []
-            copied: list[tuple[str, int]] = []
-            for i, name, role in self.buffers:
-                a = args[i]
-                if isinstance(a, DeviceArray):
-                    if a.handle is not None:
-                        mem[name] = a.handle
-                        continue
-                    a = a.array
-                alloc = self._reused(self.copies, i, a.nbytes)
-                copied.append((name, a.nbytes))
-                if a.nbytes:
-                    d.htod(alloc, a.ctypes.data, a.nbytes, s)
-                    if role != "in":
-                        back.append((a, alloc))
-                mem[name] = alloc
-            if copied and not self.warned:
-                self._warn_copies(copied)
-            for b, count in zip(self.plan.buffers, sizes.buffers):
-                mem[b.name] = self._reused(self.temps, (stream, b.name), max(count, 1) * self.itemsize[b.name])
-            launches = []
-            for n, f in enumerate(self.functions):
-                if not sizes.active[n]:
-                    continue
-                extents = sizes.extents[n]
-                if f.launch.kind != "single" and (not extents or 0 in extents):
-                    continue
-                launches.append(self._configure(f, extents, sizes.hints[n], sizes.local[n], mem, args))
-            self._launch_all(launches, s)
-            if copied:  # host arrays: the call returns with their results
-                for a, alloc in back:
-                    d.dtoh(a.ctypes.data, alloc, a.nbytes, s)
-                d.stream_synchronize(s)
-                return None
-            return launches
+            launches, copied = self.runner.run(args, stream)
         except CudaError as e:
             raise LaunchError(f"kernel '{self.name}' on {self.dev.name}: {e}") from None
         finally:
             self.dev.leave(pushed)
+        if copied and not self.warned:
+            self._warn_copies(copied)
+        return launches
 
-    def _replay(self, launches: list[tuple], stream: int) -> None:
+    def _replay(self, launches: list[Launch], stream: int) -> None:
         pushed = self.dev.enter()
         try:
-            self._launch_all(launches, self.driver.stream(stream))
+            launch = self.gpu.launch
+            for one in launches:
+                launch(one, stream)
         finally:
             self.dev.leave(pushed)
-
-    def _launch_all(self, launches: list[tuple], stream: Any) -> None:
-        d = self.driver
-        for f, grid, block, shared, values in launches:
-            for slot, v in zip(f.slots, values):
-                slot[0] = v
-            try:
-                d.launch(f.fn, grid, block, shared, stream, f.params, f.slots)
-            except CudaError as e:
-                raise LaunchError(self._explain(f.launch, grid, block, shared, e)) from None
 
     def _warn_copies(self, copied: list[tuple[str, int]]) -> None:
         self.warned = True
@@ -320,49 +257,47 @@ class CudaLauncher:
             stacklevel=_user_stacklevel(),
         )
 
-    def _configure(self, f: _Function, extents: tuple[int, ...], hint: int | None, counts: tuple[int, ...],
-                   mem: dict[str, int], args: Sequence[Any]) -> tuple:  # fmt: skip
-        """One launch of a call: the function (or its cached-rows variant), grid, block, shared memory, values."""
-        launch = f.launch
-        shared = 0
-        if launch.kind == MAP:
-            block = block_for_map(extents, f.max_threads)
-            grid = tuple(min(-(-e // b), cap) for e, b, cap in zip(extents, block, MAX_GRID))
-            if len(extents) == 1:  # grid-stride: each thread takes several points, its loop unrolled
-                grid = (min(grid[0], self.dev.multiprocessors * MAP_BLOCKS_PER_SM),)
-            grid = (*grid, *([1] * (3 - len(grid))))
-        elif launch.group:  # tiles, columns: blocks of the kernel's shape; no striding, so the grid must cover them
-            block = (*launch.group, *([1] * (3 - len(launch.group))))
-            grid = tuple(-(-e // b) for e, b in zip(extents, block))
-            grid = (*grid, *([1] * (3 - len(grid))))
-            if any(g > cap for g, cap in zip(grid, MAX_GRID)):
-                raise LaunchError(
-                    f"kernel '{self.name}': '{launch.name}' needs a grid of {grid} blocks of {block} threads, more than "
-                    f"CUDA's limit of {MAX_GRID}; split the contraction into smaller calls"
-                )
-        else:
-            size = 1 if launch.serial else group_size(hint, f.max_threads)
-            if f.cached is not None and size <= f.cached.max_threads:
-                need = f.cached.shared_bytes(counts)
-                if need <= f.cached.shared_limit:
-                    f, launch, shared = f.cached, f.cached.launch, need
-                    self._opt_in(f, shared)
-            block = (size, 1, 1)
-            grid = (min(extents[0], MAX_GRID[0]) if launch.kind == GROUPS else 1, 1, 1)  # groups stride past it
-        values = []
-        for p in launch.params:
-            if p in mem:
-                values.append(mem[p])
-            else:
-                v = args[self.values[p]]
-                values.append(int(bool(v)) if p in self.bools else v)
-        return f, grid, block, shared, tuple(values)
 
-    def _opt_in(self, f: _Function, shared: int) -> None:
-        """Let a kernel use more dynamic shared memory than the default 48 KiB (once per size)."""
-        if shared > f.opted_in:
+class _Gpu:
+    """The device protocol of :class:`~pypto.targets.simt.runner.PlanRunner` on the GPU: allocations, copies and
+    launches on the call's stream (a stream handle; launches are not waited for)."""
+
+    synchronous = False
+
+    def __init__(self, launcher: CudaLauncher):
+        self.dev, self.name = launcher.dev, launcher.name
+        self.driver = d = launcher.dev.driver
+        self.alloc, self.free = d.alloc, d.free
+
+    def host_buffer(self, array: np.ndarray) -> None:
+        return None  # host memory is always copied
+
+    def upload(self, handle: int, array: np.ndarray, stream: int) -> None:
+        self.driver.htod(handle, array.ctypes.data, array.nbytes, self.driver.stream(stream))
+
+    def download(self, array: np.ndarray, handle: int, stream: int) -> None:
+        self.driver.dtoh(array.ctypes.data, handle, array.nbytes, self.driver.stream(stream))
+
+    def publish(self, array: np.ndarray, handle: int, stream: int) -> None:
+        raise AssertionError("CUDA copies host arrays: nothing to publish")
+
+    def synchronize(self, stream: int) -> None:
+        self.driver.stream_synchronize(self.driver.stream(stream))
+
+    def launch(self, launch: Launch, stream: int) -> None:
+        f = launch.kernel
+        for slot, v in zip(f.slots, launch.values):
+            slot[0] = v
+        shared = sum(launch.local)
+        if shared > f.opted_in:  # more dynamic shared memory than the default 48 KiB: opt in (once per size)
             self.driver.set_function_attribute(f.fn, drv.FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
             f.opted_in = shared
+        grid = (*launch.blocks, *([1] * (3 - len(launch.blocks))))
+        block = (*launch.threads, *([1] * (3 - len(launch.threads))))
+        try:
+            self.driver.launch(f.fn, grid, block, shared, self.driver.stream(stream), f.params, f.slots)
+        except CudaError as e:
+            raise LaunchError(self._explain(f.launch, grid, block, shared, e)) from None
 
     def _explain(self, launch: KernelLaunch, grid: tuple, block: tuple, shared: int, e: Exception) -> str:
         d = self.dev

@@ -1,14 +1,14 @@
-"""Running a built program: device buffers, work sizes from the launch plan, and the launches.
+"""Running a built program: the core's plan runner (:mod:`pypto.targets.simt.runner`) on an OpenCL queue.
 
-Host arrays reach the device without copies where the device shares host memory (CPU devices
-such as PoCL: the array is wrapped with ``CL_MEM_USE_HOST_PTR``); elsewhere each argument has a
-device buffer that is kept between calls and only reallocated when an argument grows.
-Temporaries and device scalars of the plan are kept the same way.
+This module gives the runner its device (buffers, copies, one ``clEnqueueNDRangeKernel``) and its launch
+sizes (:data:`CPU_POLICY`, :data:`GPU_POLICY`). Host arrays reach the device without copies where the
+device shares host memory (CPU devices such as PoCL: the array is wrapped with ``CL_MEM_USE_HOST_PTR``);
+elsewhere each argument has a device buffer that is kept between calls and only reallocated when an
+argument grows. Temporaries and device scalars of the plan are kept the same way.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -18,64 +18,53 @@ import numpy as np
 from pypto.backend_api import Artifact, Program
 from pypto.errors import ArgumentError, LaunchError
 from pypto.targets.simt.args import DeviceArray, DeviceBinder
-from pypto.targets.simt.plan import GROUPS, MAP, KernelLaunch, LaunchPlan, pow2_at_least, pow2_at_most
+from pypto.targets.simt.plan import KernelLaunch, LaunchPlan
+from pypto.targets.simt.runner import Launch, LaunchPolicy, PlanRunner
 
 from .build import load_program
 from .device import Device
 
+CPU_POLICY = LaunchPolicy(map_threads=1024, group_min=1, group_max=64, long_rows=16384, cache_rows=False)
+"""CPU devices run a group's work-items as a loop over vector code: a row is best done by one work-item
+(then the group's reduction needs no barrier), a long block (the first stage of a full reduction) by a
+few dozen; fixed sizes also spare PoCL a kernel compilation per new size. Rows are not copied to local
+memory there: the CPU's caches hold them."""
 
-class GroupPolicy:
-    """How many work-items a group gets, and how many groups run.
+GPU_POLICY = LaunchPolicy(map_threads=256, group_min=32, group_max=256, points_per_thread=1, cache_rows=True)
+"""GPUs: enough work-items for the row (a power of two between 32 and 256), one group per iteration."""
 
-    GPUs: enough work-items for the row (a power of two between 32 and 256), one group per
-    iteration. CPU devices run a group's work-items as a loop over vector code: a row is best
-    done by one work-item (then the group's reduction needs no barrier), a long block (the first
-    stage of a full reduction) by a few dozen; fixed sizes also spare PoCL a kernel compilation
-    per new size. Rows are not copied to local memory there: the CPU's caches hold them.
-    """
 
-    def __init__(self, dev: Device):
-        self.cpu = dev.is_cpu
-        self.group_min, self.group_max = (1, 64) if dev.is_cpu else (32, 256)
-        self.long_rows = 16384  # CPU devices: rows at least this long get group_max work-items
-        self.map_items = 1024 if dev.is_cpu else 256
-        self.max_groups = 2**31 - 1
-        self.cache_rows = not dev.is_cpu
-
-    def group(self, hint: int | None, limit: int) -> int:
-        if self.cpu:
-            want = self.group_max if hint is not None and hint >= self.long_rows else self.group_min
-        else:
-            want = pow2_at_least(hint) if hint else self.group_max
-        return max(1, min(max(want, self.group_min), self.group_max, pow2_at_most(limit)))
-
-    def groups(self, iterations: int) -> int:
-        return max(1, min(iterations, self.max_groups))
-
-    def map(self, extents: Sequence[int], limit: int) -> tuple[int, ...]:
-        room = min(self.map_items, pow2_at_most(limit))
-        local = []
-        for e in extents:
-            size = max(1, min(pow2_at_least(e), room))
-            local.append(size)
-            room = max(1, room // size)
-        return tuple(local)
+def policy_for(dev: Device) -> LaunchPolicy:
+    """The launch sizes for ``dev`` (see :mod:`pypto.targets.simt.runner`)."""
+    return CPU_POLICY if dev.is_cpu else GPU_POLICY
 
 
 class _Kernel:
-    """A plan entry with its built kernel object and the device's limit for it."""
+    """A plan entry with its built kernel object and the device's limits for it."""
 
     def __init__(self, cl: Any, prg: Any, dev: Device, launch: KernelLaunch):
         self.launch = launch
         self.kernel = cl.Kernel(prg, launch.name)
         info = cl.kernel_work_group_info
-        self.max_group = int(self.kernel.get_work_group_info(info.WORK_GROUP_SIZE, dev.device))
+        self.max_threads = int(self.kernel.get_work_group_info(info.WORK_GROUP_SIZE, dev.device))
         self.static_local = int(self.kernel.get_work_group_info(info.LOCAL_MEM_SIZE, dev.device))
+        self.local_limit = dev.local_mem_size
         self.cached = _Kernel(cl, prg, dev, launch.cached) if launch.cached is not None else None
+
+    def local_sizes(self, threads: int, counts: Sequence[int]) -> tuple[int, ...]:
+        """Bytes of each ``__local`` argument: per work-item scratch, or the plan's element counts (cached rows)."""
+        local = self.launch.local
+        if len(counts) != len(local):
+            counts = (1,) * len(local)
+        return tuple(b.itemsize * (threads if b.per_thread else max(c, 1)) for b, c in zip(local, counts))
+
+    def fits(self, local: Sequence[int]) -> bool:
+        return sum(local) + self.static_local <= self.local_limit
 
 
 class OpenCLLauncher:
-    """Runs one compiled kernel on validated arguments (arrays, scalars, dims in loop-IR order)."""
+    """Runs one compiled kernel on validated arguments (arrays, scalars, dims in loop-IR order): the core's
+    plan runner over this module's device protocol (:class:`_Queue`)."""
 
     def __init__(self, program: Program, artifact: Artifact, dev: Device, options: list[str]):
         import pyopencl as cl
@@ -83,28 +72,24 @@ class OpenCLLauncher:
         self.cl = cl
         self.dev = dev
         self.name = program.name
-        self.plan = LaunchPlan.from_json(artifact.metadata["plan"])
-        self.sizer = self.plan.sizer()
+        plan = LaunchPlan.from_json(artifact.metadata["plan"])
         prg = load_program(dev, artifact.data, options)
-        self.kernels = [_Kernel(cl, prg, dev, k) for k in self.plan.kernels]
-        args = program.loops.args
-        pos = {a.name: i for i, a in enumerate(args)}
-        self.buffers = [(i, a.name, a.role) for i, a in enumerate(args) if a.kind == "buffer"]
-        self.inputs = [pos[n] for n in self.plan.inputs]
-        self.values: dict[str, tuple[int, Any]] = {}  # scalar or dim name -> (argument index, NumPy type)
-        for i, a in enumerate(args):
+        kernels = [_Kernel(cl, prg, dev, k) for k in plan.kernels]
+        types: dict[str, Any] = {}  # scalar or dim name -> the NumPy type the kernel takes it as
+        for a in program.loops.args:
             if a.kind == "scalar":
-                self.values[a.name] = (i, np.uint8 if a.dtype.is_bool else a.dtype.numpy.type)
+                types[a.name] = np.uint8 if a.dtype.is_bool else a.dtype.numpy.type
             elif a.kind == "dim":
-                self.values[a.name] = (i, np.int64)
-        self.policy = GroupPolicy(dev)
-        self.copies: dict[int, Any] = {}  # argument index -> reused device buffer
-        self.temps: dict[str, Any] = {}
-        self.itemsize = {
-            b.name: np.dtype(b.dtype if b.dtype != "bool" else "uint8").itemsize for b in self.plan.buffers
-        }
+                types[a.name] = np.int64
+        self.runner = PlanRunner(program, plan, _Queue(cl, dev, self.name), kernels, policy_for(dev),
+                                 lambda name, v: types[name](v))  # fmt: skip
         self.binder = DeviceBinder(program)
         self.lock = threading.Lock()
+
+    @property
+    def copies(self) -> dict[int, Any]:
+        """Device buffers kept for host arguments (argument index -> (buffer, bytes))."""
+        return self.runner.copies
 
     # -- device arrays -------------------------------------------------------------------------------
     def fast_entry(self, *args: Any) -> Any:
@@ -153,114 +138,64 @@ class OpenCLLauncher:
         return DeviceArray(handle, value, value.dtype, tuple(value.shape), contiguous, base.int_ptr,
                            value.offset, value.nbytes)  # fmt: skip
 
-    # -- device memory -----------------------------------------------------------------------------
-    def _alloc(self, nbytes: int) -> Any:
-        return self.cl.Buffer(self.dev.context, self.cl.mem_flags.READ_WRITE, max(int(nbytes), 1))
-
-    def _reused(self, store: dict, key: Any, nbytes: int) -> Any:
-        buf = store.get(key)
-        if buf is None or buf.size < nbytes:
-            buf = store[key] = self._alloc(nbytes)
-        return buf
-
-    def _argument(self, i: int, arr: np.ndarray) -> tuple[Any, bool]:
-        """The device buffer for argument ``i`` and whether it is the host memory itself."""
-        cl = self.cl
-        if arr.nbytes and self.dev.unified_memory:
-            try:
-                flags = cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR
-                return cl.Buffer(self.dev.context, flags, hostbuf=arr), True
-            except (cl.Error, TypeError, ValueError, BufferError):
-                pass  # a read-only or odd array: copy it like on a discrete device
-        buf = self._reused(self.copies, i, arr.nbytes)
-        if arr.nbytes:
-            cl.enqueue_copy(self.dev.queue, buf, arr, is_blocking=False)
-        return buf, False
-
     # -- one call ------------------------------------------------------------------------------------
     def __call__(self, *args: Any) -> None:
         with self.lock:
-            self._run(args)
+            self.runner.run(args)
 
-    def _run(self, args: Sequence[Any]) -> None:
-        cl, queue = self.cl, self.dev.queue
-        sizes = self.sizer([args[i] for i in self.inputs])
-        mem: dict[str, Any] = {}
-        shared: list[tuple[np.ndarray, Any]] = []
-        copied: list[tuple[np.ndarray, Any]] = []
-        for i, name, role in self.buffers:
-            arr = args[i]
-            if isinstance(arr, DeviceArray):
-                mem[name] = arr.handle if arr.nbytes else self._reused(self.copies, i, 1)
-                continue
-            buf, in_place = self._argument(i, arr)
-            mem[name] = buf
-            if role != "in" and arr.nbytes:
-                (shared if in_place else copied).append((arr, buf))
-        for b, count in zip(self.plan.buffers, sizes.buffers):
-            mem[b.name] = self._reused(self.temps, b.name, max(count, 1) * self.itemsize[b.name])
-        for n, k in enumerate(self.kernels):
-            if not sizes.active[n]:
-                continue
-            extents = sizes.extents[n]
-            if k.launch.kind != "single" and (not extents or 0 in extents):
-                continue
-            self._launch(k, extents, sizes.hints[n], sizes.local[n], mem, args)
-        for arr, buf in copied:
-            cl.enqueue_copy(queue, arr, buf, is_blocking=False)
-        for arr, buf in shared:  # make the results visible in host memory (a no-op on CPU devices)
-            mapped, _ = cl.enqueue_map_buffer(queue, buf, cl.map_flags.READ, 0, (arr.nbytes,), np.uint8,
-                                              is_blocking=False)  # fmt: skip
-            mapped.base.release(queue)
-        queue.finish()
 
-    def _launch(self, k: _Kernel, extents: tuple[int, ...], hint: int | None, counts: tuple[int, ...],
-                mem: dict[str, Any], args: Sequence[Any]) -> None:  # fmt: skip
-        launch = k.launch
-        if launch.kind == MAP:
-            if launch.width > 1:  # each work-item takes that many consecutive points of dimension 0
-                extents = (-(-extents[0] // launch.width), *extents[1:])
-            local = self.policy.map(extents, k.max_group)
-            glob = tuple(-(-e // lsz) * lsz for e, lsz in zip(extents, local))
-        elif launch.group:  # tiles, columns: work-groups of the shape the kernel was written for
-            local = launch.group[: len(extents)]
-            if math.prod(local) > k.max_group:
-                raise LaunchError(
-                    f"kernel '{self.name}': '{launch.name}' needs work-groups of {local} work-items; device "
-                    f"'{self.dev.name}' runs at most {k.max_group} per group for this kernel; run it on another "
-                    "device (PYOPENCL_CTX) or backend"
-                )
-            glob = tuple(-(-e // lsz) * lsz for e, lsz in zip(extents, local))
-        else:
-            size = 1 if launch.serial else self.policy.group(hint, k.max_group)
-            if k.cached is not None and self.policy.cache_rows and self._fits(k.cached, size, counts):
-                k, launch = k.cached, k.cached.launch
-            local = (size,)
-            glob = (size * (self.policy.groups(extents[0]) if launch.kind == GROUPS else 1),)
-        values = []
-        for p in launch.params:
-            if p in mem:
-                values.append(mem[p])
-            else:
-                i, t = self.values[p]
-                values.append(t(args[i]))
-        nbytes = self._local_bytes(launch, local[0], counts if launch.cached is None else counts)
-        values += [self.cl.LocalMemory(max(n, 1)) for n in nbytes]
+class _Queue:
+    """The device protocol of :class:`~pypto.targets.simt.runner.PlanRunner` on one OpenCL queue (every call
+    waits for its work: ``synchronous``)."""
+
+    synchronous = True
+
+    def __init__(self, cl: Any, dev: Device, name: str):
+        self.cl, self.dev, self.name, self.queue = cl, dev, name, dev.queue
+
+    def alloc(self, nbytes: int) -> Any:
+        return self.cl.Buffer(self.dev.context, self.cl.mem_flags.READ_WRITE, max(int(nbytes), 1))
+
+    def free(self, handle: Any) -> None:
+        handle.release()
+
+    def host_buffer(self, array: np.ndarray) -> Any | None:
+        """Host memory wrapped in place where the device shares it (CPU devices such as PoCL)."""
+        if not self.dev.unified_memory:
+            return None
+        cl = self.cl
+        try:
+            return cl.Buffer(self.dev.context, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR, hostbuf=array)
+        except (cl.Error, TypeError, ValueError, BufferError):
+            return None  # a read-only or odd array: copied like on a discrete device
+
+    def upload(self, handle: Any, array: np.ndarray, stream: Any) -> None:
+        self.cl.enqueue_copy(self.queue, handle, array, is_blocking=False)
+
+    def download(self, array: np.ndarray, handle: Any, stream: Any) -> None:
+        self.cl.enqueue_copy(self.queue, array, handle, is_blocking=False)
+
+    def publish(self, array: np.ndarray, handle: Any, stream: Any) -> None:
+        """Map the buffer for reading: the results become visible in host memory (a no-op on CPU devices)."""
+        cl = self.cl
+        mapped, _ = cl.enqueue_map_buffer(self.queue, handle, cl.map_flags.READ, 0, (array.nbytes,), np.uint8,
+                                          is_blocking=False)  # fmt: skip
+        mapped.base.release(self.queue)
+
+    def synchronize(self, stream: Any) -> None:
+        self.queue.finish()
+
+    def launch(self, launch: Launch, stream: Any) -> None:
+        k = launch.kernel
+        cl = self.cl
+        local = launch.threads
+        glob = tuple(b * t for b, t in zip(launch.blocks, local))
+        values = [*launch.values, *(cl.LocalMemory(max(n, 1)) for n in launch.local)]
         try:
             k.kernel.set_args(*values)
-            self.cl.enqueue_nd_range_kernel(self.dev.queue, k.kernel, glob, local)
-        except self.cl.Error as e:
-            raise LaunchError(self._explain(launch, glob, local, sum(nbytes), e)) from None
-
-    def _local_bytes(self, launch: KernelLaunch, size: int, counts: tuple[int, ...]) -> list[int]:
-        out = []
-        for b, count in zip(launch.local, counts if len(counts) == len(launch.local) else (1,) * len(launch.local)):
-            out.append(b.itemsize * (size if b.per_thread else max(count, 1)))
-        return out
-
-    def _fits(self, k: _Kernel, size: int, counts: tuple[int, ...]) -> bool:
-        total = sum(self._local_bytes(k.launch, size, counts)) + k.static_local
-        return size <= k.max_group and total <= self.dev.local_mem_size
+            cl.enqueue_nd_range_kernel(self.queue, k.kernel, glob, local)
+        except cl.Error as e:
+            raise LaunchError(self._explain(k.launch, glob, local, sum(launch.local), e)) from None
 
     def _explain(self, launch: KernelLaunch, glob: tuple[int, ...], local: tuple[int, ...], local_bytes: int,
                  e: Exception) -> str:  # fmt: skip

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Backend, Program
 from pypto.hookspecs import hookimpl
-from pypto.targets.simt.backend import DeviceUnavailable, SimtBackend
+from pypto.targets.simt.backend import SimtBackend
 
 from . import __version__
 
@@ -29,6 +29,7 @@ class OpenCLBackend(SimtBackend):
     description = "OpenCL C 1.2 through pyopencl (GPUs, or PoCL's CPU device)"
     renderer_module = "pypto_opencl.renderer"
     suffix = ".clbin"
+    target = "simt-opencl"  # the simt passes, then vector_lanes (pypto_opencl.target)
 
     def open_device(self) -> Any:
         from .device import open_device
@@ -46,14 +47,10 @@ class OpenCLBackend(SimtBackend):
         return device_info(self)
 
     def renderer(self, program: Program):
-        """GPU-style code, or vector code for CPU devices (GPU-style when there is no device to ask)."""
+        """OpenCL C; the vector width for CPU devices comes with the program (the ``vector_lanes`` pass)."""
         from .renderer import OpenCLRenderer
 
-        try:
-            cpu = self.device().is_cpu
-        except DeviceUnavailable:
-            cpu = False
-        return OpenCLRenderer(cpu=cpu)
+        return OpenCLRenderer()
 
     def toolchain(self, program: Program) -> str:
         from .build import build_options
@@ -78,3 +75,10 @@ BACKEND = OpenCLBackend()
 @hookimpl
 def pypto_backends() -> list[Backend]:
     return [BACKEND]
+
+
+@hookimpl
+def pypto_targets() -> list[Any]:
+    from .target import simt_opencl
+
+    return [simt_opencl()]

@@ -76,6 +76,8 @@ class DeviceSplit:
     from dims and scalars alone (recomputed in every kernel that needs them, and by the host where
     ``host_lets`` says it can); ``slots`` the scalars one kernel computes and a later one reads (kept
     in one-element device buffers); ``declared`` the types of the scalars the steps declare.
+    ``lanes`` is the width of the vector types the loops with a vector form are printed with (1: none,
+    as on GPUs; a backend's target chooses it by a pass, e.g. OpenCL's ``vector_lanes`` on CPU devices).
     """
 
     steps: tuple[DeviceStep, ...]
@@ -84,3 +86,4 @@ class DeviceSplit:
     host_lets: tuple[str, ...] = ()
     slots: tuple[tuple[str, DType], ...] = ()
     declared: tuple[tuple[str, DType], ...] = ()
+    lanes: int = 1

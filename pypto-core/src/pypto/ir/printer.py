@@ -176,6 +176,8 @@ def _format_device(k: LoopKernel) -> list[str]:
                                                     for n, dt, shape in d.temps))  # fmt: skip
     if d.slots:
         out.append("  scalars passed between kernels: " + ", ".join(f"{n}: {dt}" for n, dt in d.slots))
+    if d.lanes > 1:
+        out.append(f"  vector form printed over {d.lanes} lanes")
     return out
 
 

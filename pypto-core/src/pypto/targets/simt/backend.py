@@ -43,6 +43,7 @@ class SimtBackend(Backend):
     description = ""
     renderer_module = ""  # its source is part of the cache key
     suffix = ".bin"  # of compiled artifacts
+    target = "simt"  # the target whose passes run before rendering (a variant adds passes: simt-opencl)
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -112,7 +113,7 @@ class SimtBackend(Backend):
             info=self.info,
             description=self.description,
             package=self.package,
-            target="simt",
+            target=self.target,
         )
 
     # -- the backend's steps -----------------------------------------------------------------------------------

@@ -235,7 +235,20 @@ def host_names(names: Sequence[str]) -> dict[str, str]:
     return {n: f"v_{n}" for n in names}
 
 
+class HostNames(dict):
+    """Loop-IR name -> host (Python) name, remembering the names :func:`py_expr` looked up in ``used``: which
+    host values (dims, scalars, host lets) the expressions printed with it need."""
+
+    def __init__(self, names: Mapping[str, str]):
+        super().__init__(names)
+        self.used: set[str] = set()
+
+    def __getitem__(self, name: str) -> str:
+        self.used.add(name)
+        return super().__getitem__(name)
+
+
 __all__ = [
     "MAP", "GROUPS", "SINGLE", "LocalBuffer", "KernelLaunch", "DeviceBuffer", "LaunchPlan", "Sizes",
-    "py_expr", "compile_sizer", "host_names", "HostExpressionError",
+    "py_expr", "compile_sizer", "host_names", "HostNames", "HostExpressionError",
 ]  # fmt: skip

@@ -32,7 +32,6 @@ declared, the prelude.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
@@ -71,6 +70,7 @@ from pypto.targets.simt.plan import (
     TILES,
     DeviceBuffer,
     HostExpressionError,
+    HostNames,
     KernelLaunch,
     LaunchPlan,
     LocalBuffer,
@@ -144,7 +144,7 @@ class SimtRenderer(GroupSharing, CRenderer):
     barrier_global = "barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);"
     grid_stride = False  # map kernels: one point per thread (NDRange) or grid-stride loops (CUDA)
     cache_rows = True  # groups kernels: a variant keeping rows read twice in local memory
-    lanes = 1  # > 1: loops over contiguous points use vectors of this many lanes (CPU OpenCL)
+    lanes = 1  # > 1: loops over contiguous points use vectors of this many lanes (DeviceSplit.lanes)
     register_tile = 1  # > 1: contractions keep that many rows x columns of outputs per thread in registers
     register_tile_bounds = ""  # printed before a register-tiled kernel's name (its launch bounds)
     strided_loop_pragma = ""  # printed before loops whose threads stride through points (unrolling them)
@@ -307,14 +307,15 @@ class SimtRenderer(GroupSharing, CRenderer):
                 f"kernel '{k.name}' has not been through the simt target's passes (split_kernels, plan_launch): "
                 "render the loop IR a simt backend receives, kernel.program(backend=...).loops"
             )
+        self.lanes = k.device.lanes
         lets = self.setup(k)
         inputs = [a.name for a in k.args if a.kind == "dim"] + [a.name for a in k.args if a.kind == "scalar"]
         for i, st in enumerate(k.device.steps):
             self.render_step(k, st, f"{k.name}_k{i}")
         buffers = [DeviceBuffer(n, dt.name, self.host_count(shape)) for n, (dt, shape) in self.temps.items()]
         buffers += [DeviceBuffer(f"_v_{n}", dt.name, "1") for n, dt in self.slots.items()]
-        plan = LaunchPlan(tuple(self.launches), tuple(buffers), tuple(inputs), (), {"kernel": k.name})
-        plan = LaunchPlan(plan.kernels, plan.buffers, plan.inputs, _needed_lets(lets, plan.to_json()), plan.meta)
+        needed = _needed_lets(lets, self.host.used, self.let_uses)
+        plan = LaunchPlan(tuple(self.launches), tuple(buffers), tuple(inputs), needed, {"kernel": k.name})
         out = [
             f"/* pypto kernel {k.name}: generated code, do not edit */",
             *self.prelude(),
@@ -337,14 +338,18 @@ class SimtRenderer(GroupSharing, CRenderer):
         inputs = [a.name for a in k.args if a.kind == "dim"] + [a.name for a in k.args if a.kind == "scalar"]
         split = k.device
         assert split is not None
-        self.host = host_names(inputs)
+        self.host = HostNames(host_names(inputs))
         for name, dt, shape in split.temps:
             self.temps[name] = self.buffers[name] = (dt, shape)
         self.pure = {let.name: let for let in split.pure}
         lets = []
+        self.let_uses: dict[str, set[str]] = {}  # host let -> the host values its expression reads
         for name in split.host_lets:
+            self.host.used = set()
             lets.append((name, py_expr(self.pure[name].value, self.host)))
+            self.let_uses[name] = self.host.used
             self.host[name] = host_names([name])[name]
+        self.host.used = set()  # from here on: the values the launch plan's expressions read
         self.slots = dict(split.slots)
         self.declared_types = dict(split.declared)
         return lets
@@ -763,14 +768,15 @@ def excerpt(source: str, line: int, context: int = 4) -> str:
     return "\n".join(f"{'>>' if i == line else '  '} {i:5d} | {lines[i - 1]}" for i in range(lo, hi + 1))
 
 
-def _needed_lets(lets: list[tuple[str, str]], text: str) -> tuple[tuple[str, str], ...]:
-    """The host lets that the plan's expressions (``text``) use, directly or through other lets."""
-    used = set(re.findall(r"\bv_(\w+)", text))
+def _needed_lets(lets: list[tuple[str, str]], used: set[str], uses: dict[str, set[str]]) -> tuple[tuple[str, str], ...]:
+    """The host lets the plan's expressions read (``used``, recorded as they were printed), directly or through
+    other lets (``uses``: what each let's expression reads)."""
+    used = set(used)
     keep = []
     for name, e in reversed(lets):
         if name in used:
             keep.append((name, e))
-            used |= set(re.findall(r"\bv_(\w+)", e))
+            used |= uses[name]
     return tuple(reversed(keep))
 
 
