@@ -2,7 +2,8 @@
 
 ``@pt.kernel`` (:mod:`pypto.lang.kernel`) makes one from a Python body; ``pt.jit`` signatures and dask layers
 make one from IR (:meth:`Kernel.from_ir`). A kernel runs the core's stages and its backend's target passes
-(:mod:`pypto.passes`), compiles through the ``pypto_compile`` hook and binds every call's arguments.
+(:mod:`pypto.passes`) and compiles through the driver (:mod:`pypto.driver`), keeping one compilation per
+target and one launcher per backend, and binds every call's arguments.
 """
 
 from __future__ import annotations
@@ -16,16 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from pypto import _env, plugins
+from pypto import _env, driver, plugins
 from pypto.backend_api import KernelOptions, Program
 from pypto.compiler import render
 from pypto.errors import ArgumentError, PyptoError
-from pypto.ir.contract import CallContract, alias_safe_pairs
+from pypto.ir.contract import CallContract
 from pypto.ir.kernel import KernelIR
-from pypto.ir.printer import format_loops
 from pypto.ir.schedule import Schedule
 from pypto.lang.tracer import trace
-from pypto.passes import REFERENCE_STAGE, STAGES, Compilation, run_pipeline, stages
+from pypto.passes import STAGES, Compilation, stages
 from pypto.plugins import BackendEntry
 from pypto.runtime.binding import Binder, BoundCall
 from pypto.targets import Target
@@ -173,9 +173,7 @@ class Kernel:
             with self._lock:
                 c = self._compilations.get(key)
                 if c is None:
-                    traced = self._trace()
-                    machine = target.machine() if target is not None and target.machine is not None else None
-                    c = run_pipeline(traced.replace(machine=machine, hints=self.schedule), noalias=noalias)
+                    c = driver.stages(self._trace(), target, noalias=noalias, hints=self.schedule)
                     self._compilations[key] = c
         return c
 
@@ -189,8 +187,7 @@ class Kernel:
     def contract(self) -> CallContract:
         """The rules every call of this kernel satisfies (derived once; see :mod:`pypto.ir.contract`)."""
         if self._contract is None:
-            comp = self._compilation(True, self._default_target())
-            self._contract = CallContract.of(comp.stages["infer_shapes"], alias_safe_pairs(comp.final))
+            self._contract = driver.contract(self._compilation(True, self._default_target()))
         return self._contract
 
     def _get_binder(self) -> Binder:
@@ -202,19 +199,8 @@ class Kernel:
         """What ``backend`` (default: the kernel's) receives for this kernel: the loop IR after the
         passes of the backend's target (see :class:`pypto.backend_api.Program`)."""
         target = self._target(backend)
-        comp = self._compilation(noalias, target)
-        loops = comp.for_target(target)
-        return Program(
-            name=loops.name,
-            loops=loops,
-            tensor_ir=comp.final,
-            reference_ir=comp.stages[REFERENCE_STAGE],
-            options=self.options,
-            noalias=noalias,
-            ir_text=format_loops(loops) + f"\n# options: {self.options!r}",
-            target=target.name if target is not None else None,
-            contract=self.contract(),
-        )
+        return driver.program(self._compilation(noalias, target), target, self.options, noalias=noalias,
+                              rules=self.contract())  # fmt: skip
 
     def _target(self, backend: str | None) -> Target | None:
         return plugins.get_target(self._backend(backend, need_available=False).spec.target)
@@ -243,9 +229,7 @@ class Kernel:
         with self._lock:
             launcher = self._launchers.get(key)
             if launcher is None:
-                program = self.program(noalias, backend)
-                reg = plugins.get_registry()
-                launcher = reg.compile(reg.backend(backend), program)
+                launcher = driver.launcher(self.program(noalias, backend), backend)
                 self._launchers[key] = launcher
         return launcher
 

@@ -1,0 +1,94 @@
+"""The compiler driver: kernel IR and a backend in, a compiled kernel out, through every stage.
+
+    compiled = pypto.driver.compile(ir, "openmp")
+    compiled.launcher(x, y, out, n)   # validated arguments in loop-IR order (compiled.program.contract)
+
+The stages, in order (:func:`stages`, then :func:`program`, then :func:`launcher`):
+
+1. the core's tensor and loop passes (:data:`pypto.passes.PASSES`, :data:`pypto.passes.LOOP_PASSES`), the
+   schedule made for the machine of the backend's target, each stage verified and printed under
+   ``PYPTO_DUMP_IR``;
+2. the passes of the backend's target (:class:`pypto.targets.Target`, from the ``pypto_targets`` hook);
+3. codegen, compile (through the disk cache) and load, through the ``pypto_compile`` hook, which plugins
+   may wrap (:mod:`pypto.compiler` implements it).
+
+Every front end hands IR to these functions and nothing else: ``@pt.kernel`` traces a body
+(:mod:`pypto.lang.kernel`), ``@pt.jit`` lowers its array graph per signature, ``pt.grad`` and
+``kernel.vjp`` build the gradient's graph and lower it, ``pypto.dask`` lowers each layer of a plan. A
+:class:`~pypto.runtime.kernel.Kernel` keeps their results (one compilation per target, one launcher per
+backend) and binds calls; :func:`compile` is the same road in one call, without that bookkeeping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pypto import plugins
+from pypto.backend_api import KernelOptions, Launcher, Program
+from pypto.ir.contract import CallContract, alias_safe_pairs
+from pypto.ir.kernel import KernelIR
+from pypto.ir.printer import format_loops
+from pypto.ir.schedule import Schedule
+from pypto.passes import REFERENCE_STAGE, Compilation, run_pipeline
+from pypto.targets import Target
+
+
+def stages(ir: KernelIR, target: Target | None, *, noalias: bool = True, hints: Schedule | None = None) -> Compilation:
+    """Every stage of ``ir`` for ``target``: the core's passes now (scheduled for the target's machine), the
+    target's passes when a backend first asks for them (:meth:`Compilation.for_target`)."""
+    machine = target.machine() if target is not None and target.machine is not None else None
+    return run_pipeline(ir.replace(machine=machine, hints=hints), noalias=noalias)
+
+
+def contract(compilation: Compilation) -> CallContract:
+    """The rules every call satisfies (dtypes, dims, bounds, aliasing), from the typed and shaped IR."""
+    return CallContract.of(compilation.stages["infer_shapes"], alias_safe_pairs(compilation.final))
+
+
+def program(compilation: Compilation, target: Target | None, options: KernelOptions, *, noalias: bool = True,
+            rules: CallContract | None = None) -> Program:  # fmt: skip
+    """What a backend of ``target`` receives: the loop IR after the target's passes, with the tensor IR, the
+    options and the call contract (``rules``, derived from ``compilation`` when not given)."""
+    loops = compilation.for_target(target)
+    return Program(
+        name=loops.name,
+        loops=loops,
+        tensor_ir=compilation.final,
+        reference_ir=compilation.stages[REFERENCE_STAGE],
+        options=options,
+        noalias=noalias,
+        ir_text=format_loops(loops) + f"\n# options: {options!r}",
+        target=target.name if target is not None else None,
+        contract=rules if rules is not None else contract(compilation),
+    )
+
+
+def launcher(prog: Program, backend: str) -> Launcher:
+    """Codegen, compile (through the disk cache) and load ``prog`` for the backend called ``backend``,
+    through the ``pypto_compile`` hook and its wrappers."""
+    reg = plugins.get_registry()
+    return reg.compile(reg.backend(backend), prog)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What :func:`compile` returns: every stage's IR, the program the backend received, and its launcher."""
+
+    backend: str
+    compilation: Compilation
+    program: Program
+    launcher: Launcher
+
+
+def compile(ir: KernelIR, backend: str | None = None, *, options: KernelOptions | None = None,  # noqa: A001
+            noalias: bool = True, hints: Schedule | None = None) -> Compiled:  # fmt: skip
+    """``ir`` (a traced kernel, :attr:`Kernel.traced`, or IR a front end built) compiled for ``backend``
+    (a name; default ``$PYPTO_EXECUTOR``, else the best available) through every stage (module docstring)."""
+    entry = plugins.get_registry().resolve(backend)
+    target = plugins.get_target(entry.spec.target)
+    comp = stages(ir, target, noalias=noalias, hints=hints)
+    prog = program(comp, target, options if options is not None else KernelOptions(), noalias=noalias)
+    return Compiled(entry.spec.name, comp, prog, launcher(prog, entry.spec.name))
+
+
+__all__ = ["Compiled", "compile", "contract", "launcher", "program", "stages"]
