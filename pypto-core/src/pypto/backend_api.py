@@ -83,6 +83,23 @@ class BackendSpec:
     target: str | None = None
     stage: str | None = None
 
+    @staticmethod
+    def of(backend: Any, capabilities: Capabilities, target: str | None) -> BackendSpec:
+        """The spec of a backend object that declares ``name``, ``version``, ``priority``, ``description`` and
+        ``package`` and has ``availability()`` and ``info()`` methods (the core's C and SIMT backends)."""
+        return BackendSpec(
+            name=backend.name,
+            version=backend.version,
+            plugin_api=PLUGIN_API_VERSION,
+            priority=backend.priority,
+            capabilities=capabilities,
+            probe=backend.availability,
+            info=backend.info,
+            description=backend.description,
+            package=backend.package,
+            target=target,
+        )
+
 
 @dataclass(frozen=True)
 class KernelOptions:

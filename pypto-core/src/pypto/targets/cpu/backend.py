@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from pypto._hashing import source_digest
 from pypto.backend_api import (
-    PLUGIN_API_VERSION,
     Artifact,
     Availability,
     Backend,
@@ -130,18 +129,7 @@ class NativeBackend(Backend):
 
     @functools.cached_property
     def spec(self) -> BackendSpec:
-        return BackendSpec(
-            name=self.name,
-            version=self.version,
-            plugin_api=PLUGIN_API_VERSION,
-            priority=self.priority,
-            capabilities=self.capabilities,
-            probe=self.availability,
-            info=self.info,
-            description=self.description,
-            package=self.package,
-            target="cpu-simd",
-        )
+        return BackendSpec.of(self, self.capabilities, "cpu-simd")
 
     # -- the backend's steps -----------------------------------------------------------------------
     def render(self, program: Program) -> Source:

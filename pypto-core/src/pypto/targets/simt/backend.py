@@ -14,7 +14,6 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from pypto.backend_api import (
-    PLUGIN_API_VERSION,
     Artifact,
     Availability,
     Backend,
@@ -103,18 +102,7 @@ class SimtBackend(Backend):
 
     @property
     def spec(self) -> BackendSpec:
-        return BackendSpec(
-            name=self.name,
-            version=self.version,
-            plugin_api=PLUGIN_API_VERSION,
-            priority=self.priority,
-            capabilities=self.capabilities(),
-            probe=self.availability,
-            info=self.info,
-            description=self.description,
-            package=self.package,
-            target=self.target,
-        )
+        return BackendSpec.of(self, self.capabilities(), self.target)
 
     # -- the backend's steps -----------------------------------------------------------------------------------
     def render(self, program: Program) -> Source:
