@@ -141,6 +141,69 @@ def build_array_cases(comp, want, rng, case_type) -> list:
             case.impls["jax.jit"] = keep(held, lambda: jf(*j).block_until_ready())
         cases.append(case)
 
+    def _swiglu_mlp() -> None:  # a function of its own: its lambdas keep their own arrays
+        n, d, h = 256, 512, 1024
+        x = rng.standard_normal((n, d)).astype(np.float32)
+        w1, w3 = ((rng.standard_normal((d, h)) / math.sqrt(d)).astype(np.float32) for _ in range(2))
+        w2 = (rng.standard_normal((h, d)) / math.sqrt(h)).astype(np.float32)
+
+        def silu_np(v):
+            return v / (1 + np.exp(-v))
+
+        def ref():
+            x64 = x.astype(np.float64)
+            return (silu_np(x64 @ w1) * (x64 @ w3)) @ w2
+
+        case, held = holder_case("swiglu_mlp", f"SwiGLU MLP (silu(x @ w1) * (x @ w3)) @ w2, x {n}x{d}, hidden {h}, "
+                                 "float32", 4 * (n * d * 2 + d * h * 3), ref, flops=2 * 3 * n * d * h,
+                                 tol={"rtol": 1e-3, "atol": 1e-3})  # fmt: skip
+        mlp = pt.jit(lambda x, w1, w3, w2: (pt.silu(x @ w1) * (x @ w3)) @ w2)
+        case.impls["pypto-jit"] = keep(held, lambda: mlp(x, w1, w3, w2))
+        case.impls["numpy"] = keep(held, lambda: (silu_np(x @ w1) * (x @ w3)) @ w2)
+        if torch:
+            t = [torch.from_numpy(a) for a in (x, w1, w3, w2)]
+            silu_t = torch.nn.functional.silu
+
+            def torch_mlp():
+                with torch.no_grad():
+                    return (silu_t(t[0] @ t[1]) * (t[0] @ t[2])) @ t[3]
+
+            case.impls["torch"] = keep(held, torch_mlp)
+        if jax:
+            j = [jnp.asarray(a) for a in (x, w1, w3, w2)]
+            jf = jax.jit(lambda x, w1, w3, w2: (jax.nn.silu(x @ w1) * (x @ w3)) @ w2)
+            case.impls["jax.jit"] = keep(held, lambda: jf(*j).block_until_ready())
+        cases.append(case)
+
+    def _silu_matmul() -> None:  # a function of its own: its lambdas keep their own arrays
+        n, d, h = 256, 512, 1024
+        a = rng.standard_normal((n, d)).astype(np.float32)
+        w = (rng.standard_normal((d, h)) / math.sqrt(d)).astype(np.float32)
+
+        def ref():
+            a64 = a.astype(np.float64)
+            return (a64 / (1 + np.exp(-a64))) @ w
+
+        case, held = holder_case("silu_matmul", f"a contraction fed by a function, pt.silu(a) @ w, a {n}x{d}, "
+                                 f"w {d}x{h}, float32", 4 * (n * d + d * h + n * h), ref, flops=2 * n * d * h,
+                                 tol={"rtol": 1e-3, "atol": 1e-3})  # fmt: skip
+        f = pt.jit(lambda a, w: pt.silu(a) @ w)
+        case.impls["pypto-jit"] = keep(held, lambda: f(a, w))
+        case.impls["numpy"] = keep(held, lambda: (a / (1 + np.exp(-a))) @ w)
+        if torch:
+            ta, tw = torch.from_numpy(a), torch.from_numpy(w)
+
+            def torch_silu_matmul():
+                with torch.no_grad():
+                    return torch.nn.functional.silu(ta) @ tw
+
+            case.impls["torch"] = keep(held, torch_silu_matmul)
+        if jax:
+            ja, jw = jnp.asarray(a), jnp.asarray(w)
+            jf = jax.jit(lambda a, w: jax.nn.silu(a) @ w)
+            case.impls["jax.jit"] = keep(held, lambda: jf(ja, jw).block_until_ready())
+        cases.append(case)
+
     def _attention_block() -> None:  # a function of its own: its lambdas keep their own arrays
         from attention import MultiHeadAttention, numpy_attention
 
@@ -189,7 +252,8 @@ def build_array_cases(comp, want, rng, case_type) -> list:
         cases.append(case)
 
     for name, build in (("jit_softmax_4096", _jit_softmax_4096), ("jit_layernorm_4096", _jit_layernorm_4096),
-                        ("mlp_block", _mlp_block), ("attention_block", _attention_block)):  # fmt: skip
+                        ("mlp_block", _mlp_block), ("swiglu_mlp", _swiglu_mlp), ("silu_matmul", _silu_matmul),
+                        ("attention_block", _attention_block)):  # fmt: skip
         if want(name):
             build()
     from grad_cases import build_grad_cases

@@ -28,8 +28,22 @@ def _reverse_in_place(x: pt.Tensor[float, (N,)]):
     x[i] = x[N - 1 - i]
 
 
+M, K = pt.dims("M K")
+
+
+def _silu_matmul(a: pt.Tensor[float, (M, K)], w: pt.Tensor[float, (K, N)], c: pt.Tensor[float, (M, N)]):
+    i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
+    c[i, j] = pt.reduce_sum(a[i, k] * pt.sigmoid(a[i, k]) * w[k, j], axis=k)
+
+
+def _gated(x: pt.Tensor[float, (M, K)], w1: pt.Tensor[float, (K, N)], w3: pt.Tensor[float, (K, N)],
+           h: pt.Tensor[float, (M, N)]):  # fmt: skip
+    i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
+    h[i, j] = pt.reduce_sum(x[i, k] * w1[k, j], axis=k) * pt.reduce_sum(x[i, k] * w3[k, j], axis=k)
+
+
 KERNELS = {"folding": _folding, "reverse": _reverse_in_place, "softmax": softmax.fn, "sum_exp": sum_exp.fn,
-           "vector_add": vector_add.fn}  # fmt: skip
+           "vector_add": vector_add.fn, "silu_matmul": _silu_matmul, "gated": _gated}  # fmt: skip
 
 
 def stages_of(name: str):
@@ -83,6 +97,24 @@ def test_materialize_computes_a_self_read_into_a_temporary_first():
     before, after = run_pass("reverse", "materialize")
     assert "temp" not in before and "temp _t0: float32[N]" in after
     assert "_t0[i] = %0" in after and "nest 1 loops=(i):" in after  # then copied back in a second nest
+
+
+def test_contraction_operands_computes_a_computed_factor_once_in_its_own_nest():
+    before, after = run_pass("silu_matmul", "contraction_operands")
+    assert "temp" not in before and before.count("nest ") == 1 and "sigmoid" in before
+    assert "temp _t0: float32[M, K]" in after and "nest 0 loops=(i, k):" in after
+    nest0, nest1 = after.split("nest 1 ")
+    assert "sigmoid" in nest0 and "_t0[i, k] = " in nest0  # silu(a) computed M x K times
+    assert "sigmoid" not in nest1 and "load _t0[i, k]" in nest1 and "load w[k, j]" in nest1  # a plain product
+
+
+def test_contraction_operands_gives_each_combined_contraction_a_nest():
+    before, after = run_pass("gated", "contraction_operands")
+    assert before.count("nest ") == 1 and before.count("reduce_sum") == 2
+    assert "temp _t0: float32[M, N]" in after and "temp _t1: float32[M, N]" in after
+    nests = after.split("  nest ")[1:]
+    assert len(nests) == 3 and [n.count("reduce_sum") for n in nests] == [1, 1, 0]
+    assert "load _t0[i, j]" in nests[2] and "load _t1[i, j]" in nests[2]  # the product of the two results
 
 
 def test_split_reductions_splits_a_full_reduction_into_fixed_blocks():

@@ -7,7 +7,7 @@ import numpy as np
 
 import pypto as pt
 
-from .spec import NUMERIC, B, K, M, N, case
+from .spec import FLOATS, NUMERIC, B, K, M, N, case
 from .values import span
 
 # Mostly positive operands keep every summation order within a relative bound of the exact dot product.
@@ -131,3 +131,53 @@ def matvec(dt):
         z[k] = pt.reduce_sum(a[i, k] * u[i], axis=i)
 
     return matvec
+
+
+def _silu(x):
+    x = _wide(x)
+    return x / (1.0 + np.exp(-x))
+
+
+PROLOGUE_SIZES = (
+    {"M": 1, "K": 1, "N": 1},
+    {"M": 9, "K": 33, "N": 40},
+    {"M": 19, "K": 40, "N": 70},  # row and column tiles left over
+    {"M": 3, "K": 0, "N": 4},
+)
+
+
+@case(
+    dtypes=FLOATS,
+    sizes=PROLOGUE_SIZES,
+    values={"a": span(-2.0, 2.0), "w": span(-0.25, 1.0)},
+    tolerances={"float32": (2e-4, 1e-5), "float64": (1e-11, 1e-13)},
+    reference=lambda a, w: {"c": _silu(a) @ (0.5 * _wide(w))},
+)
+def prologue_matmul(dt):
+    """A matrix product whose operands are computed from loads (``silu(a) @ (0.5 * w)``): each operand is
+    computed once, not once per multiply-add."""
+
+    def prologue_matmul(a: pt.Tensor[dt, (M, K)], w: pt.Tensor[dt, (K, N)], c: pt.Tensor[dt, (M, N)]):
+        i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
+        c[i, j] = pt.reduce_sum((a[i, k] * pt.sigmoid(a[i, k])) * (w[k, j] * 0.5), axis=k)
+
+    return prologue_matmul
+
+
+@case(
+    dtypes=FLOATS,
+    sizes=PROLOGUE_SIZES,
+    values={"x": span(-1.0, 1.0), "w1": span(-0.25, 1.0), "w3": span(-0.25, 1.0)},
+    tolerances={"float32": (2e-4, 1e-5), "float64": (1e-11, 1e-13)},
+    reference=lambda x, w1, w3: {"h": _silu(_wide(x) @ _wide(w1)) * (_wide(x) @ _wide(w3))},
+)
+def gated_matmuls(dt):
+    """Two matrix products combined elementwise, SwiGLU's hidden layer ``silu(x @ w1) * (x @ w3)``."""
+
+    def gated_matmuls(x: pt.Tensor[dt, (M, K)], w1: pt.Tensor[dt, (K, N)], w3: pt.Tensor[dt, (K, N)],
+                      h: pt.Tensor[dt, (M, N)]):  # fmt: skip
+        i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
+        g = pt.reduce_sum(x[i, k] * w1[k, j], axis=k)
+        h[i, j] = g * pt.sigmoid(g) * pt.reduce_sum(x[i, k] * w3[k, j], axis=k)
+
+    return gated_matmuls

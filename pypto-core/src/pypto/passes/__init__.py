@@ -25,6 +25,7 @@ from pypto.passes.infer_types import infer_types
 from pypto.passes.lower import lower
 from pypto.passes.materialize import materialize_temporaries
 from pypto.passes.optimize_loops import optimize_loops
+from pypto.passes.prologues import contraction_operands
 from pypto.passes.schedule import schedule, split_reductions
 from pypto.passes.simplify import simplify
 from pypto.passes.softmax import online_softmax
@@ -37,6 +38,7 @@ PASSES: list[tuple[str, Callable[[KernelIR], KernelIR]]] = [
     ("simplify", simplify),                  # constant folding, identities, CSE
     ("fuse", fuse),                          # stores over one domain share a loop nest
     ("materialize", materialize_temporaries),  # temporaries for misplaced reductions, self-reads
+    ("contraction_operands", contraction_operands),  # computed factors of a contraction: a nest of their own
     ("split_reductions", split_reductions),  # full reductions: fixed blocks, ordered combine
     ("schedule", schedule),                  # parallel and vector loops
     ("online_softmax", online_softmax),      # long softmax rows: online max/sum variant

@@ -1,0 +1,104 @@
+"""Contraction operands computed once: an elementwise producer of a contraction's factor gets a nest of its own.
+
+A contraction ``reduce_sum(f(a[i, k]) * b[k, j], axis=k)`` written as it reads (``pt.silu(x) @ w``, a
+causal mask applied to the scores before ``@ v``, a scaled operand) would evaluate ``f`` once per
+multiply-add: M·N·K evaluations of a function of M·K values, in a loop no contraction kernel takes (the
+register-tiled CPU kernel and the SIMT tiles kernels read plain operands). This pass stores the factor
+``f(a[i, k])`` in a temporary ``_t[i, k]`` computed in a nest before the contraction's, which then reads
+it like any operand: M·K evaluations, one extra write and read of M·K values, and the contraction at its
+kernel's speed. A factor that is a load (or a conversion of one) is left alone. A store that combines several
+contractions over the same outputs (SwiGLU's ``silu(x @ w1) * (x @ w3)``) gets each contraction in a nest
+of its own, writing a temporary, and a nest that combines them.
+
+``kernel.ir("contraction_operands")`` shows the new nests; the schedule then treats the one it feeds as
+a plain contraction.
+"""
+
+from __future__ import annotations
+
+from pypto.ir.affine import Affine
+from pypto.ir.kernel import Group, KernelIR
+from pypto.ir.nodes import Cast, Expr, Load, Store, top_reduces
+from pypto.passes.materialize import _replace, _Temps
+from pypto.passes.schedule import _axes, _factors, contraction
+
+
+def _plain(e: Expr) -> bool:
+    """A load, possibly converted: what a contraction kernel reads as it is."""
+    while isinstance(e, Cast):
+        e = e.x
+    return isinstance(e, Load)
+
+
+def _separate_contractions(g: Group, temps: _Temps, extents: dict) -> tuple[list[Group], Group] | None:
+    """A nest whose one store combines several contractions over its two inner loops (``silu(x @ w1) * (x @ w3)``)
+    as nests of their own, each into a temporary, and the nest combining the temporaries; None otherwise."""
+    if len(g.stores) != 1 or len(g.loops) < 2:
+        return None
+    (s,) = g.stores
+    reds = top_reduces(s.value)
+    if len(reds) < 2:
+        return None
+    index = tuple(Affine.axis(a) for a in g.loops)
+    apart = [r for r in reds if contraction(Group((Store(s.tensor, index, r, loc=s.loc),), g.loops)) is not None]
+    if not apart:
+        return None
+    value, before = s.value, []
+    for r in apart:
+        assert r.dtype is not None
+        name = temps.new(r.dtype, tuple(extents[a] for a in g.loops))
+        before.append(Group((Store(name, index, r, loc=r.loc),), g.loops))
+        value = _replace(value, r, Load(name, index, dtype=r.dtype, loc=r.loc))
+    return before, Group((Store(s.tensor, s.index, value, loc=s.loc),), g.loops)
+
+
+def _computed_factors(g: Group, temps: _Temps, extents: dict) -> tuple[list[Group], Group] | None:
+    """A contraction's factors that are computed (not loads) as nests of their own; None if there are none."""
+    c = contraction(g)
+    if c is None:
+        return None
+    (s,) = g.stores
+    (r,) = top_reduces(s.value)
+    pair = _factors(r.body)
+    assert pair is not None
+    value, before = s.value, []
+    for f in pair:
+        if _plain(f):
+            continue
+        axes = _axes(f)
+        batch = [a for a in g.loops if a in axes and a not in (c.rows, c.cols)]
+        own = (c.rows, c.red) if c.rows in axes else (c.red, c.cols)  # the operand's rows x columns
+        loops = tuple(batch) + tuple(a for a in own if a in axes)
+        if set(loops) != axes:  # reads an axis the contraction does not iterate as expected
+            continue
+        assert f.dtype is not None
+        name = temps.new(f.dtype, tuple(extents[a] for a in loops))
+        index = tuple(Affine.axis(a) for a in loops)
+        before.append(Group((Store(name, index, f, loc=s.loc),), loops))
+        value = _replace(value, f, Load(name, index, dtype=f.dtype, loc=f.loc))
+    if not before:
+        return None
+    return before, Group((Store(s.tensor, s.index, value, loc=s.loc),), g.loops, g.split, g.online, g.schedule)
+
+
+def contraction_operands(k: KernelIR) -> KernelIR:
+    """Give each computed factor of a contraction, and each of several contractions one store combines, a
+    nest and a temporary of their own (module docstring)."""
+    assert k.groups is not None
+    temps = _Temps(k)
+    extents = {a.index: a.extent for a in k.axes}
+    out: list[Group] = []
+    work = list(k.groups)
+    changed = False
+    while work:
+        g = work.pop(0)
+        parts = _separate_contractions(g, temps, extents) or _computed_factors(g, temps, extents)
+        if parts is None:
+            out.append(g)
+            continue
+        before, rest = parts
+        work[:0] = [*before, rest]  # the new nests may have computed factors of their own
+        changed = True
+    if not changed:
+        return k
+    return k.replace(groups=tuple(out), temps=tuple(temps.temps))
