@@ -332,3 +332,31 @@ def test_the_driver_compiles_ir_through_every_stage(monkeypatch):
     assert seen == [("vector_add", "reference")]
     with pytest.raises(pt.BackendNotFound):
         driver.compile(vector_add.traced, "no-such-backend")
+
+
+def test_profile_counts_each_value_once_against_the_analytic_count():
+    """Operations per call against the analytic count, each value computed once: a matmul's 2·M·N·K; softmax's
+    max and sum per element reduced, and per element a subtraction, an exp and a division; RMSNorm's square and
+    sum per element, per row the mean's division, + eps and a reciprocal square root (2), per element two
+    products (a row's statistics are not counted again for every element that uses them)."""
+    from pypto.testing import matmul, softmax
+
+    M, N = pt.dims("M N")
+
+    @pt.kernel(executor="reference")
+    def rmsnorm(x: pt.Tensor[float, (M, N)], g: pt.Tensor[float, (N,)], y: pt.Tensor[float, (M, N)]):
+        r, c = pt.axis(0), pt.axis(1)
+        y[r, c] = x[r, c] * pt.rsqrt(pt.reduce_mean(x[r, c] * x[r, c], axis=c) + 1e-6) * g[c]
+
+    rng = np.random.default_rng(1)
+    m, n, k = 12, 40, 24
+    a, w = rng.normal(size=(m, k)).astype(np.float32), rng.normal(size=(k, n)).astype(np.float32)
+    x, g = rng.normal(size=(m, n)).astype(np.float32), rng.normal(size=n).astype(np.float32)
+    mm, sm = pt.kernel(executor="reference")(matmul.fn), pt.kernel(executor="reference")(softmax.fn)
+    with pt.profile() as prof:
+        mm(a, w, np.empty((m, n), np.float32))
+        sm(x, np.empty_like(x))
+        rmsnorm(x, g, np.empty_like(x))
+    assert prof.stats["matmul"].flops == 2 * m * n * k
+    assert prof.stats["softmax"].flops == 5 * m * n
+    assert prof.stats["rmsnorm"].flops == 4 * m * n + 4 * m

@@ -10,7 +10,9 @@ counted under their names. Bytes moved are the bytes of the arrays passed (input
 written, temporaries of a jit plan both); operations are counted from the kernel's IR with the
 op table's costs (:mod:`pypto.ir.ops`: each operator, function, reducer and conversion states its
 operations per point; a formula such as ``sigmoid`` counts the operations it is made of, a
-conversion none), an estimate of the work rather than a hardware count. Outside a ``with pt.profile()`` block calls are not timed.
+conversion none), each value once (a row's maximum once per row, not once per element that uses
+it): the work the program asks for, not a hardware count. Outside a ``with pt.profile()`` block
+calls are not timed.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 
 from pypto.hookspecs import hookimpl
 from pypto.ir.kernel import KernelIR, TensorParam
-from pypto.ir.nodes import Binary, Cast, Expr, Reduce, Unary, Where, children
+from pypto.ir.nodes import Binary, Cast, Expr, Reduce, Unary, Where, free_axes, postorder
 from pypto.ir.ops import BINARY, CAST, MATH, REDUCERS
 from pypto.plugins import register_plugin, unregister_plugin
 
@@ -78,22 +80,22 @@ def op_cost(e: Expr) -> int:
 
 
 def kernel_flops(kir: KernelIR, dims: dict[str, int]) -> float:
-    """Operations one call performs: each node's :func:`op_cost` once per point it is computed at."""
+    """Operations one call performs: each node's :func:`op_cost` once per value it computes, that is once
+    per point of the axes it depends on (a row's maximum once per row, however many elements use it; a
+    reduction's combine once per element reduced). Nodes shared by several uses count once."""
     extents = {a.index: a.extent for a in kir.axes}
-
-    def count(e: Expr, points: float, seen: set[int]) -> float:
-        if id(e) in seen:
-            return 0.0
-        seen.add(id(e))
-        if isinstance(e, Reduce):
-            inner = points * math.prod(_extent(a, dims, extents) for a in e.axes)
-            return op_cost(e) * inner + count(e.body, inner, seen)
-        return op_cost(e) * points + sum(count(c, points, seen) for c in children(e))
-
+    memo: dict = {}
+    seen: set[int] = set()
     total = 0.0
     for s in kir.stores:
-        axes = {a for ix in s.index for a in ix.axis_set()}
-        total += count(s.value, float(math.prod(_extent(a, dims, extents) for a in axes)), set())
+        for e in postorder(s.value):
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            cost = op_cost(e)
+            if cost:
+                axes = free_axes(e.body, memo) if isinstance(e, Reduce) else free_axes(e, memo)
+                total += cost * float(math.prod(_extent(a, dims, extents) for a in axes))
     return total
 
 
@@ -133,7 +135,7 @@ class Profile:
                         if d is not None:
                             dims[d] = n
                 comp = kernel.compilation()
-                hit = kernel_flops(comp.stages["infer_shapes"], dims)
+                hit = kernel_flops(comp.stages["simplify"], dims)  # after common subexpressions are shared
             except Exception:  # an estimate only: a kernel it cannot read counts no operations
                 hit = 0.0
             self._flops[key] = hit
