@@ -381,3 +381,24 @@ def test_every_table_reducer_differentiates_like_torch(name):
     want.backward()
     np.testing.assert_allclose(value, want.item(), rtol=1e-12)
     np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_grad_written_inline_traces_once():
+    """pt.grad(loss)(w, x) in a loop, as the README writes it: one trace and one program, not one per call."""
+    traced = []
+
+    def loss(w, x):
+        traced.append(1)
+        return ((x @ w) ** 2).sum()
+
+    rng = np.random.default_rng(3)
+    w, x = rng.normal(size=(6, 3)), rng.normal(size=(4, 6))
+    for _ in range(3):
+        dw = pt.grad(loss)(w, x)
+        value, dw2 = pt.value_and_grad(loss)(w, x)
+    assert len(traced) == 2  # once for grad, once for value_and_grad
+    np.testing.assert_allclose(dw, 2 * x.T @ (x @ w), rtol=1e-12)
+    np.testing.assert_allclose(dw2, dw, rtol=1e-12)
+    np.testing.assert_allclose(value, ((x @ w) ** 2).sum(), rtol=1e-12)
+    assert pt.grad(loss) is pt.grad(loss) and pt.grad(loss) is not pt.grad(loss, argnums=(0,))
+    assert pt.grad(loss, argnums=(0, 1))(w, x)[1].shape == x.shape

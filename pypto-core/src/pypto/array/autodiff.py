@@ -467,17 +467,43 @@ def _named_like(program: Callable, fn: Callable, name: str) -> Callable:
     return run
 
 
+GRAD_CACHE = 64  # (function, argnums) pairs whose gradient programs pt.grad keeps (least recently used dropped)
+_grads: dict[tuple, tuple[Any, GradFunction]] = {}
+_grads_lock = threading.Lock()
+
+
+def _grad_function(fn: Any, argnums: Any, with_value: bool, what: str) -> GradFunction:
+    """The :class:`GradFunction` of ``fn``, the same object for the same function and arguments, so that
+    ``pt.grad(loss)(w, x)`` written inline traces and compiles once, as a stored ``pt.grad(loss)`` does."""
+    shape = tuple(argnums) if isinstance(argnums, (tuple, list)) else argnums
+    try:
+        key = (id(fn), shape, isinstance(argnums, (tuple, list)), with_value)
+        hash(key)
+    except TypeError:  # unhashable argnums: refused by GradFunction with the reason
+        return GradFunction(fn, argnums, with_value, what)
+    with _grads_lock:
+        hit = _grads.pop(key, None)
+    if hit is None or hit[0] is not fn:  # a new function, or another one at a reused address
+        hit = (fn, GradFunction(fn, argnums, with_value, what))
+    with _grads_lock:
+        _grads[key] = hit  # most recently used last
+        while len(_grads) > GRAD_CACHE:
+            del _grads[next(iter(_grads))]
+    return hit[1]
+
+
 def grad(fn: Any, argnums: int | Sequence[int] = 0) -> GradFunction:
     """The gradient of a scalar-valued function of arrays with respect to argument(s) ``argnums``.
 
     ``pt.grad(f)(x, y)`` returns ``df/dx`` shaped like ``x``; with ``argnums=(0, 1)`` a tuple. The
-    gradient is one compiled kernel (see :meth:`GradFunction.get_code`)."""
-    return GradFunction(fn, argnums, False, "pt.grad")
+    gradient is one compiled kernel (see :meth:`GradFunction.get_code`), kept per function: ``pt.grad(f)``
+    written inline in a loop compiles once."""
+    return _grad_function(fn, argnums, False, "pt.grad")
 
 
 def value_and_grad(fn: Any, argnums: int | Sequence[int] = 0) -> GradFunction:
     """Like :func:`grad`, returning ``(f(x, ...), gradient)`` from one kernel."""
-    return GradFunction(fn, argnums, True, "pt.value_and_grad")
+    return _grad_function(fn, argnums, True, "pt.value_and_grad")
 
 
 class _Pullbacks:
