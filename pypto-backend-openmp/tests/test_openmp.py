@@ -250,6 +250,26 @@ def test_fast_entry_is_used_and_falls_back_correctly():
         vector_add(a[:4], a[:4], a[1:5])
 
 
+def test_keyword_calls_take_the_fast_entry(monkeypatch):
+    from pypto.runtime.kernel import Kernel
+
+    a = np.arange(6, dtype=np.float32)
+    k = pt.kernel(vector_add.fn)
+    first = k(a=a, b=a, c=np.empty_like(a))  # the first call: the full path, which finds the fast entry
+    np.testing.assert_array_equal(first, 2 * a)
+    assert k._fast is not None
+    full = []
+    real = Kernel._call
+    monkeypatch.setattr(Kernel, "_call", lambda self, args, kwargs: full.append(kwargs) or real(self, args, kwargs))
+    for call in (lambda c: k(a=a, b=a, c=c), lambda c: k(a, c=c, b=a), lambda c: k(a, a, c=c)):
+        c = np.zeros_like(a)
+        assert call(c) is c and (c == 2 * a).all()
+    assert full == []  # in parameter order they took the fast entry
+    with pytest.raises(pt.ArgumentError, match="cc"):
+        k(a, a, cc=a)  # a misspelt name: the full path names it
+    assert len(full) == 1
+
+
 def test_dispatch_overhead_is_small():
     import timeit
 

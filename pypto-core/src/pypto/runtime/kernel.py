@@ -247,7 +247,12 @@ class Kernel:
         if _observed:  # a plugin wraps pypto_launch (pt.profile, a tracer): the hook runs the call
             return plugins.get_registry().launch(self, args, kwargs, functools.partial(self._call, args, kwargs))
         fast = self._fast
-        if fast is not None and not kwargs:
+        if fast is not None:
+            if kwargs:  # arguments by name: in parameter order, they take the same fast entry
+                flat = self._positional(args, kwargs)
+                if flat is None:
+                    return self._call(args, kwargs)
+                args, kwargs = flat, {}
             key = self.executor if self.executor is not None else _env_executor()
             if key == fast[0]:
                 try:
@@ -258,6 +263,18 @@ class Kernel:
                 if result is not NotImplemented:
                     return result
         return self._call(args, kwargs)
+
+    def _positional(self, args: tuple, kwargs: dict) -> tuple | None:
+        """``args`` and ``kwargs`` as one tuple in parameter order when the names are exactly the parameters
+        not given positionally; None otherwise (dims by name, a misspelt name: the binder says what is wrong)."""
+        names = self._get_binder().param_names
+        n = len(args)
+        if n + len(kwargs) != len(names):
+            return None
+        try:
+            return args + tuple(kwargs[name] for name in names[n:])
+        except KeyError:
+            return None
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         """The full path: resolve the backend, bind and check every argument, launch."""
