@@ -166,6 +166,27 @@ def test_non_contiguous_inputs_and_outputs_are_handled():
     np.testing.assert_allclose(y, e / e.sum(1, keepdims=True), rtol=2e-6)
 
 
+def test_arguments_copied_on_every_call_are_named_once_per_kernel():
+    import warnings
+
+    k = pt.kernel(softmax.fn)
+    x = np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    y = np.empty((3, 4), np.float32)
+    with pytest.warns(
+        pt.PerformanceWarning, match=r"'x' \(Fortran-ordered, shape \(3, 4\).*copied to a C-ordered"
+    ) as w:
+        k(x, y)
+    assert w[0].filename == __file__  # points at the call
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        k(x, y)  # once per kernel
+        k(np.ascontiguousarray(x), y)
+    v = pt.kernel(vector_add.fn)
+    a = np.arange(20, dtype=np.float32)[::2]
+    with pytest.warns(pt.PerformanceWarning, match=r"'c' \(strided.*copied back after the call"):
+        v(a, a, np.zeros(20, np.float32)[::2])
+
+
 def test_kernel_repr_and_name():
     k = pt.kernel(executor="reference", fastmath=True)(vector_add.fn)
     assert "executor='reference'" in repr(k) and "fastmath=True" in repr(k)

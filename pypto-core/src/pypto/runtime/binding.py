@@ -7,13 +7,15 @@ fix. Nothing is launched (and no output touched) until every check has passed.
 from __future__ import annotations
 
 import numbers
+import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from pypto import dtypes
-from pypto.errors import AliasingError, ArgumentError, DTypeError, ShapeError
+from pypto.errors import AliasingError, ArgumentError, DTypeError, PerformanceWarning, ShapeError
 from pypto.ir.contract import CallContract
 from pypto.ir.kernel import TensorParam
 
@@ -115,6 +117,7 @@ class Binder:
         self.alias_ok = contract.alias_ok
         self.tensor_params = contract.tensor_params
         self.scalar_params = contract.scalar_params
+        self.warned_copies = False  # one PerformanceWarning per kernel for arguments copied on every call
 
     # -- argument mapping ----------------------------------------------------------------------
     def _collect(self, args: tuple, kwargs: dict) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -198,19 +201,41 @@ class Binder:
         noalias = self._check_aliasing(arrays)
         copyback = []
         ready = []
+        copied = []
         for p in self.tensor_params:
             a = arrays[p.name]
             if not (a.flags.c_contiguous and a.flags.aligned):
                 work = np.ascontiguousarray(a)
                 if p.role != "in":
                     copyback.append((a, work))
+                if a.size > 1:
+                    copied.append((p, a))
                 a = work
             ready.append(a)
+        if copied and not self.warned_copies:
+            self._warn_copies(copied)
         outputs = [user[p.name] for p in self.tensor_params if p.role != "in"]
         by_name = dict(zip([p.name for p in self.tensor_params], ready))
         by_name.update({p.name: s.item() for p, s in zip(self.scalar_params, scalars)})
         in_order = tuple(by_name[p.name] for p in self.params)
         return BoundCall(ready, scalars, [dims[d] for d in self.dims], noalias, outputs, copyback, in_order)
+
+    def _warn_copies(self, copied: list[tuple[Any, np.ndarray]]) -> None:
+        """Say once per kernel which arguments are copied on every call, and why."""
+        self.warned_copies = True
+        parts = []
+        for p, a in copied:
+            why = ("Fortran-ordered" if a.ndim > 1 and a.flags.f_contiguous else
+                   "unaligned" if not a.flags.aligned else "strided (a view that skips elements)")  # fmt: skip
+            back = " and copied back after the call" if p.role != "in" else ""
+            parts.append(f"'{p.name}' ({why}, shape {a.shape}, {a.nbytes / 2**20:.2f} MiB) is copied to a "
+                         f"C-ordered array on every call{back}")  # fmt: skip
+        warnings.warn(
+            f"{self.name}(): " + "; ".join(parts) + ". Kernels read C-ordered memory: pass np.ascontiguousarray(...) "
+            "once and reuse it, or make the array C-ordered where it is created",
+            PerformanceWarning,
+            stacklevel=_caller_stacklevel(),
+        )
 
     def _check_aliasing(self, arrays: dict[str, np.ndarray]) -> bool:
         noalias = True
@@ -251,3 +276,12 @@ class Binder:
                     fix=f"pass a separate array for '{q.name}' (e.g. pt.empty_like({p.name}))",
                 )
         return noalias
+
+
+def _caller_stacklevel() -> int:
+    """The stack level of the first frame outside pypto (where a warning should point)."""
+    level, f = 1, sys._getframe(1)
+    while f is not None and f.f_globals.get("__name__", "").split(".")[0] == "pypto":
+        f = f.f_back
+        level += 1
+    return level
