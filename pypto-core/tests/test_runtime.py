@@ -381,3 +381,36 @@ def test_profile_counts_each_value_once_against_the_analytic_count():
     assert prof.stats["matmul"].flops == 2 * m * n * k
     assert prof.stats["softmax"].flops == 5 * m * n
     assert prof.stats["rmsnorm"].flops == 4 * m * n + 4 * m
+
+
+def test_a_long_compile_shows_one_progress_line(monkeypatch, capsys):
+    import contextlib
+    import time
+
+    from pypto import compiler
+    from pypto.runtime import kernel as kernel_module
+
+    monkeypatch.setattr(compiler, "PROGRESS_AFTER", 0.05)
+    monkeypatch.setenv("PYPTO_PROGRESS", "1")  # stderr is not a terminal here
+    with compiler.progress("compiling kernel 'slow' for openmp"):
+        with compiler.progress("an inner step"):  # inside other work: only the outer line
+            time.sleep(0.3)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "pypto: compiling kernel 'slow' for openmp ..."
+    assert err[1].startswith("pypto: compiling kernel 'slow' for openmp: done in ") and len(err) == 2
+    with compiler.progress("fast"):
+        pass
+    monkeypatch.setenv("PYPTO_PROGRESS", "0")
+    with compiler.progress("switched off"):
+        time.sleep(0.2)
+    assert capsys.readouterr().err == ""
+    seen = []
+
+    @contextlib.contextmanager
+    def record(what):
+        seen.append(what)
+        yield
+
+    monkeypatch.setattr(kernel_module, "progress", record)
+    pt.kernel(executor="reference")(vector_add.fn)(np.ones(3, np.float32), np.ones(3, np.float32), pt.empty(3))
+    assert seen == ["compiling kernel 'vector_add' for reference"]

@@ -24,3 +24,10 @@ def executor_raw() -> object:
     if _RAW is not None and _EXECUTOR_KEY is not None:
         return _RAW.get(_EXECUTOR_KEY)
     return os.environ.get("PYPTO_EXECUTOR")
+
+
+def progress() -> bool | None:
+    """``$PYPTO_PROGRESS``: ``"0"`` never shows compile progress, ``"1"`` always does; unset or anything else
+    (None): only when stderr is a terminal."""
+    v = os.environ.get("PYPTO_PROGRESS", "").strip()
+    return False if v == "0" else True if v == "1" else None

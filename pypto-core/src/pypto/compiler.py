@@ -11,9 +11,14 @@ which other plugins wrap (:meth:`pypto.plugins.Registry.compile` calls it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from pypto import _env
 from pypto.backend_api import Artifact, Backend, Launcher, Program, Source
 from pypto.cache import DiskCache, cache_enabled, cache_key
 from pypto.errors import CompileError
@@ -48,6 +53,55 @@ def compile_program(program: Program, backend: Backend) -> Launcher:
     if launcher is None:
         raise CompileError(f"backend '{spec.name}' could not load the compiled kernel '{program.name}'")
     return launcher
+
+
+PROGRESS_AFTER = 1.0  # seconds a compilation runs before a progress line appears
+_progress = threading.local()
+
+
+@contextmanager
+def progress(what: str) -> Iterator[None]:
+    """A line on stderr for work that takes longer than :data:`PROGRESS_AFTER` (``what``…, then its time), shown
+    when stderr is a terminal or ``PYPTO_PROGRESS=1``; never with ``PYPTO_PROGRESS=0``. Work inside other
+    such work (a jit program's kernel compiled while the program is) shows only the outer line."""
+    wanted = _env.progress()
+    if wanted is None:
+        wanted = sys.stderr is not None and sys.stderr.isatty()
+    if not wanted or getattr(_progress, "active", False):
+        yield
+        return
+    _progress.active = True
+    try:
+        with _progress_line(what):
+            yield
+    finally:
+        _progress.active = False
+
+
+@contextmanager
+def _progress_line(what: str) -> Iterator[None]:
+    shown = threading.Event()
+    lock = threading.Lock()
+    start = time.perf_counter()
+
+    def show() -> None:
+        with lock:
+            if not done:
+                print(f"pypto: {what} ...", file=sys.stderr, flush=True)
+                shown.set()
+
+    done = False
+    timer = threading.Timer(PROGRESS_AFTER, show)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        with lock:
+            done = True
+        timer.cancel()
+        if shown.is_set():
+            print(f"pypto: {what}: done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
 
 
 @hookimpl(trylast=True)

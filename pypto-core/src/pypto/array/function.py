@@ -35,6 +35,7 @@ from pypto import dtypes
 from pypto._lru import LRUCache
 from pypto.array.graph import Array, input_array
 from pypto.array.lower import Buffer, Plan, lower
+from pypto.compiler import progress
 from pypto.errors import ArgumentError, DTypeError, PyptoError, ShapeError, SpecializationWarning, TracingError
 from pypto.ir.schedule import Schedule
 from pypto.lang.values import _RESERVED, Dim
@@ -386,8 +387,9 @@ class JitFunction:
             hit = self._cache.get(key)
             if hit is not None:
                 return hit
-            inputs, outs, positions, single, _ = self._trace(args, key)
-            compiled = self._build(lower(_kernel_name(self.__name__), inputs, outs), positions, single)
+            with progress(f"compiling {self.__name__}"):
+                inputs, outs, positions, single, _ = self._trace(args, key)
+                compiled = self._build(lower(_kernel_name(self.__name__), inputs, outs), positions, single)
             self._cache[key] = compiled
             return compiled
 

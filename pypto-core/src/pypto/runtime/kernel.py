@@ -19,7 +19,7 @@ import numpy as np
 
 from pypto import _env, driver, plugins
 from pypto.backend_api import KernelOptions, Program
-from pypto.compiler import render
+from pypto.compiler import progress, render
 from pypto.errors import ArgumentError, PyptoError
 from pypto.ir.contract import CallContract
 from pypto.ir.kernel import KernelIR
@@ -229,7 +229,8 @@ class Kernel:
         with self._lock:
             launcher = self._launchers.get(key)
             if launcher is None:
-                launcher = driver.launcher(self.program(noalias, backend), backend)
+                with progress(f"compiling kernel '{self.name}' for {backend}"):
+                    launcher = driver.launcher(self.program(noalias, backend), backend)
                 self._launchers[key] = launcher
         return launcher
 
