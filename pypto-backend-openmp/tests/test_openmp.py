@@ -270,6 +270,36 @@ def test_keyword_calls_take_the_fast_entry(monkeypatch):
     assert len(full) == 1
 
 
+def test_set_num_threads_applies_to_loaded_kernels_and_later_ones():
+    import ctypes
+
+    from pypto.targets import machine
+    from pypto.targets.cpu.backend import apply_threads
+
+    a = np.arange(6, dtype=np.float32)
+
+    def threads_of(k):
+        k(a, a, np.empty_like(a))
+        symbol = k._launchers[("openmp", True)].library.symbol("pt_get_num_threads")
+        return ctypes.CFUNCTYPE(ctypes.c_int)(symbol)()
+
+    first = pt.kernel(vector_add.fn)
+    try:
+        pt.set_num_threads(1)
+        assert threads_of(first) == 1 and pt.get_num_threads() == 1
+        pt.set_num_threads(3)
+        assert threads_of(first) == 3  # a kernel loaded before
+        assert threads_of(pt.kernel(vector_add.fn)) == 3  # and one loaded after
+        assert pt.get_runtime_info()["backends"]["openmp"]["threads"] == 3
+    finally:
+        machine.set_threads(None)
+        apply_threads(0)  # back to the runtime's default
+    with pytest.raises(pt.ArgumentError, match="positive int"):
+        pt.set_num_threads(0)
+    with pytest.raises(pt.ArgumentError):
+        pt.set_num_threads(True)
+
+
 def test_dispatch_overhead_is_small():
     import timeit
 

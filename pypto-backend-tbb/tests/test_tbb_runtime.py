@@ -185,3 +185,25 @@ def test_a_kernel_opened_without_pypto_runs_its_loops_on_one_thread(run_py):
     out = subprocess.run([sys.executable, "-c", _UNBOUND, path], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "1", "True"]
+
+
+def test_set_num_threads_gives_loaded_kernels_an_arena_of_that_size():
+    import ctypes
+
+    from pypto.targets import machine
+    from pypto.targets.cpu.backend import apply_threads
+
+    a = np.arange(6, dtype=np.float32)
+    k = pt.kernel(executor="tbb")(vector_add.fn)
+    k(a, a, np.empty_like(a))
+    symbol = k._launchers[("tbb", True)].library.symbol("pt_get_num_threads")
+    arena = ctypes.CFUNCTYPE(ctypes.c_int)(symbol)
+    try:
+        pt.set_num_threads(1)
+        assert arena() == 1 and pt.get_runtime_info()["backends"]["tbb"]["threads"] == 1
+        np.testing.assert_array_equal(k(a, a, np.empty_like(a)), 2 * a)
+        pt.set_num_threads(2)
+        assert arena() == 2
+    finally:
+        machine.set_threads(None)
+        apply_threads(0)

@@ -22,6 +22,7 @@ class OpenMPRenderer(SimdCRenderer):
             "static int pt_num_threads = 0;",
             "void pt_set_num_threads(int n) { pt_num_threads = n > 0 ? n : omp_get_max_threads(); }",
             "#define PT_THREADS (pt_num_threads > 0 ? pt_num_threads : omp_get_max_threads())",
+            "int pt_get_num_threads(void) { return PT_THREADS; }",
             *self.vector_math_declarations(),
         ]
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pypto.backend_api import Program
 from pypto.targets.cpu.backend import NativeBackend, num_threads
+from pypto.targets.machine import threads_chosen
 
 from .locate import locate_tbb
 
@@ -30,11 +31,12 @@ def default_concurrency() -> int:
 
 
 def thread_count() -> int:
-    """The concurrency of a kernel's task arena once loaded: ``PYPTO_NUM_THREADS``, else TBB's default.
+    """The concurrency of a kernel's task arena once loaded: ``pt.set_num_threads`` or ``PYPTO_NUM_THREADS``,
+    else TBB's default.
 
     Mirrors what :meth:`NativeBackend.launch` passes to ``pt_set_num_threads`` (0 = TBB's default).
     """
-    return num_threads() if os.environ.get("PYPTO_NUM_THREADS") else default_concurrency()
+    return num_threads() if threads_chosen() else default_concurrency()
 
 
 def compile_flags() -> tuple[str, ...]:

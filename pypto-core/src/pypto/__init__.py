@@ -105,6 +105,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from pypto.runtime.memory import empty, empty_like, zeros, zeros_like
     from pypto.runtime.profile import profile
     from pypto.runtime.stream import current_stream, stream
+    from pypto.runtime.threads import get_num_threads, set_num_threads
 
 
 _LAZY: dict[str, str] = {
@@ -200,6 +201,9 @@ _LAZY: dict[str, str] = {
     "current_stream": ".runtime.stream",
     # .runtime.info
     "get_runtime_info": ".runtime.info",
+    # .runtime.threads
+    "set_num_threads": ".runtime.threads",
+    "get_num_threads": ".runtime.threads",
     # .runtime.kernel
     "Kernel": ".runtime.kernel",
     "kernel": ".lang.kernel",
@@ -261,7 +265,7 @@ __all__ = [
     "module",
     # runtime
     "empty", "zeros", "empty_like", "zeros_like", "benchmark", "BenchmarkResult", "get_runtime_info",
-    "stream", "current_stream",
+    "set_num_threads", "get_num_threads", "stream", "current_stream",
     "list_backends", "register_plugin", "unregister_plugin", "reload_plugins", "hookimpl",
     # errors
     "PyptoError", "TracingError", "DTypeError", "ShapeError", "AliasingError", "ArgumentError", "BackendNotFound",

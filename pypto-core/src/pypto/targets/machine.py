@@ -84,8 +84,26 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
+_threads_set: int | None = None  # pt.set_num_threads
+
+
+def threads_chosen() -> bool:
+    """Whether the thread count was chosen (``pt.set_num_threads`` or ``PYPTO_NUM_THREADS``), not left to the
+    threading runtime's default."""
+    return _threads_set is not None or bool(os.environ.get("PYPTO_NUM_THREADS"))
+
+
+def set_threads(n: int | None) -> None:
+    """Record the thread count ``pt.set_num_threads`` chose (the CPU backends apply it to loaded kernels)."""
+    global _threads_set
+    _threads_set = n
+
+
 def num_threads() -> int:
-    """Threads for parallel loops: PYPTO_NUM_THREADS, else OMP_NUM_THREADS, else every core."""
+    """Threads for parallel loops: ``pt.set_num_threads``, else PYPTO_NUM_THREADS, else OMP_NUM_THREADS, else
+    every core."""
+    if _threads_set is not None:
+        return _threads_set
     for var in ("PYPTO_NUM_THREADS", "OMP_NUM_THREADS"):
         v = os.environ.get(var, "").split(",")[0].strip()
         if v.isdigit() and int(v) > 0:
@@ -125,4 +143,4 @@ SIMT_DEVICE = Machine(
     name="simt", vector_bytes=128, vector_registers=255, l1=48 << 10, l2=4 << 20, threads=32, kind="simt"
 )
 
-__all__ = ["Machine", "host_cpu", "num_threads", "SIMT_DEVICE"]
+__all__ = ["Machine", "host_cpu", "num_threads", "set_threads", "threads_chosen", "SIMT_DEVICE"]

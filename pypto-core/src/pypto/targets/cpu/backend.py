@@ -8,9 +8,9 @@ the C fast-call entry point, the cffi launcher — is the same code for every su
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from importlib.machinery import EXTENSION_SUFFIXES
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,7 @@ from pypto.backend_api import (
     Source,
 )
 from pypto.targets.cpu.toolchain import Toolchain, ToolchainError, build_shared, probe
-from pypto.targets.machine import num_threads
+from pypto.targets.machine import num_threads, threads_chosen
 
 if TYPE_CHECKING:  # imported where used: a warm process never renders code
     from pypto.targets.cpu.loader import NativeLauncher, SharedObject
@@ -184,5 +184,16 @@ class NativeBackend(Backend):
         return NativeLauncher(program.loops, artifact, entry=artifact.metadata.get("entry"), on_load=self.on_load)
 
     def on_load(self, library: SharedObject) -> None:
-        """Prepare a kernel's freshly loaded object before its first call: its thread count (0: the default)."""
-        library.call("pt_set_num_threads", num_threads() if os.environ.get("PYPTO_NUM_THREADS") else 0)
+        """Prepare a kernel's freshly loaded object before its first call: its thread count (0: the default),
+        which ``pt.set_num_threads`` changes later (:func:`apply_threads`)."""
+        library.call("pt_set_num_threads", num_threads() if threads_chosen() else 0)
+        _threaded.add(library)
+
+
+_threaded: weakref.WeakSet[SharedObject] = weakref.WeakSet()  # loaded kernels that take a thread count
+
+
+def apply_threads(n: int) -> None:
+    """Give every loaded kernel of the C backends ``n`` threads for its next calls."""
+    for library in list(_threaded):
+        library.call("pt_set_num_threads", n)
