@@ -30,8 +30,11 @@ HERE = Path(__file__).resolve().parent
 def set_threads(n: int) -> None:
     # Several OpenMP runtimes take turns here (pypto's, the hand-written C's, torch's, Numba's); with
     # the default spin-waiting, one runtime's idle workers keep a core busy while the next one runs.
-    # Passive waiting makes the interleaved comparison fair to every competitor.
+    # Passive waiting makes the interleaved comparison fair to every competitor. OpenBLAS (NumPy's matmul)
+    # has its own pool, whose workers spin for 2**28 cycles after each call by default: the same rule,
+    # a short spin, for it (benchmarks/blas_interference.py measures what that spinning costs the next call).
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     for var in ("OMP_NUM_THREADS", "PYPTO_NUM_THREADS", "NUMBA_NUM_THREADS", "MKL_NUM_THREADS",
                 "OPENBLAS_NUM_THREADS", "NUMEXPR_MAX_THREADS", "NUMEXPR_NUM_THREADS"):  # fmt: skip
         os.environ[var] = str(n)
