@@ -12,7 +12,7 @@ import re
 import pytest
 
 import pypto as pt
-from pypto.passes.schedule import register_tile, transpose_tile
+from pypto.passes.schedule import REDUCTION_BLOCK, register_tile, transpose_tile
 from pypto.targets.machine import SIMT_DEVICE, Machine, host_cpu
 from pypto.testing import column_stats, dense_relu, matmul, softmax, sum_exp, transpose_add, vector_add
 
@@ -27,7 +27,10 @@ def test_each_access_pattern_gets_its_schedule():
     mr, nr = register_tile(host_cpu(), 4)
     side = transpose_tile(host_cpu())
     (mm,) = nest_lines(matmul)
-    assert f"schedule: contraction order=(i, j) parallel=i vector=j tile(j={nr}) register={mr}x{nr} pack=(b)" in mm
+    assert (
+        f"schedule: contraction order=(i, j) parallel=i vector=j tile(j={nr}, k={REDUCTION_BLOCK}) register={mr}x{nr} pack=(b)"
+        in mm
+    )
     (dense,) = nest_lines(dense_relu)
     assert "pack=(w)" in dense and "contraction" in dense
     (cols,) = nest_lines(column_stats)
@@ -70,12 +73,12 @@ def test_tile_hints_override_the_choice_in_either_decorator_order():
     over = pt.tile(i=64, j=256)(pt.kernel(matmul_h))
     for k in (under, over):
         (line,) = nest_lines(k)
-        assert "tile(i=64, j=256)" in line and "hinted=(tile i, tile j)" in line
+        assert "tile(i=64, j=256, k=1024)" in line and "hinted=(tile i, tile j)" in line  # k: the default block
         assert "hints: Schedule(tile={'i': 64, 'j': 256})" in k.ir("schedule")
     k = pt.tile(i=64, j=256, k=128)(pt.kernel(matmul_h))  # blocks of the reduced axis too
     assert "tile(i=64, j=256, k=128)" in nest_lines(k)[0]
     # the hints reach the loop IR a backend compiles (so they are part of its cache key)
-    assert "tile(i=64, j=256)" in under.ir("lower") and "tile(i=64" not in pt.kernel(matmul_h).ir("lower")
+    assert "tile(i=64, j=256, k=1024)" in under.ir("lower") and "tile(i=64" not in pt.kernel(matmul_h).ir("lower")
     # schedule= is laid over @pt.tile; size= tiles every axis a nest tiles
     k = pt.kernel(pt.tile(i=64)(_copy(matmul_h)), schedule={"tile": {"i": 32}, "size": 96})
     assert "tile(i=32, j=96, k=96)" in nest_lines(k)[0]
