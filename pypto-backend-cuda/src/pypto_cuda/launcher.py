@@ -285,15 +285,19 @@ class _Gpu:
         self.driver.stream_synchronize(self.driver.stream(stream))
 
     def launch(self, launch: Launch, stream: int) -> None:
-        f = launch.kernel
+        ready = launch.ready
+        if ready is None:  # the first time: the driver's grid, block and shared memory (a replay reuses them)
+            f = launch.kernel
+            shared = sum(launch.local)
+            if shared > f.opted_in:  # more dynamic shared memory than the default 48 KiB: opt in (once per size)
+                self.driver.set_function_attribute(f.fn, drv.FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+                f.opted_in = shared
+            grid = (*launch.blocks, *([1] * (3 - len(launch.blocks))))
+            block = (*launch.threads, *([1] * (3 - len(launch.threads))))
+            ready = launch.ready = (f, grid, block, shared)
+        f, grid, block, shared = ready
         for slot, v in zip(f.slots, launch.values):
             slot[0] = v
-        shared = sum(launch.local)
-        if shared > f.opted_in:  # more dynamic shared memory than the default 48 KiB: opt in (once per size)
-            self.driver.set_function_attribute(f.fn, drv.FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
-            f.opted_in = shared
-        grid = (*launch.blocks, *([1] * (3 - len(launch.blocks))))
-        block = (*launch.threads, *([1] * (3 - len(launch.threads))))
         try:
             self.driver.launch(f.fn, grid, block, shared, self.driver.stream(stream), f.params, f.slots)
         except CudaError as e:

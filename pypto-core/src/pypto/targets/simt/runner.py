@@ -125,13 +125,15 @@ class SimtDevice(Protocol):
 
 class Launch:
     """One launch of a call: the device kernel, blocks per dimension, threads per block, bytes of its local
-    buffers, its parameter values. Calls with the same arguments make the same launches (CUDA replays them)."""
+    buffers, its parameter values. Calls with the same arguments make the same launches (CUDA replays them);
+    ``ready`` is what a device derived from it for its launch call, kept for replays (None until then)."""
 
-    __slots__ = ("kernel", "blocks", "threads", "local", "values")
+    __slots__ = ("kernel", "blocks", "threads", "local", "values", "ready")
 
     def __init__(self, kernel: Any, blocks: tuple[int, ...], threads: tuple[int, ...], local: tuple[int, ...],
                  values: tuple[Any, ...]):  # fmt: skip
         self.kernel, self.blocks, self.threads, self.local, self.values = kernel, blocks, threads, local, values
+        self.ready: Any = None
 
 
 class PlanRunner:
