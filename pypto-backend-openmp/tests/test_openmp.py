@@ -5,6 +5,7 @@ Numerical results are compared with NumPy on the same inputs (float32: rtol 2e-6
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -43,26 +44,29 @@ from pypto.testing import (
 
 def test_softmax_code_is_fused_parallel_and_vectorised():
     code = softmax.get_code()
-    assert "#pragma omp parallel for schedule(static)" in code
+    # each nest's loop over rows is one function, run by a team of threads (one run of rows each) or directly
+    assert "#pragma omp parallel num_threads(PT_THREADS)" in code
     # rows that fit in cache: max, sum (writing exp once), scale: three passes over a cached row;
     # long rows: block-wise online max/sum, then the write
     short_rows = code.split("if (N * 4 >= 524288)", 1)[1].split("\n    } else {\n", 1)[1]
-    threaded, serial = short_rows.split("return pt_status")[0].split("} else {", 1)
-    assert threaded.count("#pragma omp simd") == 3 and serial.count("#pragma omp simd") == 3
-    assert "if (N * 4 >= 524288)" in code
+    threaded, serial = short_rows.split("return pt_status")[0].split("} else ", 1)
+    (nest,) = set(re.findall(r"pt_nest\d+", threaded))
+    assert f"pt_lo < pt_hi && {nest}(pt_lo, pt_hi, x, y, N)" in threaded and f"({nest}(0, M, x, y, N))" in serial
+    nest_code = code.split(f"static int {nest}(")[1].split("\n}\n")[0]
+    assert nest_code.count("#pragma omp simd") == 3 and "omp parallel" not in nest_code
     assert "reduction(max:" in code and "reduction(+:" in code
     assert "const float *restrict x" in code and "float *restrict y" in code
     assert "#pragma omp declare simd notinbranch\nfloat expf(float);" in code
     # no fork/join for tiny problems (cost-weighted points), and no OpenMP runtime call either
-    assert "if (16 * M * N >= 524288) {\n            #pragma omp parallel for" in code
-    assert " if(" not in code and "omp parallel" not in serial
+    assert "if (16 * M * N >= 524288) {\n            #pragma omp parallel num_threads" in code
+    assert " if(" not in code and "omp" not in serial
     assert "malloc" not in code.split("fast-call")[0]  # no temporaries
 
 
 def test_sum_exp_is_split_in_fixed_blocks():
     code = sum_exp.get_code()
     assert "_partial" in code and "16384" in code
-    assert code.count("#pragma omp parallel for") == 1
+    assert code.count("#pragma omp parallel") == 1
 
 
 def test_column_reductions_walk_rows_in_blocks():
@@ -384,3 +388,44 @@ def test_runtime_info_reports_threads_and_compiler(monkeypatch):
     assert "gcc" in info["compiler"] or "clang" in info["compiler"] or "cc" in info["compiler"]
     assert "-fopenmp" in info["flags"]
     assert pt.get_runtime_info()["default_executor"] == "openmp"
+
+
+def test_a_compile_error_in_a_later_translation_unit_shows_that_unit():
+    tc = Toolchain("c", find_compiler("c"), "test", ("-O1",))
+    first = "int helper(void);\nint ok(void) { return helper(); }\n"
+    second = "int helper(void) {\n    return missing_name;\n}\n"
+    with pytest.raises(pt.CompileError) as ei:
+        build_shared(tc, first + second, name="split", units=(first, second))
+    msg = str(ei.value)
+    assert "compiling kernel 'split' failed" in msg and ">>     2 |     return missing_name;" in msg
+
+
+def _mlp(x, w1, b1, w2):
+    return pt.gelu(x @ w1 + b1) @ w2
+
+
+def test_a_kernel_built_from_several_translation_units_matches_one(monkeypatch):
+    """The same kernel built as one unit and as three (its nests spread over them) gives NumPy's answer."""
+    from pypto.plugins import get_registry
+
+    rng = np.random.default_rng(3)
+    x, w1, w2 = (rng.standard_normal(s).astype(np.float32) for s in ((33, 40), (40, 70), (70, 9)))
+    b1 = rng.standard_normal(70).astype(np.float32)
+    h = x.astype(np.float64) @ w1 + b1
+    want = (0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2)))) @ w2  # pt.gelu: the erf form
+    monkeypatch.setenv("PYPTO_NO_CACHE", "1")
+    backend = get_registry().backend("openmp")
+    for jobs in ("1", "3"):
+        monkeypatch.setenv("PYPTO_COMPILE_JOBS", jobs)
+        f = pt.jit(_mlp)
+        program = f.kernel(x, w1, b1, w2).program(backend="openmp")
+        units = backend.render(program).extras.get("units", ())
+        if jobs == "1":
+            assert units == ()
+        else:  # the kernel function and its entry point in the first unit; each nest defined in exactly one
+            assert len(units) == 3 and f"int {program.loops.name}(" in units[0] and "pt_entry" in units[0]
+            nests = re.findall(r"^static int (pt_nest\d+)\(", backend.render(program).text, re.M)
+            for nest in nests:
+                defined = [u for u in units if re.search(rf"^__attribute__.*int {nest}\(.*\) {{$", u, re.M)]
+                assert len(defined) == 1
+        np.testing.assert_allclose(f(x, w1, b1, w2), want, rtol=2e-4, atol=2e-4)

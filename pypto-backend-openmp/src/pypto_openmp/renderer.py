@@ -1,11 +1,21 @@
-"""C + OpenMP rendering: the core's C renderer with pragmas, vector math and NaN-safe reductions."""
+"""C + OpenMP rendering: the core's C renderer with pragmas, vector math and NaN-safe reductions.
+
+A parallel loop whose nest is too small for threads (the ``parallel_threshold`` pass's condition)
+runs on the calling thread without entering the OpenMP runtime, which would cost a parallel region
+(~0.4 us) even with an ``if`` clause. So that both ways run one copy of the nest, its loop over
+rows is a function of its own, ``pt_nest<n>(begin, end, buffers and sizes...)`` (see
+:mod:`pypto.targets.cpu.captures`), called once per thread or directly: a register-tiled
+contraction is hundreds of lines of C, and compiling it twice doubled the compile time.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
 
-from pypto.ir.loops import Loop, LoopKernel
+from pypto.dtypes import int64
+from pypto.ir.loops import Loop, LoopKernel, Var
+from pypto.targets.cpu.captures import assigned_outside, free_values
 from pypto.targets.cpu.render import SimdCRenderer
 
 
@@ -16,6 +26,15 @@ class OpenMPRenderer(SimdCRenderer):
 
     def __init__(self, vector_math: Iterable[str] = ()):
         super().__init__(vector_math)
+        self.nests = 0
+        self.noalias = True
+        self.roles: dict[str, str] = {}  # buffer arguments' roles ("in" buffers are const)
+
+    def render(self, k: LoopKernel) -> str:
+        self.nests = 0
+        self.noalias = k.noalias
+        self.roles = {a.name: a.role for a in k.args if a.kind == "buffer"}
+        return super().render(k)
 
     def extra_declarations(self, k: LoopKernel) -> list[str]:
         return [
@@ -43,11 +62,58 @@ class OpenMPRenderer(SimdCRenderer):
         if s.threads_if is None:
             super().loop(s, ind)
             return
+        if s.kind == "parallel" and not s.reductions and not assigned_outside(s):
+            self.outlined_loop(s, ind)
+            return
         self.emit(ind, f"if ({self.expr(s.threads_if)}) {{")
         super().loop(replace(s, threads_if=None), ind + 1)
         self.emit(ind, "} else {")
         serial = "vector" if s.kind == "parallel_vector" else "serial"
         super().loop(replace(s, kind=serial, threads_if=None), ind + 1)
+        self.emit(ind, "}")
+
+    def outlined_loop(self, s: Loop, ind: int) -> None:
+        """``s`` as ``pt_nest<n>(begin, end, values...)``: chunks on threads when ``threads_if`` holds (one
+        per iteration with ``dynamic``, else OpenMP's static split: one run of iterations per thread),
+        the whole range on this thread otherwise."""
+        assert s.threads_if is not None
+        self.nests += 1
+        fn = f"pt_nest{self.nests}"
+        buffers, scalars = free_values(s, {b: shape for b, (_, shape) in self.buffers.items()})
+        params = [f"{self.index_type} pt_begin", f"{self.index_type} pt_end"]
+        for b in buffers:
+            const = "const " if self.roles.get(b, "out") == "in" else ""
+            ptr = f"*{self.restrict} " if self.noalias else "*"
+            params.append(f"{const}{self.buffer_ctype(self.buffers[b][0])} {ptr}{b}")
+        params += [f"const {self.ctype(dt)} {name}" for name, dt in scalars]
+        outer, self.lines = self.lines, []
+        self.emit(1, f"{self.status_type} pt_status = 0;")
+        chunk = replace(s, kind="serial", threads_if=None, start=Var("pt_begin", dtype=int64),
+                        stop=Var("pt_end", dtype=int64))  # fmt: skip
+        super().loop(chunk, 1)
+        self.emit(1, "return pt_status;")
+        body, self.lines = self.lines, outer
+        self.functions.append((f"{self.status_type} {fn}({', '.join(params)})", "\n".join(["{", *body, "}", ""])))
+        values = "".join(f", {v}" for v in [*buffers, *(name for name, _ in scalars)])
+        start, stop = self.expr(s.start), self.expr(s.stop, 12)
+        self.emit(ind, f"if ({self.expr(s.threads_if)}) {{")
+        i = ind + 1
+        if s.dynamic:
+            self.emit(i, "#pragma omp parallel for schedule(dynamic, 1) num_threads(PT_THREADS)")
+            self.emit(i, f"for ({self.index_type} {s.var} = {start}; {s.var} < {self.expr(s.stop, 10)}; {s.var}++)")
+            self.emit(i + 1, f"if ({fn}({s.var}, {s.var} + 1{values})) pt_status = 1;")
+        else:
+            self.emit(i, "#pragma omp parallel num_threads(PT_THREADS)")
+            self.emit(i, "{")
+            j = i + 1
+            self.emit(j, "const int64_t pt_t = omp_get_thread_num(), pt_nt = omp_get_num_threads();")
+            self.emit(j, f"const int64_t pt_per = ({stop} - {self.expr(s.start, 12)} + pt_nt - 1) / pt_nt;")
+            self.emit(j, f"const int64_t pt_lo = {start} + pt_t * pt_per;")
+            self.emit(j, f"const int64_t pt_hi = pt_lo + pt_per < {stop} ? pt_lo + pt_per : {stop};")
+            self.emit(j, f"if (pt_lo < pt_hi && {fn}(pt_lo, pt_hi{values})) pt_status = 1;")
+            self.emit(i, "}")
+        self.emit(ind, f"}} else if ({fn}({start}, {stop}{values})) {{")
+        self.emit(ind + 1, "pt_status = 1;")
         self.emit(ind, "}")
 
     def streamed_loop(self, s: Loop, ind: int) -> None:

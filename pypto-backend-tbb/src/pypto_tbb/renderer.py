@@ -1,7 +1,7 @@
 """C++17 + oneTBB rendering: the core's SIMD C renderer with parallel loops as ``tbb::parallel_for``.
 
 A parallel loop becomes a lambda over a chunk ``[begin, end)`` of its iterations, capturing by
-reference but taking the buffers and sizes it reads as parameters (see :mod:`pypto_tbb.captures`),
+reference but taking the buffers and sizes it reads as parameters (see :mod:`pypto.targets.cpu.captures`),
 that runs either directly, for problems too small to be worth tasks, or under ``pt_parallel_for``
 (see :mod:`pypto_tbb.runtime`). Inner loops are vectorised exactly as in
 the OpenMP backend: ``#pragma omp simd`` (``-fopenmp-simd``), libmvec vector math, NaN-safe
@@ -16,9 +16,9 @@ from dataclasses import replace
 
 from pypto.dtypes import int64
 from pypto.ir.loops import Loop, LoopKernel, Var
+from pypto.targets.cpu.captures import free_values
 from pypto.targets.cpu.render import SimdCRenderer
 
-from .captures import free_values
 from .runtime import INCLUDES, TASK_MIN_WORK, support_source
 
 
@@ -79,7 +79,7 @@ class TBBRenderer(SimdCRenderer):
     def chunk_lambda(self, s: Loop, ind: int, n: int, render_chunk: Callable[[int, str, str], None]) -> str:
         """``auto pt_chunk<n> = [&](begin, end, values...) {...};``; returns the values to call it with.
 
-        The buffers and sizes the body reads are parameters, not captures (see :mod:`.captures`).
+        The buffers and sizes the body reads are parameters, not captures (see :mod:`pypto.targets.cpu.captures`).
         """
         shapes = {b: shape for b, (_, shape) in self.buffers.items()}
         buffers, scalars = free_values(s, shapes)

@@ -31,3 +31,10 @@ def progress() -> bool | None:
     (None): only when stderr is a terminal."""
     v = os.environ.get("PYPTO_PROGRESS", "").strip()
     return False if v == "0" else True if v == "1" else None
+
+
+def compile_jobs() -> int | None:
+    """``$PYPTO_COMPILE_JOBS``: how many compiler processes may build one kernel at once (``1``: one
+    translation unit); None when unset or not a positive integer (the CPUs this process may use)."""
+    v = os.environ.get("PYPTO_COMPILE_JOBS", "").strip()
+    return int(v) if v.isdigit() and int(v) > 0 else None

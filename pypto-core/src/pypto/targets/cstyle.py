@@ -72,6 +72,10 @@ class CRenderer:
 
     def __init__(self) -> None:
         self.helpers: dict[str, str] = {}
+        # functions the kernel calls (outlined loop nests), after the helpers: (declarator, body) each, the
+        # declarator without storage class ("int pt_nest1(int64_t pt_begin, ...)"), the body "{ ... }"
+        self.functions: list[tuple[str, str]] = []
+        self.rendered: tuple[LoopKernel, list[str]] | None = None  # the last kernel rendered and its body lines
         self.lines: list[str] = []
         self.buffers: dict[str, tuple[DType, tuple[Expr, ...]]] = {}
 
@@ -325,9 +329,17 @@ class CRenderer:
     def render(self, k: LoopKernel) -> str:
         """The complete translation unit for ``k``."""
         self.helpers.clear()
+        self.functions = []
         self.lines = []
         self.buffers = {a.name: (a.dtype, a.shape) for a in k.args if a.kind == "buffer"}
         body = self.body(k)
+        self.rendered = (k, body)
+        return self.assemble(k, [f"static {d} {b}" for d, b in self.functions])
+
+    def assemble(self, k: LoopKernel, functions: Iterable[str]) -> str:
+        """The translation unit holding the kernel function, with ``functions`` (definitions or prototypes)
+        before it."""
+        assert self.rendered is not None and self.rendered[0] is k
         out = [
             f"/* pypto kernel {k.name}: generated code, do not edit */",
             *self.prelude(),
@@ -335,12 +347,46 @@ class CRenderer:
             *self.extra_declarations(k),
             *self.helpers.values(),
             "",
+            *functions,
             self.signature(k) + " {",
-            *body,
+            *self.rendered[1],
             "}",
             *self.epilogue(k),
         ]
         return "\n".join(out) + "\n"
+
+    hidden = '__attribute__((visibility("hidden"))) '  # functions shared between the units of one object
+
+    def units(self, k: LoopKernel, parts: int, first_load: int = 0) -> list[str]:
+        """The kernel last rendered as up to ``parts`` translation units, compiled apart (in parallel) and
+        linked into one object: the kernel function in the first, its functions spread over all of them by
+        size (in lines; ``first_load``: lines' worth the caller will add to the first unit). Every unit has the
+        includes, the :meth:`shared_declarations`, the helpers and a prototype of every function. One unit
+        (the text :meth:`render` returned) when there is nothing to spread."""
+        assert self.rendered is not None and self.rendered[0] is k
+        if parts < 2 or not self.functions:
+            return [self.assemble(k, [f"static {d} {b}" for d, b in self.functions])]
+        sizes = [b.count("\n") + 1 for _, b in self.functions]
+        load, bins = [len(self.rendered[1]) + first_load] + [0] * (parts - 1), [[] for _ in range(parts)]
+        for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+            j = min(range(parts), key=load.__getitem__)
+            bins[j].append(i)
+            load[j] += sizes[i]
+        protos = [f"{self.hidden}{d};" for d, _ in self.functions]
+        defs = [f"{self.hidden}{d} {b}" for d, b in self.functions]
+        first = self.assemble(k, [*protos, *(defs[i] for i in sorted(bins[0]))])
+        rest = [
+            "\n".join([f"/* pypto kernel {k.name}: generated code, part {n + 1} */", *self.prelude(), "",
+                       *self.shared_declarations(k), *self.helpers.values(), "", *protos,
+                       *(defs[i] for i in sorted(b))]) + "\n"
+            for n, b in enumerate(x for x in bins[1:] if x)
+        ]  # fmt: skip
+        return [first, *rest]
+
+    def shared_declarations(self, k: LoopKernel) -> Iterable[str]:
+        """Declarations every translation unit of a split kernel needs (those of :meth:`extra_declarations`
+        that define nothing)."""
+        return ()
 
     def extra_declarations(self, k: LoopKernel) -> Iterable[str]:
         """Declarations between the includes and the helpers (vector-math prototypes, globals)."""

@@ -89,6 +89,9 @@ class SimdCRenderer(CRenderer):
     def extra_declarations(self, k: LoopKernel) -> list[str]:
         return self.vector_math_declarations()
 
+    def shared_declarations(self, k: LoopKernel) -> list[str]:
+        return self.vector_math_declarations()
+
     # -- vector loops ------------------------------------------------------------------------------
     def reduction_clauses(self, s: Loop) -> list[str]:
         clauses = []

@@ -247,29 +247,66 @@ def _stat(path: str) -> list:
 
 
 def build_shared(tc: Toolchain, source: str, *, name: str, extra_flags: Sequence[str] = (),
-                 extra_link: Sequence[str] = ()) -> bytes:  # fmt: skip
+                 extra_link: Sequence[str] = (), units: Sequence[str] = ()) -> bytes:  # fmt: skip
     """Compile ``source`` into a shared object and return its bytes; a failure raises
-    :class:`~pypto.errors.CompileError` with the compiler's messages and the source around them."""
-    import subprocess
+    :class:`~pypto.errors.CompileError` with the compiler's messages and the source around them.
+
+    With ``units`` (the same program as several translation units), each unit is compiled by a compiler
+    process of its own, all at once, and the objects are linked: the wall time of the largest unit
+    instead of the sum.
+    """
     import tempfile
 
     suffix = ".cpp" if tc.language == "c++" else ".c"
     with tempfile.TemporaryDirectory(prefix="pypto-build-") as d:  # strings, not Paths: see pypto.cache._root
-        src, out = os.path.join(d, f"{name}{suffix}"), os.path.join(d, f"{name}.so")
-        with open(src, "w") as f:
-            f.write(source)
-        cmd = [*tc.compiler.split(), *tc.flags, *extra_flags, "-shared", "-fPIC", src, "-o", out,
-               *tc.link_flags, *extra_link]  # fmt: skip
-        try:
-            r = _run(cmd, cwd=d, timeout=600)
-        except subprocess.TimeoutExpired:
-            raise CompileError(f"compiling kernel '{name}' with {tc.compiler} timed out after 600 s") from None
-        except OSError as e:
-            raise ToolchainError(f"cannot run the compiler {tc.compiler}: {e}") from None
-        if r.returncode != 0:
-            raise CompileError(_compile_report(name, tc, cmd, r.stderr, source))
+        out = os.path.join(d, f"{name}.so")
+        texts = list(units) if len(units) > 1 else [source]
+        srcs = [os.path.join(d, f"{name}{'' if n == 0 else f'_part{n + 1}'}{suffix}") for n in range(len(texts))]
+        for path, text in zip(srcs, texts):
+            with open(path, "w") as f:
+                f.write(text)
+        base = [*tc.compiler.split(), *tc.flags, *extra_flags]
+        if len(texts) == 1:
+            steps = [[*base, "-shared", "-fPIC", srcs[0], "-o", out, *tc.link_flags, *extra_link]]
+        else:
+            steps = [[*base, "-fPIC", "-c", src, "-o", src[: -len(suffix)] + ".o"] for src in srcs]
+        results = _run_all(steps, d, name, tc)
+        for cmd, text, r in zip(steps, texts, results):
+            if r.returncode != 0:
+                raise CompileError(_compile_report(name, tc, cmd, r.stderr, text))
+        if len(texts) > 1:
+            cmd = [*base, "-shared", "-fPIC", *(s[: -len(suffix)] + ".o" for s in srcs), "-o", out,
+                   *tc.link_flags, *extra_link]  # fmt: skip
+            (r,) = _run_all([cmd], d, name, tc)
+            if r.returncode != 0:
+                raise CompileError(_compile_report(name, tc, cmd, r.stderr, ""))
         with open(out, "rb") as f:
             return f.read()
+
+
+def _run_all(cmds: Sequence[Sequence[str]], cwd: str, name: str, tc: Toolchain, timeout: float = 600) -> list:
+    """Run the compiler commands ``cmds`` at once; their completed processes, in order."""
+    import subprocess
+
+    procs: list[subprocess.Popen] = []
+    try:
+        for cmd in cmds:
+            procs.append(subprocess.Popen(list(cmd), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))  # fmt: skip
+        done = []
+        for p in procs:
+            out, err = p.communicate(timeout=timeout)
+            done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+        return done
+    except subprocess.TimeoutExpired:
+        raise CompileError(f"compiling kernel '{name}' with {tc.compiler} timed out after {timeout:.0f} s") from None
+    except OSError as e:
+        raise ToolchainError(f"cannot run the compiler {tc.compiler}: {e}") from None
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
 
 
 def _compile_report(name: str, tc: Toolchain, cmd: Sequence[str], stderr: str, source: str) -> str:

@@ -1,15 +1,18 @@
-"""The values a parallel loop's body reads from outside it: passed to its chunk lambda by value.
+"""The values a parallel loop's body reads from outside it, passed to the code that runs its chunks by value.
 
-A lambda that reaches buffers and sizes through its by-reference captures loads them from the
-closure inside every loop; gcc then no longer sees the base pointers and row lengths as loop
-invariant and vectorises ``x[row * N + col]`` as a gather (3x slower softmax). Passing them as
-parameters makes them plain local values again, and lets buffer pointers keep ``__restrict__``.
+Both CPU backends run a parallel loop's chunks through one piece of code, called with threads or
+directly when the nest is too small for threads: TBB a chunk lambda, OpenMP a function of its own
+(``pt_nest<n>``). That code takes the buffers and sizes its body reads as parameters. A lambda that
+reaches them through by-reference captures loads them from the closure inside every loop; gcc then
+no longer sees the base pointers and row lengths as loop invariant and vectorises
+``x[row * N + col]`` as a gather (3x slower softmax). As parameters they are plain local values
+again, and buffer pointers keep their ``restrict`` qualifier.
 """
 
 from __future__ import annotations
 
 from pypto.dtypes import DType
-from pypto.ir.loops import Alloc, Declare, Let, Loop, Read, Var, Write, stmt_exprs, walk
+from pypto.ir.loops import Alloc, Assign, Declare, Let, Loop, Read, Var, Write, stmt_exprs, walk
 from pypto.ir.nodes import Expr, postorder
 
 
@@ -46,3 +49,9 @@ def free_values(s: Loop, shapes: dict[str, tuple[Expr, ...]]) -> tuple[list[str]
             if isinstance(n, Var) and n.name not in defined and n.dtype is not None:
                 used[n.name] = n.dtype
     return sorted(buffers), sorted(used.items())
+
+
+def assigned_outside(s: Loop) -> set[str]:
+    """Variables ``s``'s body assigns but declares outside it (accumulators of an enclosing reduction)."""
+    declared = {st.name for st in walk(s.body) if isinstance(st, Declare)}
+    return {st.name for st in walk(s.body) if isinstance(st, Assign) and st.name not in declared}
