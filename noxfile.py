@@ -68,6 +68,9 @@ def tests(session: nox.Session) -> None:
     # matrix on every backend is `nox -s conformance_full`, recorded in docs/conformance.md
     session.run("pypto-conformance", "--backend", "reference,openmp")
     session.run("pypto-conformance", "--backend", "tbb,opencl,numba", "--slice", "dtypes", "--max-examples", "100")
+    # no cliff: every model block's forward pass at a small size at least as fast as NumPy's, and the gradients
+    # of its training step equal to torch's (benchmarks/models/run.py --check)
+    session.run("python", "benchmarks/models/run.py", "--check")
 
 
 DISTRIBUTIONS = ["pypto-core", "pypto-backend-openmp", "pypto-backend-tbb", "pypto-backend-cuda",

@@ -429,3 +429,53 @@ def test_a_kernel_built_from_several_translation_units_matches_one(monkeypatch):
                 defined = [u for u in units if re.search(rf"^__attribute__.*int {nest}\(.*\) {{$", u, re.M)]
                 assert len(defined) == 1
         np.testing.assert_allclose(f(x, w1, b1, w2), want, rtol=2e-4, atol=2e-4)
+
+
+@pt.kernel
+def _five_maps(
+    a0: pt.Tensor[float, (N,)], a1: pt.Tensor[float, (N,)], a2: pt.Tensor[float, (N,)],
+    a3: pt.Tensor[float, (N,)], a4: pt.Tensor[float, (N,)], y0: pt.Tensor[float, (N,)],
+    y1: pt.Tensor[float, (N,)], y2: pt.Tensor[float, (N,)], y3: pt.Tensor[float, (N,)],
+    y4: pt.Tensor[float, (N,)],
+):  # fmt: skip
+    i = pt.axis(0)
+    y0[i] = a0[i] + 1.0
+    y1[i] = a1[i] + 2.0
+    y2[i] = a2[i] + 3.0
+    y3[i] = a3[i] + 4.0
+    y4[i] = a4[i] + 5.0
+
+
+def test_fast_entry_of_many_buffers_refuses_exactly_the_overlapping_outputs():
+    """Above eight buffers the entry point tests overlaps by sorting: it must refuse a call exactly when a
+    written buffer shares a byte with another one (inputs may share), as the pairwise test does."""
+    from pypto.targets.cpu.pyentry import PAIRWISE_MAX
+
+    assert PAIRWISE_MAX < 10
+    n = 4
+    a = [np.arange(n, dtype=np.float32) + k for k in range(5)]
+    y = [np.empty(n, np.float32) for _ in range(5)]
+    _five_maps(*a, *y)
+    for k in range(5):
+        np.testing.assert_array_equal(y[k], a[k] + k + 1)
+    entry = _five_maps._fast[1]
+    assert "pt_overlap(pt_spans, 10)" in _five_maps.get_code()
+    rng = np.random.default_rng(7)
+    pool = np.zeros(64, np.float32)
+    refused = accepted = 0
+    for _ in range(300):
+        starts = rng.integers(0, 60, 10)
+        views = [pool[s : s + n] if rng.random() < 0.6 else np.zeros(n, np.float32) for s in starts]
+        spans = [(v.__array_interface__["data"][0], v.__array_interface__["data"][0] + v.nbytes) for v in views]
+        overlap = any(
+            spans[i][0] < spans[j][1] and spans[j][0] < spans[i][1]
+            for i in range(5, 10) for j in range(10) if j != i
+        )  # fmt: skip
+        got = entry(*views)
+        if overlap:
+            assert got is NotImplemented
+            refused += 1
+        else:
+            assert got is not NotImplemented
+            accepted += 1
+    assert refused > 20 and accepted > 20

@@ -214,21 +214,20 @@ def alias_safe_pairs(k: KernelIR) -> frozenset[tuple[str, str]]:
     """
     assert k.groups is not None
     ok = set()
-    outputs = [p.name for p in k.outputs]
-    inputs = [p.name for p in k.tensor_params]
-    for q in outputs:
-        for p in inputs:
-            if p == q:
-                continue
-            where = [gi for gi, g in enumerate(k.groups) for s in g.stores if s.tensor == q]
-            idxs = {s.index for g in k.groups for s in g.stores if s.tensor == q}
-            reads = []
-            for gi, g in enumerate(k.groups):
-                for s in g.stores:
-                    reads += [(gi, ix, red) for t, ix, red in load_accesses(s.value) if t == p]
-            if len(set(where)) != 1 or len(idxs) != 1:
-                continue
-            (idx,) = idxs
-            if all(gi == where[0] and ix == idx and not red for gi, ix, red in reads):
+    inputs = {p.name for p in k.tensor_params}
+    reads: dict[str, list[tuple[int, tuple, bool]]] = {}  # input -> (group, index, inside a reduction) of each read
+    for gi, g in enumerate(k.groups):
+        for s in g.stores:
+            for t, ix, red in load_accesses(s.value):
+                if t in inputs:
+                    reads.setdefault(t, []).append((gi, ix, red))
+    for q in (p.name for p in k.outputs):
+        where = {gi for gi, g in enumerate(k.groups) for s in g.stores if s.tensor == q}
+        idxs = {s.index for g in k.groups for s in g.stores if s.tensor == q}
+        if len(where) != 1 or len(idxs) != 1:
+            continue
+        ((group,), (idx,)) = (where, idxs)
+        for p in inputs - {q}:
+            if all(gi == group and ix == idx and not red for gi, ix, red in reads.get(p, ())):
                 ok.add((p, q))
     return frozenset(ok)
