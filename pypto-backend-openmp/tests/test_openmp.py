@@ -479,3 +479,21 @@ def test_fast_entry_of_many_buffers_refuses_exactly_the_overlapping_outputs():
             assert got is not NotImplemented
             accepted += 1
     assert refused > 20 and accepted > 20
+
+
+R_, C_ = pt.dims("R_ C_")
+
+
+@pt.kernel
+def _reversed_rows(v: pt.Tensor[pt.float64, (R_,)], out: pt.Tensor[pt.float64, (R_, C_)]):
+    i, j = pt.axis(0), pt.axis(1)
+    out[j, i] = v[R_ - 1 - j]
+
+
+def test_a_nest_function_takes_the_sizes_its_indices_read():
+    """A size read only inside an index (``v[R - 1 - j]``) is a parameter of the nest's function too."""
+    v = np.arange(300.0)
+    out = np.empty((300, 5))
+    _reversed_rows(v, out)
+    np.testing.assert_array_equal(out, np.repeat(v[::-1, None], 5, axis=1))
+    assert re.search(r"static int pt_nest1\([^)]*const int64_t R_", _reversed_rows.get_code())

@@ -6,6 +6,7 @@ its stage, pass the verifier, and make the one change it is for (checked on the 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import pypto as pt
@@ -42,7 +43,12 @@ def _gated(x: pt.Tensor[float, (M, K)], w1: pt.Tensor[float, (K, N)], w3: pt.Ten
     h[i, j] = pt.reduce_sum(x[i, k] * w1[k, j], axis=k) * pt.reduce_sum(x[i, k] * w3[k, j], axis=k)
 
 
-KERNELS = {"folding": _folding, "reverse": _reverse_in_place, "softmax": softmax.fn, "sum_exp": sum_exp.fn,
+def _one_row(x: pt.Tensor[float, (1, N)], w: pt.Tensor[float, (N,)], y: pt.Tensor[float, (1, N)]):
+    i, j = pt.axis(0), pt.axis(1)
+    y[i, j] = x[i, j] * w[j] + x[i, 0]
+
+
+KERNELS = {"one_row": _one_row, "folding": _folding, "reverse": _reverse_in_place, "softmax": softmax.fn, "sum_exp": sum_exp.fn,
            "vector_add": vector_add.fn, "silu_matmul": _silu_matmul, "gated": _gated}  # fmt: skip
 
 
@@ -115,6 +121,18 @@ def test_contraction_operands_gives_each_combined_contraction_a_nest():
     nests = after.split("  nest ")[1:]
     assert len(nests) == 3 and [n.count("reduce_sum") for n in nests] == [1, 1, 0]
     assert "load _t0[i, j]" in nests[2] and "load _t1[i, j]" in nests[2]  # the product of the two results
+
+
+def test_unit_loops_drops_a_loop_of_one_iteration():
+    before, after = run_pass("one_row", "unit_loops")
+    assert "nest 0 loops=(i, j):" in before and "load x[i, j]" in before
+    assert "nest 0 loops=(j):" in after and "load x[0, j]" in after and "load x[0, 0]" in after
+    assert "y[0, j] = " in after and "[i" not in after.split("nest 0")[1]
+    x = np.arange(6, dtype=np.float32).reshape(1, 6)
+    w = np.linspace(-1, 1, 6).astype(np.float32)
+    y = np.empty_like(x)
+    pt.kernel(_one_row)(x, w, y)  # the default backend: the loop over j is the one on threads
+    np.testing.assert_array_equal(y, x * w + x[:, :1])
 
 
 def test_split_reductions_splits_a_full_reduction_into_fixed_blocks():

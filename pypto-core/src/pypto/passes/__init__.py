@@ -29,6 +29,7 @@ from pypto.passes.prologues import contraction_operands
 from pypto.passes.schedule import schedule, split_reductions
 from pypto.passes.simplify import simplify
 from pypto.passes.softmax import online_softmax
+from pypto.passes.unit_loops import drop_unit_loops
 from pypto.passes.verify import verify_kernel, verify_loops
 from pypto.targets import Target
 
@@ -39,6 +40,7 @@ PASSES: list[tuple[str, Callable[[KernelIR], KernelIR]]] = [
     ("fuse", fuse),                          # stores over one domain share a loop nest
     ("materialize", materialize_temporaries),  # temporaries for misplaced reductions, self-reads
     ("contraction_operands", contraction_operands),  # computed factors of a contraction: a nest of their own
+    ("unit_loops", drop_unit_loops),         # loops of one iteration leave their nests
     ("split_reductions", split_reductions),  # full reductions: fixed blocks, ordered combine
     ("schedule", schedule),                  # parallel and vector loops
     ("online_softmax", online_softmax),      # long softmax rows: online max/sum variant

@@ -37,14 +37,17 @@ def free_values(s: Loop, shapes: dict[str, tuple[Expr, ...]]) -> tuple[list[str]
             buffers.add(st.buffer)
         exprs.extend(stmt_exprs(st))
     defined.add(s.var)
-    for e in exprs:
-        for n in postorder(e):
+    pending, seen = list(exprs), 0
+    while seen < len(pending):  # a read's index is a field of its own, not a child: visited as one more expression
+        for n in postorder(pending[seen]):
             if isinstance(n, Read):
                 buffers.add(n.buffer)
+                pending.extend(n.index)
+        seen += 1
     buffers -= inner
     for b in buffers:
-        exprs.extend(shapes.get(b, ())[1:])
-    for e in exprs:
+        pending.extend(shapes.get(b, ())[1:])
+    for e in pending:
         for n in postorder(e):
             if isinstance(n, Var) and n.name not in defined and n.dtype is not None:
                 used[n.name] = n.dtype

@@ -1,0 +1,51 @@
+"""The ``unit_loops`` pass: loops of one iteration leave their nests.
+
+An axis of constant extent 1 (a batch of one sequence, a single head, a size-1 dimension kept for
+broadcasting) is a loop of one iteration. As the outermost loop of a nest it is the loop the schedule
+runs on threads, so the whole nest ran on one thread: a Llama block on one sequence used one core.
+Its index is 0 at every point, so the pass writes 0 for it in every index of the nest and drops the
+loop; the next loop becomes the outermost. A nest whose loops all have one iteration keeps its
+innermost. Reductions over such an axis are left as they are (they cost one iteration).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pypto.ir.affine import Affine
+from pypto.ir.kernel import Group, KernelIR
+from pypto.ir.nodes import Index, Load, Node, Store, transform
+
+
+def _without(g: Group, axes: set[int]) -> Group:
+    zero = {a: Affine.constant(0) for a in axes}
+    memo: dict = {}
+
+    def fn(n: Node) -> Node | None:
+        if isinstance(n, Load) and any(a in zero for ix in n.index for a, _ in ix.axes):
+            return replace(n, index=tuple(ix.substitute_axes(zero) for ix in n.index))
+        if isinstance(n, Index) and any(a in zero for a, _ in n.affine.axes):
+            return replace(n, affine=n.affine.substitute_axes(zero))
+        return None
+
+    stores = tuple(
+        Store(s.tensor, tuple(ix.substitute_axes(zero) for ix in s.index), transform(s.value, fn, memo), loc=s.loc)  # type: ignore[arg-type]
+        for s in g.stores
+    )
+    return replace(g, stores=stores, loops=tuple(a for a in g.loops if a not in axes))
+
+
+def drop_unit_loops(k: KernelIR) -> KernelIR:
+    """Every nest without its loops of constant extent 1 (see the module docstring)."""
+    if k.groups is None:
+        return k
+    unit = {a.index for a in k.axes if a.extent is not None and a.extent.is_const and a.extent.const == 1}
+    if not unit:
+        return k
+    groups = []
+    for g in k.groups:
+        drop = [a for a in g.loops if a in unit]
+        if len(drop) == len(g.loops):
+            drop = drop[:-1]
+        groups.append(_without(g, set(drop)) if drop and g.split is None and g.online is None else g)
+    return k.replace(groups=tuple(groups))
