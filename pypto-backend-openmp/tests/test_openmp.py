@@ -497,3 +497,16 @@ def test_a_nest_function_takes_the_sizes_its_indices_read():
     _reversed_rows(v, out)
     np.testing.assert_array_equal(out, np.repeat(v[::-1, None], 5, axis=1))
     assert re.search(r"static int pt_nest1\([^)]*const int64_t R_", _reversed_rows.get_code())
+
+
+def test_array_softmax_evaluates_exp_once_per_element():
+    """``pt.softmax`` reduces over an axis of its own: its exponentials are still written once, in the sum's
+    loop, and scaled in place (as the kernel-language softmax, which reduces over the store's own axis)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((37, 300)).astype(np.float32) * 4
+    f = pt.jit(lambda x: pt.softmax(x, dim=-1))
+    code = f.get_code(x).split("fast-call")[0]
+    calls = [line for line in code.splitlines() if "expf(" in line and "float expf(float)" not in line]
+    assert len(calls) == 1 and "* inv" in code
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(f(x), e / e.sum(-1, keepdims=True), rtol=2e-6, atol=1e-7)

@@ -234,6 +234,20 @@ def transform(root: Node, fn: Callable[[Node], Node | None], memo: dict | None =
     return go(root)
 
 
+def substitute_axes(e: Expr, mapping: dict[int, Affine], memo: dict | None = None) -> Expr:
+    """``e`` with each axis in ``mapping`` replaced by its affine expression in every index and
+    :class:`Index` (an axis a :class:`Reduce` inside binds is not expected in ``mapping``)."""
+
+    def fn(n: Node) -> Node | None:
+        if isinstance(n, Load) and any(a in mapping for ix in n.index for a, _ in ix.axes):
+            return replace(n, index=tuple(ix.substitute_axes(mapping) for ix in n.index))
+        if isinstance(n, Index) and any(a in mapping for a, _ in n.affine.axes):
+            return replace(n, affine=n.affine.substitute_axes(mapping))
+        return None
+
+    return transform(e, fn, memo)  # type: ignore[return-value]
+
+
 def free_axes(e: Expr, _memo: dict | None = None) -> frozenset[int]:
     """The axes ``e`` depends on (reduced axes are bound inside their :class:`Reduce`)."""
     memo = {} if _memo is None else _memo

@@ -51,6 +51,7 @@ from pypto.ir.nodes import (
     free_axes,
     map_children,
     postorder,
+    substitute_axes,
     top_reduces,
 )
 from pypto.ir.reducers import combine, identity
@@ -428,25 +429,35 @@ class _Lowerer:
         """Compute an expensive reduction body once: write it to the output in the reduction's loop,
         and read it back where the store needs it (softmax: ``exp`` is evaluated once per element).
 
-        Applies when the reduction runs over the store's innermost loops in the same order, the
-        store writes exactly the loop point, the output is only written by this nest, and no
-        output may alias an input (the variant compiled with ``noalias``).
+        Applies when the reduction walks the points of the store's innermost loops (over the same axes, as
+        a kernel written with one axis for both does, or over axes of its own with the same extents, as
+        ``pt.softmax`` traces it: the body is then compared with the store's value at the loop point), the
+        store writes exactly the loop point, the output is only written by this nest, and no output may alias
+        an input (the variant compiled with ``noalias``).
         """
         plain = tuple(ix.plain_axis() for ix in s.index)
         target = self.k.buffer(s.tensor)
-        if plain != g.loops or getattr(target, "role", "out") == "inout":
+        if plain != g.loops:
             return s.value
+        # the nest must not read what it writes (an inout buffer, a program's temporary, is fine otherwise: the
+        # values written through are the final ones' inputs, and nothing else reads them before the store)
         if any(isinstance(n, Load) and n.tensor == s.tensor for n in postorder(s.value)):
             return s.value
         for r in top_reduces(s.value):
             free = free_axes(r)
             j = len(free)
-            if set(g.loops[:j]) != free or tuple(self.order_axes(r.axes, r.body)) != g.loops[j:]:
+            order, inner = tuple(self.order_axes(r.axes, r.body)), g.loops[j:]
+            if set(g.loops[:j]) != free or len(order) != len(inner):
                 continue
-            body = r.body
+            body, index = r.body, s.index
+            if order != inner:  # the reduction's own axes: the same points when the extents are the same
+                if set(order) & set(inner) or any(self.extents[a] != self.extents[b] for a, b in zip(order, inner)):
+                    continue
+                body = substitute_axes(r.body, {a: Affine.axis(b) for a, b in zip(order, inner)})
+                index = tuple(ix.substitute_axes({b: Affine.axis(a) for a, b in zip(order, inner)}) for ix in s.index)
             if body.dtype != target.dtype or not _expensive(body) or not _used_outside_reductions(s.value, body):
                 continue
-            self.write_through[r] = (s.tensor, s.index)
+            self.write_through[r] = (s.tensor, index)
             load = Load(s.tensor, s.index, dtype=body.dtype)
             return _replace_outside_reductions(s.value, body, load)
         return s.value

@@ -14,22 +14,16 @@ from dataclasses import replace
 
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import Group, KernelIR
-from pypto.ir.nodes import Index, Load, Node, Store, transform
+from pypto.ir.nodes import Store, substitute_axes
 
 
 def _without(g: Group, axes: set[int]) -> Group:
     zero = {a: Affine.constant(0) for a in axes}
     memo: dict = {}
-
-    def fn(n: Node) -> Node | None:
-        if isinstance(n, Load) and any(a in zero for ix in n.index for a, _ in ix.axes):
-            return replace(n, index=tuple(ix.substitute_axes(zero) for ix in n.index))
-        if isinstance(n, Index) and any(a in zero for a, _ in n.affine.axes):
-            return replace(n, affine=n.affine.substitute_axes(zero))
-        return None
-
     stores = tuple(
-        Store(s.tensor, tuple(ix.substitute_axes(zero) for ix in s.index), transform(s.value, fn, memo), loc=s.loc)  # type: ignore[arg-type]
+        Store(
+            s.tensor, tuple(ix.substitute_axes(zero) for ix in s.index), substitute_axes(s.value, zero, memo), loc=s.loc
+        )  # fmt: skip
         for s in g.stores
     )
     return replace(g, stores=stores, loops=tuple(a for a in g.loops if a not in axes))
