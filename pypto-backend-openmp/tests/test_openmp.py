@@ -510,3 +510,21 @@ def test_array_softmax_evaluates_exp_once_per_element():
     assert len(calls) == 1 and "* inv" in code
     e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
     np.testing.assert_allclose(f(x), e / e.sum(-1, keepdims=True), rtol=2e-6, atol=1e-7)
+
+
+@pt.kernel
+def _softmax_and_row_sums(x: pt.Tensor[float, (M, N)], p: pt.Tensor[float, (M, N)], q: pt.Tensor[float, (M,)]):
+    row, col = pt.axis(0), pt.axis(1)
+    p[row, col] = pt.exp(x[row, col]) / pt.reduce_sum(pt.exp(x[row, col]), axis=col)
+    q[row] = pt.reduce_sum(pt.exp(x[row, col]), axis=col) * 2.0
+
+
+def test_a_reduction_written_through_in_one_nest_writes_nothing_from_another():
+    """The first nest stores its exponentials in ``p`` while summing them; the second nest's equal sum must not
+    store them there too (it ran after the first, leaving ``p`` holding exp(x) instead of the softmax)."""
+    x = np.random.default_rng(0).standard_normal((5, 7)).astype(np.float32)
+    p, q = np.empty_like(x), np.empty(5, np.float32)
+    _softmax_and_row_sums(x, p, q)
+    e = np.exp(x.astype(np.float64))
+    np.testing.assert_allclose(p, e / e.sum(1, keepdims=True), rtol=1e-6)
+    np.testing.assert_allclose(q, 2 * e.sum(1), rtol=1e-6)

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from pypto.dtypes import int64
 from pypto.ir.loops import Loop, LoopKernel, Var
-from pypto.targets.cpu.captures import assigned_outside, free_values
+from pypto.targets.cpu.captures import assigned_outside
 from pypto.targets.cpu.render import SimdCRenderer
 
 
@@ -27,13 +27,9 @@ class OpenMPRenderer(SimdCRenderer):
     def __init__(self, vector_math: Iterable[str] = ()):
         super().__init__(vector_math)
         self.nests = 0
-        self.noalias = True
-        self.roles: dict[str, str] = {}  # buffer arguments' roles ("in" buffers are const)
 
     def render(self, k: LoopKernel) -> str:
         self.nests = 0
-        self.noalias = k.noalias
-        self.roles = {a.name: a.role for a in k.args if a.kind == "buffer"}
         return super().render(k)
 
     def extra_declarations(self, k: LoopKernel) -> list[str]:
@@ -79,13 +75,7 @@ class OpenMPRenderer(SimdCRenderer):
         assert s.threads_if is not None
         self.nests += 1
         fn = f"pt_nest{self.nests}"
-        buffers, scalars = free_values(s, {b: shape for b, (_, shape) in self.buffers.items()})
-        params = [f"{self.index_type} pt_begin", f"{self.index_type} pt_end"]
-        for b in buffers:
-            const = "const " if self.roles.get(b, "out") == "in" else ""
-            ptr = f"*{self.restrict} " if self.noalias else "*"
-            params.append(f"{const}{self.buffer_ctype(self.buffers[b][0])} {ptr}{b}")
-        params += [f"const {self.ctype(dt)} {name}" for name, dt in scalars]
+        params, passed = self.chunk_parameters(s, "pt_begin", "pt_end")
         outer, self.lines = self.lines, []
         self.emit(1, f"{self.status_type} pt_status = 0;")
         chunk = replace(s, kind="serial", threads_if=None, start=Var("pt_begin", dtype=int64),
@@ -94,7 +84,7 @@ class OpenMPRenderer(SimdCRenderer):
         self.emit(1, "return pt_status;")
         body, self.lines = self.lines, outer
         self.functions.append((f"{self.status_type} {fn}({', '.join(params)})", "\n".join(["{", *body, "}", ""])))
-        values = "".join(f", {v}" for v in [*buffers, *(name for name, _ in scalars)])
+        values = "".join(f", {v}" for v in passed)
         start, stop = self.expr(s.start), self.expr(s.stop, 12)
         self.emit(ind, f"if ({self.expr(s.threads_if)}) {{")
         i = ind + 1

@@ -16,7 +16,6 @@ from dataclasses import replace
 
 from pypto.dtypes import int64
 from pypto.ir.loops import Loop, LoopKernel, Var
-from pypto.targets.cpu.captures import free_values
 from pypto.targets.cpu.render import SimdCRenderer
 
 from .runtime import INCLUDES, TASK_MIN_WORK, support_source
@@ -38,13 +37,9 @@ class TBBRenderer(SimdCRenderer):
         super().__init__(vector_math)
         self.task_min_work = task_min_work
         self.counter = 0
-        self.noalias = True
-        self.roles: dict[str, str] = {}  # buffer arguments' roles ("in" buffers are const)
 
     def render(self, k: LoopKernel) -> str:
         self.counter = 0
-        self.noalias = k.noalias
-        self.roles = {a.name: a.role for a in k.args if a.kind == "buffer"}
         return super().render(k)
 
     def extra_declarations(self, k: LoopKernel) -> list[str]:
@@ -81,19 +76,12 @@ class TBBRenderer(SimdCRenderer):
 
         The buffers and sizes the body reads are parameters, not captures (see :mod:`pypto.targets.cpu.captures`).
         """
-        shapes = {b: shape for b, (_, shape) in self.buffers.items()}
-        buffers, scalars = free_values(s, shapes)
         begin, end = f"pt_begin{n}", f"pt_end{n}"
-        params = [f"int64_t {begin}", f"int64_t {end}"]
-        for b in buffers:
-            const = "const " if self.roles.get(b, "out") == "in" else ""
-            ptr = f"*{self.restrict} " if self.noalias else "*"
-            params.append(f"{const}{self.buffer_ctype(self.buffers[b][0])} {ptr}{b}")
-        params += [f"const {self.ctype(dt)} {name}" for name, dt in scalars]
+        params, values = self.chunk_parameters(s, begin, end)
         self.emit(ind, f"auto pt_chunk{n} = [&]({', '.join(params)}) {{")
         render_chunk(ind + 1, begin, end)
         self.emit(ind, "};")
-        return ", ".join([*buffers, *(name for name, _ in scalars)])
+        return ", ".join(values)
 
     def parallel_loop(self, s: Loop, ind: int) -> None:
         """``s`` as a chunk lambda, run by ``pt_parallel_for`` when the nest is large enough."""

@@ -412,6 +412,9 @@ class _Lowerer:
         if self.noalias and len(g.stores) == 1:
             sinks[0].value = self.plan_write_through(g, g.stores[0])
         passes = _scheduled(self.emit(list(g.loops), sinks, {}, parallel=g.parallel, vector=g.vector, work=work), g)
+        # a reduction is matched by value: the same one in a later nest (a softmax's sum in its gradient's
+        # nests) must not write through into this nest's output
+        self.write_through = {}
         online = _scheduled(online, g)
         if not pairs:
             return stmts + passes

@@ -16,6 +16,7 @@ from pypto.dtypes import DType
 from pypto.ir.loops import Assign, Loop, LoopKernel, Var, Write, walk
 from pypto.ir.nodes import Binary
 from pypto.ir.ops import REDUCERS
+from pypto.targets.cpu.captures import free_values
 from pypto.targets.cstyle import CRenderer
 
 STREAM_HELPER = """\
@@ -69,6 +70,26 @@ class SimdCRenderer(CRenderer):
         self.used_math: dict[str, DType] = {}
         self.nan_flags: dict[str, tuple[str, str]] = {}  # accumulator -> (flag variable, "max" | "min")
         self.streaming: set[str] = set()  # buffers whose writes go to an L1 block buffer
+        self.noalias = True
+        self.roles: dict[str, str] = {}  # buffer arguments' roles ("in" buffers are const)
+
+    def render(self, k: LoopKernel) -> str:
+        self.noalias = k.noalias
+        self.roles = {a.name: a.role for a in k.args if a.kind == "buffer"}
+        return super().render(k)
+
+    def chunk_parameters(self, s: Loop, begin: str, end: str) -> tuple[list[str], list[str]]:
+        """The parameters of the code that runs a chunk ``[begin, end)`` of the parallel loop ``s`` (the
+        bounds, then the buffers and sizes its body reads: see :mod:`pypto.targets.cpu.captures`), and the
+        values to call it with after the bounds."""
+        buffers, scalars = free_values(s, {b: shape for b, (_, shape) in self.buffers.items()})
+        params = [f"{self.index_type} {begin}", f"{self.index_type} {end}"]
+        for b in buffers:
+            const = "const " if self.roles.get(b, "out") == "in" else ""
+            ptr = f"*{self.restrict} " if self.noalias and self.restrict else "*"
+            params.append(f"{const}{self.buffer_ctype(self.buffers[b][0])} {ptr}{b}")
+        params += [f"const {self.ctype(dt)} {name}" for name, dt in scalars]
+        return params, [*buffers, *(name for name, _ in scalars)]
 
     # -- vector math -----------------------------------------------------------------------------
     def math_fn(self, name: str, dt: DType) -> str:
