@@ -308,8 +308,8 @@ def cross_entropy(size: Size, rng: np.random.Generator) -> Block:
     def tgt_t(t):
         return cache.setdefault("t", t.from_numpy(target))
 
-    def tgt_j(jx):
-        return cache.setdefault("j", jx.numpy.asarray(target[:, None]))
+    def tgt_j(jx):  # a constant of the traced function (a cached array would be a leaked tracer)
+        return jx.numpy.asarray(target[:, None])
 
     return Block("cross_entropy", f"cross-entropy over a {v // 1000}k vocabulary (logits h @ w, logsumexp)", size,
                  params, inputs, numpy, pypto, torch, jax, flops=2 * n * d * v)  # fmt: skip

@@ -48,7 +48,15 @@ def _one_row(x: pt.Tensor[float, (1, N)], w: pt.Tensor[float, (N,)], y: pt.Tenso
     y[i, j] = x[i, j] * w[j] + x[i, 0]
 
 
-KERNELS = {"one_row": _one_row, "folding": _folding, "reverse": _reverse_in_place, "softmax": softmax.fn, "sum_exp": sum_exp.fn,
+def _stored_twice(x: pt.Tensor[float, (M, K)], w: pt.Tensor[float, (K, N)], h: pt.Tensor[float, (M, N)],
+                  h2: pt.Tensor[float, (M, N)]):  # fmt: skip
+    i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)
+    v = pt.tanh(pt.reduce_sum(x[i, k] * w[k, j], axis=k))
+    h[i, j] = v
+    h2[i, j] = v * 2.0
+
+
+KERNELS = {"stored_twice": _stored_twice, "one_row": _one_row, "folding": _folding, "reverse": _reverse_in_place, "softmax": softmax.fn, "sum_exp": sum_exp.fn,
            "vector_add": vector_add.fn, "silu_matmul": _silu_matmul, "gated": _gated}  # fmt: skip
 
 
@@ -121,6 +129,23 @@ def test_contraction_operands_gives_each_combined_contraction_a_nest():
     nests = after.split("  nest ")[1:]
     assert len(nests) == 3 and [n.count("reduce_sum") for n in nests] == [1, 1, 0]
     assert "load _t0[i, j]" in nests[2] and "load _t1[i, j]" in nests[2]  # the product of the two results
+
+
+def test_contraction_operands_separates_a_contraction_a_nest_stores_twice():
+    """One nest storing a contraction's result twice (a gradient storing a value and its flat copy): the
+    contraction gets a nest of its own, which the contraction kernels take, instead of one dot product per
+    output element inside the nest."""
+    from pypto.ir.kernel import Group
+    from pypto.passes.prologues import contraction_operands
+
+    k = stages_of("stored_twice").stages["materialize"]
+    g0, g1 = k.groups  # the kernel language gives each store a nest; a jit program's copies share one
+    merged = k.replace(groups=(Group(g0.stores + g1.stores, g0.loops),))
+    assert format_kernel(merged).count("reduce_sum") == 1
+    nests = format_kernel(contraction_operands(merged)).split("  nest ")[1:]
+    assert len(nests) == 2 and "reduce_sum" in nests[0] and "_t0[i, j] = " in nests[0]
+    assert "reduce_sum" not in nests[1] and "load _t0[i, j]" in nests[1]
+    assert "h[i, j] = " in nests[1] and "h2[i, j] = " in nests[1]
 
 
 def test_unit_loops_drops_a_loop_of_one_iteration():

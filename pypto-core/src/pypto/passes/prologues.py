@@ -31,25 +31,30 @@ def _plain(e: Expr) -> bool:
 
 
 def _separate_contractions(g: Group, temps: _Temps, extents: dict) -> tuple[list[Group], Group] | None:
-    """A nest whose one store combines several contractions over its two inner loops (``silu(x @ w1) * (x @ w3)``)
-    as nests of their own, each into a temporary, and the nest combining the temporaries; None otherwise."""
-    if len(g.stores) != 1 or len(g.loops) < 2:
+    """A nest whose stores combine contractions over its two inner loops with other work (``silu(x @ w1) *
+    (x @ w3)``; a gradient that recomputes ``x @ w1`` next to ``dy @ w2.T`` and stores the result twice) as
+    nests of their own, each into a temporary, and the nest combining the temporaries; None otherwise. A single
+    store of a single contraction (its epilogue applied to it) is the contraction kernels' own case."""
+    if len(g.loops) < 2:
         return None
-    (s,) = g.stores
-    reds = top_reduces(s.value)
-    if len(reds) < 2:
+    reds: list = []
+    for s in g.stores:
+        reds += [r for r in top_reduces(s.value) if r not in reds]
+    if len(g.stores) == 1 and len(reds) < 2:
         return None
     index = tuple(Affine.axis(a) for a in g.loops)
-    apart = [r for r in reds if contraction(Group((Store(s.tensor, index, r, loc=s.loc),), g.loops)) is not None]
+    s0 = g.stores[0]
+    apart = [r for r in reds if contraction(Group((Store(s0.tensor, index, r, loc=s0.loc),), g.loops)) is not None]
     if not apart:
         return None
-    value, before = s.value, []
+    values, before = [s.value for s in g.stores], []
     for r in apart:
         assert r.dtype is not None
         name = temps.new(r.dtype, tuple(extents[a] for a in g.loops))
         before.append(Group((Store(name, index, r, loc=r.loc),), g.loops))
-        value = _replace(value, r, Load(name, index, dtype=r.dtype, loc=r.loc))
-    return before, Group((Store(s.tensor, s.index, value, loc=s.loc),), g.loops)
+        values = [_replace(v, r, Load(name, index, dtype=r.dtype, loc=r.loc)) for v in values]
+    stores = tuple(Store(s.tensor, s.index, v, loc=s.loc) for s, v in zip(g.stores, values))
+    return before, Group(stores, g.loops)
 
 
 def _computed_factors(g: Group, temps: _Temps, extents: dict) -> tuple[list[Group], Group] | None:
