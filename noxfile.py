@@ -68,8 +68,8 @@ def tests(session: nox.Session) -> None:
     # matrix on every backend is `nox -s conformance_full`, recorded in docs/conformance.md
     session.run("pypto-conformance", "--backend", "reference,openmp")
     session.run("pypto-conformance", "--backend", "tbb,opencl,numba", "--slice", "dtypes", "--max-examples", "100")
-    # no cliff: every model block's forward pass at a small size at least as fast as NumPy's, and the gradients
-    # of its training step equal to torch's (benchmarks/models/run.py --check)
+    # no cliff: every model block's forward pass at a small size near NumPy's speed or above (within the noise
+    # margin benchmarks/models/run.py states), and the gradients of its training step equal to torch's
     session.run("python", "benchmarks/models/run.py", "--check")
 
 

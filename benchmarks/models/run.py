@@ -10,8 +10,8 @@ Every implementation's result is checked first: forward outputs against NumPy in
 against torch's autograd in float64 (when torch is installed). Timings are interleaved (every round
 runs each implementation once, in a new random order) and the figure reported is the median over
 rounds; ratios compare medians of the same run. pypto's first call (trace, compile, load; cached kernels
-make it shorter) is reported separately. ``--check`` exits 1 when pypto's forward pass of any block is
-slower than NumPy's.
+make it shorter) is reported separately. ``--check`` exits 1 when pypto's forward pass of any block falls
+below :data:`CHECK_MIN_RATIO` of NumPy's speed in two measurements, or a result is wrong.
 """
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]  # blocks.py; the harness's bench.py and cases.py
 
 MODES = ("forward", "train")
+CHECK_MIN_RATIO = 0.8
+"""What ``--check`` tolerates: the cliffs it guards against are several times slower (0.04-0.5x NumPy), while
+at its small size the matrix-product-bound blocks (SwiGLU, cross-entropy) run level with OpenBLAS and
+sub-millisecond medians on a shared 2-core machine move by 10-20 % between runs (measured 0.83-1.27x for
+the same SwiGLU code)."""
 IMPLS = ("pypto", "numpy", "torch", "torch.compile", "jax.jit")
 
 
@@ -290,14 +295,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write-results", action="store_true")
     p.add_argument("--check", action="store_true",
                    help="CI: size ci, forward against NumPy (and gradients checked against torch); exit 1 when "
-                        "pypto is slower than NumPy on any block")  # fmt: skip
+                        f"pypto is below {CHECK_MIN_RATIO}x NumPy's speed on any block, twice")  # fmt: skip
     args = p.parse_args(argv)
     _set_threads(args.threads)
     import numpy as np
     from blocks import BLOCKS, SIZES
 
     if args.check:
-        args.sizes, args.impls, args.repeat = args.sizes or ["ci"], ["pypto", "numpy"], max(args.repeat, 15)
+        args.sizes, args.impls, args.repeat = args.sizes or ["ci"], ["pypto", "numpy"], max(args.repeat, 31)
     sizes = args.sizes or ["a", "b"]
     names = args.blocks or list(BLOCKS)
     wanted = set(args.impls)
@@ -329,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         write_results(rows, command.strip(), IMPLS)
     if args.check:
         bad = [r for r in rows if any("error" in v for k, v in r["results"].items() if k == "pypto")]
-        slow = [r for r in rows if r["mode"] == "forward" and (ratio(r, "numpy") or 0) < 1.0]
+        slow = [r for r in rows if r["mode"] == "forward" and (ratio(r, "numpy") or 0) < CHECK_MIN_RATIO]
         if slow:  # measured again, twice as long, before a failure is reported: one noisy run is not a cliff
             again = []
             for r in slow:
@@ -337,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = run_one(block, "forward", libs, wanted, 2 * args.repeat, args.warmup)
                 print(f"  {r['block']} {r['size']} forward, measured again: pypto {ratio(row, 'numpy') or 0:.2f}x "
                       "NumPy's speed", file=sys.stderr)  # fmt: skip
-                if (ratio(row, "numpy") or 0) < 1.0:
+                if (ratio(row, "numpy") or 0) < CHECK_MIN_RATIO:
                     again.append(row)
             slow = again
         for r in bad:
