@@ -8,7 +8,8 @@ register-tiled CPU kernel and the SIMT tiles kernels read plain operands). This 
 it like any operand: M·K evaluations, one extra write and read of M·K values, and the contraction at its
 kernel's speed. A factor that is a load (or a conversion of one) is left alone. A store that combines several
 contractions over the same outputs (SwiGLU's ``silu(x @ w1) * (x @ w3)``) gets each contraction in a nest
-of its own, writing a temporary, and a nest that combines them.
+of its own, writing a temporary, and a nest that combines them; so does a contraction used by a nest of
+several stores (a gradient storing a value and its flat copy), which no contraction kernel takes as it is.
 
 ``kernel.ir("contraction_operands")`` shows the new nests; the schedule then treats the one it feeds as
 a plain contraction.
