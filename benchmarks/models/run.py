@@ -30,9 +30,8 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]  # blocks.py; the harness's bench.p
 MODES = ("forward", "train")
 CHECK_MIN_RATIO = 0.8
 """What ``--check`` tolerates: the cliffs it guards against are several times slower (0.04-0.5x NumPy), while
-at its small size the matrix-product-bound blocks (SwiGLU, cross-entropy) run level with OpenBLAS and
-sub-millisecond medians on a shared 2-core machine move by 10-20 % between runs (measured 0.83-1.27x for
-the same SwiGLU code)."""
+at its small size the matrix-product-bound blocks (SwiGLU, cross-entropy) run level with OpenBLAS
+(0.96-1.22x measured) and millisecond medians on a shared 2-core machine move by 10-20 % between runs."""
 IMPLS = ("pypto", "numpy", "torch", "torch.compile", "jax.jit")
 
 
