@@ -46,6 +46,24 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def interleaved(impls: dict, repeat: int, warmup: int, progress=None) -> dict[str, list[float]]:
+    """Seconds per call of each implementation over ``repeat`` rounds, after ``warmup`` calls of each."""
+    for _ in range(warmup):
+        for fn in impls.values():
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in impls}
+    names = list(impls)
+    # A new order every round: with a fixed cyclic order each implementation would always run right after
+    # the same neighbour and inherit its effects (an output evicted by streaming stores, a busy pool).
+    rng = random.Random(0)
+    for _ in range(repeat):
+        for k in rng.sample(names, len(names)):
+            times[k].append(timed(impls[k]))
+        if progress is not None:
+            progress()
+    return times
+
+
 def run_case(case, repeat: int, warmup: int, progress) -> dict:
     import numpy as np
 
@@ -66,19 +84,7 @@ def run_case(case, repeat: int, warmup: int, progress) -> dict:
             }
             continue
         impls[name] = fn
-    for _ in range(warmup):
-        for fn in impls.values():
-            fn()
-    times: dict[str, list[float]] = {k: [] for k in impls}
-    names = list(impls)
-    # A new order every round: with a fixed cyclic order each implementation would always run right after
-    # the same neighbour and inherit its effects (an output evicted by streaming stores, a busy pool).
-    rng = random.Random(0)
-    for _ in range(repeat):
-        order = rng.sample(names, len(names))
-        for k in order:
-            times[k].append(timed(impls[k]))
-        progress()
+    times = interleaved(impls, repeat, warmup, progress)
     for k, ts in times.items():
         med = statistics.median(ts)
         results[k] = {"median_ms": med * 1e3, "min_ms": min(ts) * 1e3, "gbs": case.bytes_moved / med / 1e9}

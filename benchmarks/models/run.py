@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import sys
 import time
@@ -205,16 +204,9 @@ def run_one(block, mode: str, libs: dict, wanted: set[str], repeat: int, warmup:
             out["results"][name] = {"error": f"wrong result: {why}"}
             continue
         timed[name] = fn
-    for _ in range(warmup):
-        for fn in timed.values():
-            fn()
-    times: dict[str, list[float]] = {k: [] for k in timed}
-    rng = random.Random(0)
-    for _ in range(repeat):
-        for k in rng.sample(list(timed), len(timed)):
-            t0 = time.perf_counter()
-            timed[k]()
-            times[k].append(time.perf_counter() - t0)
+    from bench import interleaved
+
+    times = interleaved(timed, repeat, warmup)
     for k, ts in times.items():
         out["results"][k] = {"median_ms": statistics.median(ts) * 1e3, "min_ms": min(ts) * 1e3}
     return out
