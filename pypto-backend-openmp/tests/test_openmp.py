@@ -45,7 +45,7 @@ from pypto.testing import (
 def test_softmax_code_is_fused_parallel_and_vectorised():
     code = softmax.get_code()
     # each nest's loop over rows is one function, run by a team of threads (one run of rows each) or directly
-    assert "#pragma omp parallel num_threads(PT_THREADS)" in code
+    assert "#pragma omp parallel num_threads(pt_n)" in code
     # rows that fit in cache: max, sum (writing exp once), scale: three passes over a cached row;
     # long rows: block-wise online max/sum, then the write
     short_rows = code.split("if (N * 4 >= 524288)", 1)[1].split("\n    } else {\n", 1)[1]
@@ -58,7 +58,7 @@ def test_softmax_code_is_fused_parallel_and_vectorised():
     assert "const float *restrict x" in code and "float *restrict y" in code
     assert "#pragma omp declare simd notinbranch\nfloat expf(float);" in code
     # no fork/join for tiny problems (cost-weighted points), and no OpenMP runtime call either
-    assert "if (16 * M * N >= 524288) {\n            #pragma omp parallel num_threads" in code
+    assert "if (16 * M * N >= 524288 && pt_team() > 1) {\n            const int pt_n = pt_team();" in code
     assert " if(" not in code and "omp" not in serial
     assert "malloc" not in code.split("fast-call")[0]  # no temporaries
 
@@ -302,6 +302,120 @@ def test_set_num_threads_applies_to_loaded_kernels_and_later_ones():
         pt.set_num_threads(0)
     with pytest.raises(pt.ArgumentError):
         pt.set_num_threads(True)
+
+
+# -- threads under load (pypto_openmp.load) ----------------------------------------------------------------
+@pytest.fixture
+def load_state():
+    """The process's load state, restored afterwards."""
+    import ctypes
+
+    from pypto_openmp import load
+
+    state = load.state()
+    saved = bytes(state)
+    yield state
+    ctypes.memmove(ctypes.addressof(state), saved, ctypes.sizeof(state))
+
+
+def _region_done(k):
+    import ctypes
+
+    symbol = k._launchers[("openmp", True)].library.symbol("pt_region_done")
+    return ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)(symbol)
+
+
+def test_a_region_whose_threads_start_late_halves_the_next_teams(load_state):
+    import time
+
+    from pypto_openmp.load import LATE_NS, NO_CAP, QUIET_MAX_NS, QUIET_NS
+
+    a = np.arange(6, dtype=np.float32)
+    k = pt.kernel(vector_add.fn)
+    k(a, a, np.empty_like(a))
+    done, s, ms = _region_done(k), load_state, 1_000_000
+    s.enabled, s.cap, s.until, s.period, s.late, s.started = 1, NO_CAP, 0, QUIET_NS, 0, 4
+    done(4, LATE_NS - 1, 10)  # a thread woken from sleep: on time however short the work
+    done(4, 5 * ms, 100 * ms)  # a late start, but waiting for it beat running the work alone
+    assert (s.cap, s.late) == (NO_CAP, 0)
+    before = time.monotonic_ns()
+    done(4, 5 * ms, 1 * ms)  # one thread alone would have been sooner: half the team for a quiet time
+    assert (s.cap, s.late, s.period) == (2, 1, QUIET_NS)
+    assert before + QUIET_NS <= s.until <= time.monotonic_ns() + QUIET_NS
+    done(4, 5 * ms, 1 * ms)  # the probe after it (a team above the limit), late again: a longer quiet time
+    assert (s.cap, s.late, s.period) == (2, 2, 2 * QUIET_NS)
+    done(2, 5 * ms, 1 * ms)  # the limited team itself late: halved again, not a probe
+    assert (s.cap, s.period) == (1, 2 * QUIET_NS)
+    done(2, 0, 1 * ms)  # a probe on time: the team back, the quiet time reset
+    assert (s.cap, s.period) == (2, QUIET_NS)
+    done(4, 0, 1 * ms)
+    assert s.cap == 4
+    for _ in range(40):  # late probe after late probe: the quiet time stops growing
+        done(8, 5 * ms, 1 * ms)
+    assert s.period == QUIET_MAX_NS
+    s.cap, s.late = 4, 0
+    done(16, 5 * ms, 1 * ms)  # a team larger than any before starts OpenMP's threads: never late
+    assert (s.cap, s.late, s.started) == (4, 0, 16)
+    s.enabled = 0
+    done(4, 5 * ms, 1 * ms)
+    assert (s.cap, s.late) == (4, 0)
+
+
+def test_regions_keep_the_limited_team_then_probe(load_state):
+    import time
+
+    from pypto.targets import machine
+    from pypto.targets.cpu.backend import apply_threads
+
+    a = np.ones(1 << 20, np.float32)  # above the parallel threshold
+    c = np.empty_like(a)
+    k = pt.kernel(vector_add.fn)
+    s = load_state
+    try:
+        pt.set_num_threads(2)
+        s.enabled, s.cap, s.started, s.late = 1, 1, 1, 0
+        s.until = time.monotonic_ns() + 60_000_000_000
+        k(a, a, c)  # within the quiet time: one thread (a team of two would have raised `started`)
+        assert (s.started, s.cap, s.late) == (1, 1, 0) and (c == 2).all()
+        s.until = 0
+        k(a, a, c)  # a probe: a team of two, whose threads OpenMP may start now
+        k(a, a, c)  # and another: on time (the team is back) or late (the limit stays, counted)
+        assert s.started == 2 and (s.cap == 2 or s.late == 1) and (c == 2).all()
+    finally:
+        machine.set_threads(None)
+        apply_threads(0)
+
+
+def test_results_do_not_depend_on_the_team(load_state):
+    import time
+
+    from pypto.testing import np_column_stats
+    from pypto_openmp.load import NO_CAP
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((300, 4100)).astype(np.float32)
+    x[7, 11] = np.nan
+    v = rng.standard_normal(1 << 21).astype(np.float32)
+
+    def run():
+        y, total, top, rms, out = (np.empty_like(x), *(np.empty(x.shape[1], np.float32) for _ in range(3)),
+                                   np.empty(1, np.float32))  # fmt: skip
+        softmax(x, y)
+        column_stats(x, total, top, rms)
+        sum_exp(v, out)
+        return [y, total, top, rms, out]
+
+    s = load_state
+    s.enabled, s.started, s.cap, s.until = 1, 64, NO_CAP, 0
+    whole = run()  # the whole team (every thread of the machine)
+    s.cap, s.until = 1, time.monotonic_ns() + 60_000_000_000
+    alone = run()  # one thread, as while other processes hold the cores
+    xd = x.astype(np.float64)
+    want = [np_softmax(xd), *np_column_stats(xd), np.exp(v.astype(np.float64)).sum(keepdims=True)]
+    tolerances = [(2e-5, 1e-9), (1e-5, 1e-4), (0, 0), (2e-5, 0), (2e-5, 0)]  # column sums: 300 terms near 0
+    for got, one, ref, (rtol, atol) in zip(whole, alone, want, tolerances):
+        np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol)
+        np.testing.assert_array_equal(got, one)  # the same bits: reductions are fixed blocks in a fixed order
 
 
 def test_dispatch_overhead_is_small():

@@ -31,7 +31,23 @@ def _renderer(toolchain, program):
     return OpenMPRenderer(vector_math=toolchain.vector_math)
 
 
-BACKEND = NativeBackend(
+class OpenMPBackend(NativeBackend):
+    """The C backend with OpenMP threads whose teams shrink while other processes hold the cores
+    (:mod:`pypto_openmp.load`)."""
+
+    def on_load(self, library) -> None:
+        from .load import bind
+
+        super().on_load(library)
+        bind(library)
+
+    def info(self) -> dict:
+        from .load import report
+
+        return {**super().info(), "load": report()}
+
+
+BACKEND = OpenMPBackend(
     NAME,
     __version__,
     language="c",
@@ -42,7 +58,7 @@ BACKEND = NativeBackend(
     package="pypto-backend-openmp",
     description="C99 + OpenMP, compiled with $CC (gcc or clang)",
     capabilities=Capabilities(notes="OpenMP threads over outer loops, SIMD inner loops"),
-    codegen_modules=("pypto_openmp.renderer",),
+    codegen_modules=("pypto_openmp.renderer", "pypto_openmp.load"),
 )
 
 

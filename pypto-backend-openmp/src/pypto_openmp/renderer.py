@@ -6,6 +6,11 @@ runs on the calling thread without entering the OpenMP runtime, which would cost
 rows is a function of its own, ``pt_nest<n>(begin, end, buffers and sizes...)`` (see
 :mod:`pypto.targets.cpu.captures`), called once per thread or directly: a register-tiled
 contraction is hundreds of lines of C, and compiling it twice doubled the compile time.
+
+Every parallel region takes its team from ``pt_team()`` and reports how late its threads started
+(``pt_region_done``): when other processes hold the cores, a thread of the team waits for its core for
+milliseconds while the others wait for it, and the region then runs on fewer threads for a while (see
+:mod:`pypto_openmp.load`, which holds the rule, its constants and the state every kernel shares).
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ from pypto.ir.loops import Loop, LoopKernel, Var
 from pypto.targets.cpu.captures import assigned_outside
 from pypto.targets.cpu.render import SimdCRenderer
 
+from .load import load_declarations
+
 
 class OpenMPRenderer(SimdCRenderer):
     """C99 with OpenMP pragmas: ``parallel for`` outside, ``simd`` inside."""
 
-    includes = (*SimdCRenderer.includes, "<omp.h>")
+    includes = (*SimdCRenderer.includes, "<time.h>", "<omp.h>")
 
     def __init__(self, vector_math: Iterable[str] = ()):
         super().__init__(vector_math)
@@ -38,19 +45,55 @@ class OpenMPRenderer(SimdCRenderer):
             "void pt_set_num_threads(int n) { pt_num_threads = n > 0 ? n : omp_get_max_threads(); }",
             "#define PT_THREADS (pt_num_threads > 0 ? pt_num_threads : omp_get_max_threads())",
             "int pt_get_num_threads(void) { return PT_THREADS; }",
+            *load_declarations(),
             *self.vector_math_declarations(),
         ]
 
     def loop_header(self, s: Loop, ind: int) -> None:
-        if s.kind in ("parallel", "parallel_vector"):
+        if s.kind in ("parallel", "parallel_vector"):  # inside the region :meth:`region_loop` opened
             simd = " simd" if s.kind == "parallel_vector" else ""
             clauses = "".join(" " + c for c in self.reduction_clauses(s))
             # few long iterations go to whichever thread is free (cores of a shared machine run at uneven
             # speeds: measured 1.5x on a 1024^3 matmul here); TBB's work stealing does this by itself
             sched = "dynamic, 1" if s.dynamic else "static"
-            self.emit(ind, f"#pragma omp parallel for{simd} schedule({sched}) num_threads(PT_THREADS){clauses}")
+            self.emit(ind, f"#pragma omp for{simd} schedule({sched}){clauses} nowait")
         else:
             super().loop_header(s, ind)
+
+    # -- parallel regions ------------------------------------------------------------------------------------
+    def region_open(self, ind: int, scope: bool = True) -> int:
+        """Open a parallel region of ``pt_team()`` threads, each noting when it started (in a block of its own
+        unless ``scope`` is False: the caller's block holds it); the indent of the region's body. Accumulators
+        of reductions stay shared: the ``omp for`` inside reduces into them."""
+        if scope:
+            self.emit(ind, "{")
+            ind += 1
+        self.emit(ind, "const int pt_n = pt_team();")
+        self.emit(ind, "const int64_t pt_r0 = pt_clock();")
+        self.emit(ind, "int64_t pt_lag = 0, pt_busy = 0;")
+        self.emit(ind, "#pragma omp parallel num_threads(pt_n)")
+        self.emit(ind, "{")
+        self.emit(ind + 1, "const int64_t pt_s = pt_clock();")
+        return ind + 1
+
+    def region_close(self, ind: int, scope: bool = True) -> None:
+        """Close the region :meth:`region_open` opened at ``ind``: each thread reports its start and its work,
+        then the team's lateness adjusts the next teams."""
+        i = ind + 1 if scope else ind
+        self.emit(i + 1, "pt_region_mark(pt_r0, pt_s, &pt_lag, &pt_busy);")
+        self.emit(i, "}")
+        self.emit(i, "pt_region_done(pt_n, pt_lag, pt_busy);")
+        if scope:
+            self.emit(ind, "}")
+
+    def loop_core(self, s: Loop, ind: int) -> None:
+        """A parallel loop as an ``omp for`` in a region of its own (inside the NaN flags its reductions
+        share), any other loop as it is."""
+        if s.kind not in ("parallel", "parallel_vector"):
+            super().loop_core(s, ind)
+            return
+        super().loop_core(s, self.region_open(ind))
+        self.region_close(ind)
 
     def threaded_loop(self, s: Loop, ind: int) -> None:
         """A parallel loop: on threads when ``threads_if`` holds, else on this thread without entering the
@@ -61,7 +104,7 @@ class OpenMPRenderer(SimdCRenderer):
         if s.kind == "parallel" and not s.reductions and not assigned_outside(s):
             self.outlined_loop(s, ind)
             return
-        self.emit(ind, f"if ({self.expr(s.threads_if)}) {{")
+        self.emit(ind, f"if ({self.expr(s.threads_if, 6)} && pt_team() > 1) {{")
         super().loop(replace(s, threads_if=None), ind + 1)
         self.emit(ind, "} else {")
         serial = "vector" if s.kind == "parallel_vector" else "serial"
@@ -86,22 +129,19 @@ class OpenMPRenderer(SimdCRenderer):
         self.functions.append((f"{self.status_type} {fn}({', '.join(params)})", "\n".join(["{", *body, "}", ""])))
         values = "".join(f", {v}" for v in passed)
         start, stop = self.expr(s.start), self.expr(s.stop, 12)
-        self.emit(ind, f"if ({self.expr(s.threads_if)}) {{")
-        i = ind + 1
+        self.emit(ind, f"if ({self.expr(s.threads_if, 6)} && pt_team() > 1) {{")
+        j = self.region_open(ind + 1, scope=False)
         if s.dynamic:
-            self.emit(i, "#pragma omp parallel for schedule(dynamic, 1) num_threads(PT_THREADS)")
-            self.emit(i, f"for ({self.index_type} {s.var} = {start}; {s.var} < {self.expr(s.stop, 10)}; {s.var}++)")
-            self.emit(i + 1, f"if ({fn}({s.var}, {s.var} + 1{values})) pt_status = 1;")
+            self.emit(j, "#pragma omp for schedule(dynamic, 1) nowait")
+            self.emit(j, f"for ({self.index_type} {s.var} = {start}; {s.var} < {self.expr(s.stop, 10)}; {s.var}++)")
+            self.emit(j + 1, f"if ({fn}({s.var}, {s.var} + 1{values})) pt_status = 1;")
         else:
-            self.emit(i, "#pragma omp parallel num_threads(PT_THREADS)")
-            self.emit(i, "{")
-            j = i + 1
             self.emit(j, "const int64_t pt_t = omp_get_thread_num(), pt_nt = omp_get_num_threads();")
             self.emit(j, f"const int64_t pt_per = ({stop} - {self.expr(s.start, 12)} + pt_nt - 1) / pt_nt;")
             self.emit(j, f"const int64_t pt_lo = {start} + pt_t * pt_per;")
             self.emit(j, f"const int64_t pt_hi = pt_lo + pt_per < {stop} ? pt_lo + pt_per : {stop};")
             self.emit(j, f"if (pt_lo < pt_hi && {fn}(pt_lo, pt_hi{values})) pt_status = 1;")
-            self.emit(i, "}")
+        self.region_close(ind + 1, scope=False)
         self.emit(ind, f"}} else if ({fn}({start}, {stop}{values})) {{")
         self.emit(ind + 1, "pt_status = 1;")
         self.emit(ind, "}")
@@ -113,9 +153,7 @@ class OpenMPRenderer(SimdCRenderer):
         B = s.streaming.block
         self.emit(ind, f"if ({self.stream_condition(s)}) {{")
         i = ind + 1
-        self.emit(i, "#pragma omp parallel num_threads(PT_THREADS)")
-        self.emit(i, "{")
-        j = i + 1
+        j = self.region_open(i, scope=False)
         start, stop = self.expr(s.start), self.expr(s.stop, 12)
         self.emit(j, "const int64_t pt_t = omp_get_thread_num(), pt_nt = omp_get_num_threads();")
         self.emit(
@@ -125,7 +163,7 @@ class OpenMPRenderer(SimdCRenderer):
         self.emit(j, f"const int64_t pt_lo = {start} + pt_t * pt_per;")
         self.emit(j, f"const int64_t pt_hi = pt_lo + pt_per < {stop} ? pt_lo + pt_per : {stop};")
         self.streamed_blocks(s, j, "pt_lo", "pt_blk < pt_hi", "pt_hi")
-        self.emit(i, "}")
+        self.region_close(i, scope=False)
         self.emit(i, "pt_stream_fence();")
         self.emit(ind, "} else {")
         self.threaded_loop(s, ind + 1)

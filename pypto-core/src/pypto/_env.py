@@ -38,3 +38,9 @@ def compile_jobs() -> int | None:
     translation unit); None when unset or not a positive integer (the CPUs this process may use)."""
     v = os.environ.get("PYPTO_COMPILE_JOBS", "").strip()
     return int(v) if v.isdigit() and int(v) > 0 else None
+
+
+def adapt_threads() -> bool:
+    """``$PYPTO_ADAPT_THREADS``: False when set to ``0``/``false``/``no`` (parallel regions always take the whole
+    team, even while other processes hold the cores); True otherwise."""
+    return os.environ.get("PYPTO_ADAPT_THREADS", "").strip().lower() not in ("0", "false", "no")

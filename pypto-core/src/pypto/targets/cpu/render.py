@@ -138,10 +138,15 @@ class SimdCRenderer(CRenderer):
                 self.emit(ind, f"int {flag} = ({acc} != {acc});")
                 self.nan_flags[acc] = (flag, op)
                 tracked.append((acc, flag, dt))
-        super().loop(s, ind)
+        self.loop_core(s, ind)
         for acc, flag, dt in tracked:
             self.emit(ind, f"if ({flag}) {acc} = {self.literal(float('nan'), dt)};")
             del self.nan_flags[acc]
+
+    def loop_core(self, s: Loop, ind: int) -> None:
+        """The loop itself, inside what :meth:`loop` puts around it (the NaN flags of max/min reductions):
+        a backend wraps it in a parallel region here, so that the flags are shared by the region's threads."""
+        CRenderer.loop(self, s, ind)
 
     def stmt(self, s, ind: int) -> None:
         if isinstance(s, Write) and s.buffer in self.streaming:
