@@ -138,3 +138,12 @@ def test_same_bits_as_the_openmp_backend_where_it_is_installed():
         total(x, out)
         outs.append(out.view(np.uint32)[0])
     assert outs[0] == outs[1]
+
+
+def test_float32_exp_tanh_erf_are_within_their_documented_ulp():
+    from pypto.testing import float32_math_errors
+
+    # the same sweep as the OpenMP backend's test: pypto's own exp and erf, in C++, and glibc's tanh
+    errors = float32_math_errors("tbb", 4099)
+    bounds = {"exp": 1.05, "erf": 0.51, "tanh": 2.0}
+    assert {name: e[0] <= bounds[name] for name, e in errors.items()} == dict.fromkeys(bounds, True), errors

@@ -1,6 +1,8 @@
 """pypto.testing, the helpers every package's tests share: importable without pytest, kernels that point
 at their own source, the subprocess runner and the counting compiler."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -84,3 +86,24 @@ def test_unavailable_script_reports_for_the_backend():
     assert r.stdout.splitlines() == ["AVAILABLE True", "REASON ", "CODE"]  # ran: no UNAVAILABLE line
     r = run_python(unavailable_script("reference", "no such text"), check=True)
     assert r.stdout.endswith("\nNOCODE\n")
+
+
+def test_ulp_error_counts_units_of_the_last_place():
+    from pypto.testing import ulp_error
+
+    one = np.float32(1.0)
+    want = np.array([1.0, 1.0 + 2**-24, 1.0, np.inf, 4e38, np.nan, 1.0], np.float64)
+    got = np.array([one, one, np.nextafter(one, np.float32(2)), np.inf, np.inf, np.nan, np.nan], np.float32)
+    np.testing.assert_allclose(ulp_error(got, want), [0.0, 0.5, 1.0, 0.0, 0.0, 0.0, np.inf])
+
+
+def test_generated_erf_coefficients_match_a_fresh_derivation():
+    from pypto.targets.cpu.vmath import ERFCX_COEFFICIENTS, erfcx_coefficients
+
+    fresh = erfcx_coefficients()
+    frozen = [float.fromhex(c) for c in ERFCX_COEFFICIENTS]
+    u = np.linspace(-1.0, 1.0, 1001)
+    np.testing.assert_allclose(np.polyval(frozen, u), np.polyval(fresh, u), rtol=1e-13)
+    x = 0.75 + (u + 1) * (4.0 - 0.75) / 2  # and the interpolant is erfcx to 1e-10 (math.erfc as reference)
+    erfcx = np.array([math.exp(v * v) * math.erfc(v) for v in x])
+    np.testing.assert_allclose(np.polyval(frozen, u), erfcx, rtol=1e-10)

@@ -28,7 +28,7 @@ int pt_probe(void) {
 def _renderer(toolchain, program):
     from .renderer import OpenMPRenderer
 
-    return OpenMPRenderer(vector_math=toolchain.vector_math)
+    return OpenMPRenderer(vector_math=toolchain.vector_math, own_math=not program.options.fastmath)
 
 
 class OpenMPBackend(NativeBackend):

@@ -31,8 +31,8 @@ class OpenMPRenderer(SimdCRenderer):
 
     includes = (*SimdCRenderer.includes, "<time.h>", "<omp.h>")
 
-    def __init__(self, vector_math: Iterable[str] = ()):
-        super().__init__(vector_math)
+    def __init__(self, vector_math: Iterable[str] = (), own_math: bool = True):
+        super().__init__(vector_math, own_math)
         self.nests = 0
 
     def render(self, k: LoopKernel) -> str:

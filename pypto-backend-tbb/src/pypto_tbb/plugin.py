@@ -34,7 +34,7 @@ extern "C" int pt_probe(int *out, int n) {
 def _renderer(toolchain, program):
     from .renderer import TBBRenderer
 
-    return TBBRenderer(vector_math=toolchain.vector_math)
+    return TBBRenderer(vector_math=toolchain.vector_math, own_math=not program.options.fastmath)
 
 
 BACKEND = TBBBackend(

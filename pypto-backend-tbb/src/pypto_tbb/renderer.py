@@ -33,8 +33,9 @@ class TBBRenderer(SimdCRenderer):
         self,
         vector_math: Iterable[str] = (),
         task_min_work: int = TASK_MIN_WORK,
+        own_math: bool = True,
     ):
-        super().__init__(vector_math)
+        super().__init__(vector_math, own_math)
         self.task_min_work = task_min_work
         self.counter = 0
 

@@ -37,11 +37,15 @@ object with its own compiled state.
 from __future__ import annotations
 
 from pypto.testing.checks import (
+    FLOAT32_EDGES,
     assert_column_reductions_match_numpy,
     assert_contractions_match_numpy,
     assert_nan_poisons_only_its_row,
     assert_softmax_matches_numpy,
     assert_transposes_match_numpy,
+    float32_math_errors,
+    float32_sweep,
+    ulp_error,
 )
 from pypto.testing.compilers import CountingCompiler, counting_compiler
 from pypto.testing.kernels import (
@@ -66,6 +70,10 @@ from pypto.testing.kernels import (
 from pypto.testing.process import CUBE_SCRIPT, THREADED_SUM_SCRIPT, run_python, unavailable_script
 
 __all__ = [
+    "FLOAT32_EDGES",
+    "float32_math_errors",
+    "float32_sweep",
+    "ulp_error",
     "CUBE_SCRIPT",
     "THREADED_SUM_SCRIPT",
     "assert_column_reductions_match_numpy",

@@ -8,6 +8,7 @@ import numpy as np
 
 import pypto as pt
 from pypto.testing.kernels import (
+    N,
     batched_matmul,
     column_softmax,
     column_stats,
@@ -107,3 +108,57 @@ def assert_contractions_match_numpy(
     cb = np.empty((3, m, n), np.float32)
     bmm(ab, bb, cb)
     np.testing.assert_allclose(cb, ab.astype(np.float64) @ bb, rtol=rtol, atol=atol, err_msg="batched_matmul")
+
+
+# -- accuracy of float32 math functions, in ulp -----------------------------------------------------------
+FLOAT32_EDGES = (0.0, -0.0, np.inf, -np.inf, np.nan, 88.72283, 88.72284, -87.33654, -87.33655, -103.27893,
+                 -103.97207, -103.97208, 1e-30, -1e-30, 1.4e-45, 3.9, 3.92, 9.0, 10.0)  # fmt: skip
+"""Inputs every sweep adds: signed zeros, infinities, NaN, where exp overflows, turns subnormal and
+underflows, where erf and tanh reach 1 in float32, the smallest subnormal."""
+
+
+def float32_sweep(stride: int) -> np.ndarray:
+    """Every ``stride``-th finite float32 bit pattern, of both signs, and :data:`FLOAT32_EDGES`."""
+    x = np.arange(0, 0x7F800000, stride, dtype=np.uint32).view(np.float32)
+    return np.concatenate([x, -x, np.array(FLOAT32_EDGES, np.float32)])
+
+
+def ulp_error(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """How far float32 results ``got`` are from the exact values ``want`` (float64), in units of the last
+    place of the float32 nearest ``want``: 0.5 is a correctly rounded result. Infinities that are the
+    correctly rounded result and NaN where ``want`` is NaN count 0; anything else non-finite counts inf."""
+    with np.errstate(all="ignore"):
+        nearest = want.astype(np.float32)
+        err = np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(nearest)).astype(np.float64)
+    exact = (np.isinf(got) & (got == nearest)) | (np.isnan(got) & np.isnan(want))
+    return np.where(exact, 0.0, np.where(np.isnan(err), np.inf, err))
+
+
+def _map_kernel(fn: Callable, name: str) -> Callable:
+    def body(a: pt.Tensor[pt.float32, (N,)], b: pt.Tensor[pt.float32, (N,)]):
+        i = pt.axis(0)
+        b[i] = fn(a[i])
+
+    body.__name__ = body.__qualname__ = name
+    return body
+
+
+def float32_math_errors(executor: str, stride: int) -> dict[str, tuple[float, float, float]]:
+    """``exp``, ``tanh`` and ``erf`` on ``executor`` over :func:`float32_sweep` ``(stride)`` against float64
+    references (NumPy; ``math.erf`` for erf): per function, the largest error in ulp, the input where it
+    occurs, and the fraction of inputs more than 1 ulp off."""
+    import math
+
+    x = float32_sweep(stride)
+    erf64 = np.frompyfunc(math.erf, 1, 1)
+    out = {}
+    for name, fn, ref in (("exp", pt.exp, np.exp), ("tanh", pt.tanh, np.tanh),
+                          ("erf", pt.erf, lambda v: erf64(v).astype(np.float64))):  # fmt: skip
+        body = _map_kernel(fn, f"sweep_{name}")
+        got = np.empty_like(x)
+        pt.kernel(executor=executor)(body)(x, got)
+        with np.errstate(all="ignore"):
+            err = ulp_error(got, ref(x.astype(np.float64)))
+        worst = int(np.argmax(err))
+        out[name] = (float(err[worst]), float(x[worst]), float(np.mean(err > 1)))
+    return out

@@ -170,6 +170,7 @@ class NativeBackend(Backend):
             "pypto.targets.cpu.render",
             "pypto.targets.cpu.pyentry",
             "pypto.targets.cpu.captures",
+            "pypto.targets.cpu.vmath",
             *self.codegen_modules,
         )
 
@@ -180,12 +181,14 @@ class NativeBackend(Backend):
                 f"{tc.prebuilt}\n  kernel '{program.name}' is not in pypto's cache, and building it needs a "
                 "compiler (cached kernels built by the same compiler still run)"
             )
-        flags: list[str] = list(self.fastmath_flags) if program.options.fastmath else []
+        fast: list[str] = list(self.fastmath_flags) if program.options.fastmath else []
+        flags: list[str] = []
         if tc.python_include and program.noalias:
             flags.append(f"-I{tc.python_include}")
         from pypto.targets.cpu.pyentry import ENTRY_SYMBOL
 
-        data = build_shared(tc, source.text, name=program.name, extra_flags=flags, units=source.extras.get("units", ()))
+        data = build_shared(tc, source.text, name=program.name, extra_flags=flags, compile_flags=fast,
+                            units=source.extras.get("units", ()))  # fmt: skip
         entry = ENTRY_SYMBOL if f" *{ENTRY_SYMBOL}(" in source.text else None
         return Artifact(self.name, data, ".so", {"kernel": program.name, "entry": entry})
 

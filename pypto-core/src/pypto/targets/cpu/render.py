@@ -16,6 +16,7 @@ from pypto.dtypes import DType
 from pypto.ir.loops import Assign, Loop, LoopKernel, Var, Write, walk
 from pypto.ir.nodes import Binary
 from pypto.ir.ops import REDUCERS
+from pypto.targets.cpu import vmath
 from pypto.targets.cpu.captures import free_values
 from pypto.targets.cstyle import CRenderer
 
@@ -64,9 +65,12 @@ OMP_REDUCTION = {r.name: r.omp for r in REDUCERS.values()}  # the op table's Ope
 class SimdCRenderer(CRenderer):
     """A C-family renderer whose vector loops are ``omp simd`` loops calling libmvec math."""
 
-    def __init__(self, vector_math: Iterable[str] = ()):
+    def __init__(self, vector_math: Iterable[str] = (), own_math: bool = True):
         super().__init__()
         self.vector_math = set(vector_math)
+        # float32 exp/erf generated here (pypto.targets.cpu.vmath); not for fastmath kernels, whose
+        # reassociation would undo their range reduction (libmvec's are made for -ffast-math)
+        self.own_math = own_math
         self.used_math: dict[str, DType] = {}
         self.nan_flags: dict[str, tuple[str, str]] = {}  # accumulator -> (flag variable, "max" | "min")
         self.streaming: set[str] = set()  # buffers whose writes go to an L1 block buffer
@@ -93,6 +97,11 @@ class SimdCRenderer(CRenderer):
 
     # -- vector math -----------------------------------------------------------------------------
     def math_fn(self, name: str, dt: DType) -> str:
+        own = vmath.OWN.get((name, dt)) if self.own_math else None
+        if own is not None:  # generated here, of measured accuracy (see pypto.targets.cpu.vmath)
+            if own not in self.helpers:
+                self.helpers[own] = vmath.source(own, self.static_inline)
+            return own
         fn = super().math_fn(name, dt)
         self.used_math[fn] = dt
         return fn

@@ -247,13 +247,16 @@ def _stat(path: str) -> list:
 
 
 def build_shared(tc: Toolchain, source: str, *, name: str, extra_flags: Sequence[str] = (),
-                 extra_link: Sequence[str] = (), units: Sequence[str] = ()) -> bytes:  # fmt: skip
+                 extra_link: Sequence[str] = (), units: Sequence[str] = (),
+                 compile_flags: Sequence[str] = ()) -> bytes:  # fmt: skip
     """Compile ``source`` into a shared object and return its bytes; a failure raises
     :class:`~pypto.errors.CompileError` with the compiler's messages and the source around them.
 
     With ``units`` (the same program as several translation units), each unit is compiled by a compiler
     process of its own, all at once, and the objects are linked: the wall time of the largest unit
-    instead of the sum.
+    instead of the sum. ``compile_flags`` are given to the compiling steps only, never to the link: with
+    ``-ffast-math`` at link time gcc adds a constructor that sets flush-to-zero for the whole process
+    (NumPy's subnormals included) as soon as the object is loaded.
     """
     import tempfile
 
@@ -266,15 +269,15 @@ def build_shared(tc: Toolchain, source: str, *, name: str, extra_flags: Sequence
             with open(path, "w") as f:
                 f.write(text)
         base = [*tc.compiler.split(), *tc.flags, *extra_flags]
-        if len(texts) == 1:
+        if len(texts) == 1 and not compile_flags:
             steps = [[*base, "-shared", "-fPIC", srcs[0], "-o", out, *tc.link_flags, *extra_link]]
         else:
-            steps = [[*base, "-fPIC", "-c", src, "-o", src[: -len(suffix)] + ".o"] for src in srcs]
+            steps = [[*base, *compile_flags, "-fPIC", "-c", src, "-o", src[: -len(suffix)] + ".o"] for src in srcs]
         results = _run_all(steps, d, name, tc)
         for cmd, text, r in zip(steps, texts, results):
             if r.returncode != 0:
                 raise CompileError(_compile_report(name, tc, cmd, r.stderr, text))
-        if len(texts) > 1:
+        if len(steps) > 1 or compile_flags:
             cmd = [*base, "-shared", "-fPIC", *(s[: -len(suffix)] + ".o" for s in srcs), "-o", out,
                    *tc.link_flags, *extra_link]  # fmt: skip
             (r,) = _run_all([cmd], d, name, tc)
