@@ -11,6 +11,13 @@ contractions over the same outputs (SwiGLU's ``silu(x @ w1) * (x @ w3)``) gets e
 of its own, writing a temporary, and a nest that combines them; so does a contraction used by a nest of
 several stores (a gradient storing a value and its flat copy), which no contraction kernel takes as it is.
 
+A reduction is never computed twice. Fusion gives each contraction store a nest of its own, so a kernel
+storing two values of one contraction (``t = pt.tanh(x @ w)`` stored in ``h``, and ``2 * t`` in ``h2``) had two
+nests that each computed it. Now a later nest whose stores use the whole value an earlier nest stored, a
+reduction among it, reads that output instead (``h2 = 2 * h[i, j]``; a column softmax's sums no longer
+recompute the column max); one that shares only a contraction gets it through a temporary that a nest of
+its own computes, read by both.
+
 ``kernel.ir("contraction_operands")`` shows the new nests; the schedule then treats the one it feeds as
 a plain contraction.
 """
@@ -19,7 +26,7 @@ from __future__ import annotations
 
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import Group, KernelIR
-from pypto.ir.nodes import Cast, Expr, Load, Store, top_reduces
+from pypto.ir.nodes import Cast, Expr, Load, Store, load_accesses, top_reduces
 from pypto.passes.materialize import _replace, _Temps
 from pypto.passes.schedule import _axes, _factors, contraction
 
@@ -87,15 +94,73 @@ def _computed_factors(g: Group, temps: _Temps, extents: dict) -> tuple[list[Grou
     return before, Group((Store(s.tensor, s.index, value, loc=s.loc),), g.loops, g.split, g.online, g.schedule)
 
 
+def _uses(g: Group, e: Expr) -> bool:
+    return any(_replace(s.value, e, _MARK) != s.value for s in g.stores)
+
+
+_MARK = Load("_pt_mark", (), dtype=None)
+
+
+def _computed_once(groups: list[Group], temps: _Temps, extents: dict) -> bool:
+    """Nests that recompute a reduction an earlier nest computes read it instead (module docstring): the
+    earlier nest's stored value when the later one uses all of it, else (for a contraction) a temporary both
+    read. In place; whether anything changed."""
+    changed = False
+    j = 0
+    while j < len(groups):
+        g = groups[j]
+        for i in range(j):
+            e = groups[i]
+            if len(e.stores) != 1 or set(e.loops) != set(g.loops):
+                continue
+            (s,) = e.stores
+            index = tuple(Affine.axis(a) for a in e.loops)
+            reads = {t for t, _, _ in load_accesses(s.value)}
+            between = {st.tensor for h in groups[i + 1 : j + 1] for st in h.stores}
+            if s.index != index or s.tensor in reads or between & (reads | {s.tensor}):
+                continue  # a value that cannot be read back as it was computed
+            if s.value.dtype == _dtype(temps, s.tensor) and top_reduces(s.value) and _uses(g, s.value):
+                load = Load(s.tensor, index, dtype=s.value.dtype, loc=s.loc)
+                groups[j] = g = _rewrite(g, s.value, load)
+                changed = True
+                continue
+            for r in top_reduces(s.value):
+                if contraction(Group((Store(s.tensor, index, r, loc=s.loc),), e.loops)) is None or not _uses(g, r):
+                    continue
+                assert r.dtype is not None
+                name = temps.new(r.dtype, tuple(extents[a] for a in e.loops))
+                load = Load(name, index, dtype=r.dtype, loc=r.loc)
+                groups[i : i + 1] = [Group((Store(name, index, r, loc=r.loc),), e.loops), _rewrite(e, r, load)]
+                j += 1
+                groups[j] = g = _rewrite(g, r, load)
+                changed = True
+                break
+        j += 1
+    return changed
+
+
+def _dtype(temps: _Temps, tensor: str):
+    """The dtype of a parameter or temporary (the stored value's is the one a load gives back)."""
+    for t in temps.temps:
+        if t.name == tensor:
+            return t.dtype
+    return temps.k.buffer(tensor).dtype
+
+
+def _rewrite(g: Group, old: Expr, new: Expr) -> Group:
+    stores = tuple(Store(s.tensor, s.index, _replace(s.value, old, new), loc=s.loc) for s in g.stores)
+    return Group(stores, g.loops, g.split, g.online, g.schedule)
+
+
 def contraction_operands(k: KernelIR) -> KernelIR:
     """Give each computed factor of a contraction, and each of several contractions one store combines, a
-    nest and a temporary of their own (module docstring)."""
+    nest and a temporary of their own; compute each contraction once (module docstring)."""
     assert k.groups is not None
     temps = _Temps(k)
     extents = {a.index: a.extent for a in k.axes}
     out: list[Group] = []
     work = list(k.groups)
-    changed = False
+    changed = _computed_once(work, temps, extents)
     while work:
         g = work.pop(0)
         parts = _separate_contractions(g, temps, extents) or _computed_factors(g, temps, extents)
