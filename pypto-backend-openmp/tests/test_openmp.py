@@ -649,9 +649,9 @@ def test_float32_exp_tanh_erf_are_within_their_documented_ulp():
     from pypto.testing import float32_math_errors
 
     # one float32 bit pattern in 4099 of both signs (2M inputs) and the edge values; exp and erf are pypto's
-    # own (1.02 and 0.50 ulp over a 70M-input sweep), tanh glibc's (documented: at most 2 ulp)
+    # own (1.02 and 0.58 ulp over a 70M-input sweep), tanh glibc's (documented: at most 2 ulp)
     errors = float32_math_errors("openmp", 4099)
-    bounds = {"exp": 1.05, "erf": 0.51, "tanh": 2.0}
+    bounds = {"exp": 1.05, "erf": 0.6, "tanh": 2.0}
     assert {name: e[0] <= bounds[name] for name, e in errors.items()} == dict.fromkeys(bounds, True), errors
 
 
@@ -685,3 +685,24 @@ tiny = np.array([1e-40], np.float32)  # a subnormal float32
 assert tiny[0] * np.float32(3.0) > 0 and tiny[0] + np.float32(0.0) > 0, "subnormals flushed after loading a fastmath kernel"
 """
     run_python(code, check=True)
+
+
+# -- the entry point's precompiled Python.h (pypto.targets.cpu.toolchain.python_header) --------------------
+def test_the_entry_point_reads_a_precompiled_python_header_made_once(tmp_path):
+    cc = counting_compiler(tmp_path, "c")
+    env = {"CC": cc.path, "PYPTO_CACHE_DIR": str(tmp_path / "cache"), "PYPTO_EXECUTOR": "openmp"}
+    assert run_python(CUBE_SCRIPT, env, check=True).stdout.strip() == "ok"
+    (gch,) = (tmp_path / "cache").glob("pch/*/pypto_python.h.gch")
+    builds = [line for line in cc.invocations() if "cube.c" in line]
+    assert len(builds) == 1 and f"-include {gch.parent / 'pypto_python.h'}" in builds[0]
+    assert cc.count("-x c-header") == 1
+    second = CUBE_SCRIPT.replace("+ 1.0", "+ 2.0").replace("x ** 3 + 1", "x ** 3 + 2")  # another kernel
+    assert run_python(second, env, check=True).stdout.strip() == "ok"
+    assert cc.count("cube.c") == 2 and cc.count("-x c-header") == 1  # the header is not made again
+    gch.write_bytes(gch.read_bytes()[: gch.stat().st_size // 3])  # damaged on disk: gcc cannot read it
+    third = CUBE_SCRIPT.replace("+ 1.0", "+ 3.0").replace("x ** 3 + 1", "x ** 3 + 3")
+    assert run_python(third, env, check=True).stdout.strip() == "ok"  # built without it, and it is dropped
+    assert not gch.exists() and cc.count("cube.c") == 4
+    assert run_python(CUBE_SCRIPT.replace("+ 1.0", "+ 4.0").replace("x ** 3 + 1", "x ** 3 + 4"), env,
+                      check=True).stdout.strip() == "ok"  # fmt: skip
+    assert gch.exists() and cc.count("-x c-header") == 2  # made again

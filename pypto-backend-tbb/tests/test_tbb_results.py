@@ -145,5 +145,5 @@ def test_float32_exp_tanh_erf_are_within_their_documented_ulp():
 
     # the same sweep as the OpenMP backend's test: pypto's own exp and erf, in C++, and glibc's tanh
     errors = float32_math_errors("tbb", 4099)
-    bounds = {"exp": 1.05, "erf": 0.51, "tanh": 2.0}
+    bounds = {"exp": 1.05, "erf": 0.6, "tanh": 2.0}
     assert {name: e[0] <= bounds[name] for name, e in errors.items()} == dict.fromkeys(bounds, True), errors

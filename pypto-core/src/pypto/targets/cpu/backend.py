@@ -26,7 +26,15 @@ from pypto.backend_api import (
     Program,
     Source,
 )
-from pypto.targets.cpu.toolchain import Toolchain, ToolchainError, build_shared, probe
+from pypto.errors import CompileError
+from pypto.targets.cpu.toolchain import (
+    Toolchain,
+    ToolchainError,
+    build_shared,
+    discard_python_header,
+    probe,
+    python_header,
+)
 from pypto.targets.machine import num_threads, threads_chosen
 
 if TYPE_CHECKING:  # imported where used: a warm process never renders code
@@ -187,9 +195,17 @@ class NativeBackend(Backend):
             flags.append(f"-I{tc.python_include}")
         from pypto.targets.cpu.pyentry import ENTRY_SYMBOL
 
-        data = build_shared(tc, source.text, name=program.name, extra_flags=flags, compile_flags=fast,
-                            units=source.extras.get("units", ()))  # fmt: skip
         entry = ENTRY_SYMBOL if f" *{ENTRY_SYMBOL}(" in source.text else None
+        header = python_header(tc, [*tc.flags, *flags, *fast]) if entry else None
+        units = source.extras.get("units", ())
+        try:
+            data = build_shared(tc, source.text, name=program.name, extra_flags=flags, compile_flags=fast,
+                                units=units, first_flags=("-include", header) if header else ())  # fmt: skip
+        except CompileError as e:
+            if header is None or "PCH" not in str(e):
+                raise
+            discard_python_header(header)  # a damaged precompiled header fails every build: without it
+            data = build_shared(tc, source.text, name=program.name, extra_flags=flags, compile_flags=fast, units=units)
         return Artifact(self.name, data, ".so", {"kernel": program.name, "entry": entry})
 
     def load(self, program: Program, artifact: Artifact) -> NativeLauncher:
