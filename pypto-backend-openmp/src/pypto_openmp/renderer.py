@@ -27,7 +27,7 @@ from .load import load_declarations
 
 
 class OpenMPRenderer(SimdCRenderer):
-    """C99 with OpenMP pragmas: ``parallel for`` outside, ``simd`` inside."""
+    """C99 with OpenMP pragmas: a ``parallel`` region (``omp for`` or a static split) outside, ``simd`` inside."""
 
     includes = (*SimdCRenderer.includes, "<time.h>", "<omp.h>")
 
@@ -50,7 +50,7 @@ class OpenMPRenderer(SimdCRenderer):
         ]
 
     def loop_header(self, s: Loop, ind: int) -> None:
-        if s.kind in ("parallel", "parallel_vector"):  # inside the region :meth:`region_loop` opened
+        if s.kind in ("parallel", "parallel_vector"):  # inside the region :meth:`loop_core` opened
             simd = " simd" if s.kind == "parallel_vector" else ""
             clauses = "".join(" " + c for c in self.reduction_clauses(s))
             # few long iterations go to whichever thread is free (cores of a shared machine run at uneven
