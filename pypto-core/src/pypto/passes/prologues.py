@@ -95,6 +95,7 @@ def _computed_factors(g: Group, temps: _Temps, extents: dict) -> tuple[list[Grou
 
 
 def _uses(g: Group, e: Expr) -> bool:
+    """Whether a store of ``g`` computes ``e`` (an equal subtree)."""
     return any(_replace(s.value, e, _MARK) != s.value for s in g.stores)
 
 

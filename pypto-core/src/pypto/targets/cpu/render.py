@@ -63,7 +63,8 @@ OMP_REDUCTION = {r.name: r.omp for r in REDUCERS.values()}  # the op table's Ope
 
 
 class SimdCRenderer(CRenderer):
-    """A C-family renderer whose vector loops are ``omp simd`` loops calling libmvec math."""
+    """A C-family renderer whose vector loops are ``omp simd`` loops calling libmvec math (float32 ``exp`` and
+    ``erf``: pypto's own, :mod:`pypto.targets.cpu.vmath`)."""
 
     def __init__(self, vector_math: Iterable[str] = (), own_math: bool = True):
         super().__init__()

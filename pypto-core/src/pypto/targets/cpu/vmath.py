@@ -3,11 +3,12 @@
 The C backends call glibc's vector math (libmvec) for most functions. Measured on every 61st float32 bit
 pattern of both signs (70 million values, against float64 NumPy / ``math.erf``; ``benchmarks/vmath_accuracy.py``),
 libmvec's AVX-512 ``expf`` is off by up to 2.56 ulp (0.9 % of inputs above 1 ulp) and its ``erff`` by up to
-4 ulp (8 % above 1 ulp). These two are generated instead, as ``static inline`` functions the compiler inlines
-into the ``omp simd`` loops:
+4 ulp (8 % above 1 ulp). These two are generated into the kernel instead (its helpers):
 
-``pt_expf`` (float arithmetic, as fast as libmvec's): ``x = n ln2 + r`` with ``n = rint(x log2 e)`` (a vector
-instruction; the ``1.5 * 2**23`` addition trick would not survive ``fastmath``) and ``ln2`` split in a short high part (``n * hi`` is exact) and a low part;
+``pt_expf`` (float arithmetic, ``static inline``: the compiler inlines it into the ``omp simd`` loops, as fast
+as libmvec's): ``x = n ln2 + r`` with ``n = rint(x log2 e)`` (a vector instruction; the ``1.5 * 2**23``
+addition trick would not survive ``fastmath``) and ``ln2`` split in a short high part (``n * hi`` is exact)
+and a low part;
 ``e**r - 1 = r + r**2 p(r)`` with ``p`` the Taylor polynomial of degree 5 (terms to ``r**7 / 7!``; the first
 omitted term is below ``1.5e-9`` relative for ``|r| <= ln2 / 2``); the result scaled by ``2**n`` in two
 halves (so that results down to the smallest subnormal are rounded once). Inputs are clamped to
@@ -37,7 +38,7 @@ from pypto.dtypes import DType, float32
 ERFCX_LO, ERFCX_HI, ERFCX_DEGREE = 0.75, 4.0, 12
 
 # erfcx on [0.75, 4] in u = (2x - 4.75) / 3.25, monomial coefficients from the highest power down
-# (erfcx_coefficients(); tests/test_vmath.py checks they still match a fresh derivation)
+# (erfcx_coefficients(); pypto-core/tests/test_testing.py checks they still match a fresh derivation)
 ERFCX_COEFFICIENTS = (
     "0x1.e0b9e691cc421p-15", "-0x1.2cda4364929a9p-13", "0x1.5b121927ea830p-13", "-0x1.8bffd9c964ee0p-12",
     "0x1.181f8cc503df7p-10", "-0x1.36bac1dac5572p-9", "0x1.45bbf0b3c3815p-8", "-0x1.527f83326859ap-7",
@@ -91,7 +92,7 @@ def _expf_source(si: str) -> str:
     ])  # fmt: skip
 
 
-def _erff_source(si: str) -> str:
+def _erff_source() -> str:
     small = [
         float.hex(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1))) for n in range(9, -1, -1)
     ]
@@ -130,7 +131,7 @@ OWN: dict[tuple[str, DType], str] = {("exp", float32): "pt_expf", ("erf", float3
 
 def source(fn: str, static_inline: str) -> str:
     """The C (or C++) definition of ``fn`` (a value of :data:`OWN`)."""
-    return {"pt_expf": _expf_source, "pt_erff": _erff_source}[fn](static_inline)
+    return _expf_source(static_inline) if fn == "pt_expf" else _erff_source()
 
 
 __all__ = ["OWN", "source", "erfcx_coefficients", "ERFCX_COEFFICIENTS", "ERFCX_DEGREE"]
