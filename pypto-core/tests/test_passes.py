@@ -64,7 +64,19 @@ def _shared_contraction(x: pt.Tensor[float, (M, K)], w: pt.Tensor[float, (K, N)]
     h2[i, j] = pt.sigmoid(c) + x[i, j]
 
 
-KERNELS = {"stored_twice": _stored_twice, "shared_contraction": _shared_contraction, "one_row": _one_row, "folding": _folding, "reverse": _reverse_in_place, "softmax": softmax.fn, "sum_exp": sum_exp.fn,
+def _row_functions(x: pt.Tensor[float, (M, N)], b: pt.Tensor[float, (N,)], y: pt.Tensor[float, (M, N)],
+                   z: pt.Tensor[float, (M,)]):  # fmt: skip
+    i, j = pt.axis(0), pt.axis(1)
+    y[i, j] = pt.tanh(0.5 * b[j]) * x[i, j] + (b[j] + 1.0) + pt.exp(x[i, 0])  # exp(x[i, 0]): inner loop hoists it
+    z[i] = pt.reduce_max(pt.exp(b[j]) + x[i, j], axis=j)
+
+
+def _two_rows(x: pt.Tensor[float, (2, 1000)], b: pt.Tensor[float, (1000,)], y: pt.Tensor[float, (2, 1000)]):
+    i, j = pt.axis(0), pt.axis(1)
+    y[i, j] = x[i, j] * (1.0 / b[j]) + pt.tanh(b[j])
+
+
+KERNELS = {"row_functions": _row_functions, "two_rows": _two_rows, "stored_twice": _stored_twice, "shared_contraction": _shared_contraction, "one_row": _one_row, "folding": _folding, "reverse": _reverse_in_place, "softmax": softmax.fn, "sum_exp": sum_exp.fn,
            "vector_add": vector_add.fn, "silu_matmul": _silu_matmul, "gated": _gated}  # fmt: skip
 
 
@@ -186,6 +198,36 @@ def test_contraction_operands_shares_a_contraction_two_nests_use_through_a_tempo
     c = x.astype(np.float64) @ w
     np.testing.assert_allclose(h, np.tanh(c), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(h2, 1 / (1 + np.exp(-c)) + x, rtol=1e-5, atol=1e-5)
+
+
+def test_hoist_broadcasts_computes_a_function_of_a_broadcast_row_once():
+    before, after = run_pass("row_functions", "hoist_broadcasts")
+    assert "temp" not in before and before.count("tanh(") == 1 and before.count("exp(") == 2
+    assert "temp _t0: float32[N]" in after and "temp _t1: float32[N]" in after
+    nests = after.split("  nest ")[1:]
+    assert len(nests) == 4  # tanh(0.5 * b[j]) once, then y; exp(b[j]) once, then z
+    assert nests[0].startswith("0 loops=(j):") and "# _t0: computed once: tanh over (j), work 13/point" in nests[0]
+    assert "evaluated M times per point inline (sizes known at run time" in nests[0] and "_t0[j] = " in nests[0]
+    assert "load _t0[j]" in nests[1] and "tanh(" not in nests[1] and "exp(" in nests[1]  # exp(x[i, 0]) stays
+    assert "# recomputed: add over (j), work 1/point" in nests[1]  # b[j] + 1.0: cheaper than a temporary
+    assert nests[2].startswith("2 loops=(j):") and "_t1[j] = " in nests[2] and "exp(" in nests[2]
+    assert "load _t1[j]" in nests[3] and "exp(" not in nests[3] and "reduce_max" in nests[3]
+    x, b = np.random.default_rng(0).standard_normal((5, 7)).astype(np.float32), np.linspace(0.5, 2, 7, dtype=np.float32)
+    y, z = np.empty_like(x), np.empty(5, np.float32)
+    pt.kernel(_row_functions)(x, b, y, z)
+    want = np.tanh(0.5 * b)[None, :] * x + (b + 1.0) + np.exp(x[:, :1])
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(z, (np.exp(b)[None, :] + x).max(axis=1), rtol=1e-6)
+
+
+def test_hoist_broadcasts_weighs_known_sizes():
+    """Two rows: a division recomputed twice costs what a temporary does (kept inline); tanh is worth storing."""
+    before, after = run_pass("two_rows", "hoist_broadcasts")
+    assert "# recomputed: div over (j), work 4/point, evaluated 2 times per point inline " in after
+    assert "(est. 8,000 inline vs 8,000 stored: kept inline)" in after
+    assert "# _t0: computed once: tanh over (j), work 12/point, evaluated 2 times per point inline " in after
+    assert "(est. 24,000 inline vs 16,000 stored)" in after and "1.0 / " in after.split("  nest ")[2]
+    assert after.count("temp ") == 1 and "tanh(" not in after.split("  nest ")[2]
 
 
 def test_unit_loops_drops_a_loop_of_one_iteration():

@@ -219,3 +219,29 @@ def gelu_tanh(dt):
         y[i] = 0.5 * v * (1.0 + pt.tanh(0.7978845608028654 * (v + 0.044715 * v**3)))
 
     return gelu_tanh
+
+
+def _broadcast_functions_ref(x, b):
+    v, c = _f64(x), _f64(b)
+    return {"y": np.tanh(0.5 * c)[None, :] * v + 1.0 / c, "z": (np.exp(c)[None, :] + v).max(axis=1, initial=-np.inf)}
+
+
+@case(
+    dtypes=FLOATS,
+    sizes=SIZES_2D,
+    values={"x": normal(2.0), "b": span(0.5, 2.0)},
+    functions=("tanh", "exp"),
+    tolerances=ROW_REDUCTION,
+    reference=_broadcast_functions_ref,
+)
+def broadcast_functions(dt):
+    """Functions of a row vector broadcast down the rows (``tanh(b[j])`` for every ``i``; ``exp(b[j])`` inside
+    a maximum taken for every row): computed once in a nest of their own, not once per row."""
+
+    def broadcast_functions(x: pt.Tensor[dt, (M, N)], b: pt.Tensor[dt, (N,)], y: pt.Tensor[dt, (M, N)],
+                            z: pt.Tensor[dt, (M,)]):  # fmt: skip
+        i, j = pt.axis(0), pt.axis(1)
+        y[i, j] = pt.tanh(0.5 * b[j]) * x[i, j] + 1.0 / b[j]
+        z[i] = pt.reduce_max(pt.exp(b[j]) + x[i, j], axis=j)
+
+    return broadcast_functions

@@ -117,6 +117,7 @@ class Group:
     split: Split | None = None  # set for full reductions split into blocks
     online: OnlineSoftmax | None = None  # set for softmax-style nests with an online variant
     schedule: NestSchedule | None = None  # set by the schedule pass
+    notes: tuple[str, ...] = ()  # decisions passes took about this nest, with their estimates (printed)
 
     @property
     def parallel(self) -> int | None:

@@ -16,7 +16,9 @@ of every printer, the reference backend's NumPy ufuncs and constant folding. The
 :data:`REDUCERS`) give ``pt.reduce_<name>``, the IR's ``Reduce`` operators, their identities and typing,
 the combine each lowers to, OpenMP's reduction clauses, the reference backend's NumPy reductions and their
 adjoints; :data:`CAST` is the one conversion (its NumPy meaning for folding and the reference backend, its
-adjoint). Every entry states its cost in operations per point (``flops``), which ``pt.profile`` adds up.
+adjoint). Every entry states its cost in operations per point (``flops``), which ``pt.profile`` adds up, and
+an estimate of its work in multiply-adds per point (``work``: a transcendental function 8 to 16, a division 4)
+with which the compiler weighs computing a value again against storing it (:mod:`pypto.passes.hoist`).
 
 Adding a function is one entry here (and, for a C printer that names it differently, one spelling)::
 
@@ -66,6 +68,7 @@ class MathFunction:
     spread: tuple[str, float, float] = ("normal", 0.0, 3.0)  # how test inputs are drawn: normal(0, s) or span
     vector_math: bool = True  # whether glibc's libmvec may have a vector variant (probed at run time)
     flops: int = 1  # operations per point pt.profile counts (a formula: the operations it is made of)
+    work: int = 12  # estimated cost per point in multiply-adds, for the compiler's decisions (``WORK``)
 
 
 def _sigmoid_np(x: Any) -> Any:
@@ -76,16 +79,17 @@ _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
 FUNCTIONS: tuple[MathFunction, ...] = (
     MathFunction("exp", "Elementwise e**x.", np.exp, lambda g, x, y, f: g * y, "exp",
-                 edge=(0.0, -inf, inf, nan, 80.0, 89.0, -100.0, -750.0), spread=("normal", 0.0, 3.0)),
+                 edge=(0.0, -inf, inf, nan, 80.0, 89.0, -100.0, -750.0), spread=("normal", 0.0, 3.0), work=8),
     MathFunction("log", "Elementwise natural logarithm (log(0) = -inf, negative -> nan).", np.log,
                  lambda g, x, y, f: g / x, "log",
                  edge=(0.0, -1.0, inf, nan, 1.0, 1e-30), spread=("exp-spread", -20.0, 20.0)),
     MathFunction("sqrt", "Elementwise square root.", np.sqrt, lambda g, x, y, f: g * 0.5 / y, "sqrt",
-                 edge=(0.0, -1.0, inf, nan, 1e-30, 4.0), spread=("span", 0.0, 100.0), vector_math=False),
+                 edge=(0.0, -1.0, inf, nan, 1e-30, 4.0), spread=("span", 0.0, 100.0), vector_math=False, work=4),
     MathFunction("rsqrt", "Elementwise 1 / sqrt(x).", lambda x: 1.0 / np.sqrt(x),
                  lambda g, x, y, f: g * -0.5 * y * y * y,
                  formula=lambda x, xu, call, one: f"{one} / {call('sqrt', x)}",
-                 edge=(0.0, inf, nan, -1.0, 4.0), spread=("span", 0.01, 100.0), vector_math=False, flops=2),
+                 edge=(0.0, inf, nan, -1.0, 4.0), spread=("span", 0.01, 100.0), vector_math=False, flops=2,
+                 work=6),
     MathFunction("tanh", "Elementwise hyperbolic tangent.", np.tanh, lambda g, x, y, f: g * (1 - y * y), "tanh",
                  edge=(inf, -inf, nan, 0.0, 20.0, -1e-4), spread=("normal", 0.0, 5.0)),
     MathFunction("sin", "Elementwise sine.", np.sin, lambda g, x, y, f: g * f("cos", x), "sin",
@@ -94,12 +98,12 @@ FUNCTIONS: tuple[MathFunction, ...] = (
                  edge=(0.0, nan, inf, -inf, math.pi / 2), spread=("span", -10.0, 10.0)),
     MathFunction("erf", "Elementwise error function.", _np_erf,
                  lambda g, x, y, f: g * (2 / math.sqrt(math.pi)) * f("exp", -(x * x)), "erf", numpy_name="_erf",
-                 edge=(inf, -inf, nan, 0.0, 6.0, -6.0, 1e-5), spread=("normal", 0.0, 2.0)),
+                 edge=(inf, -inf, nan, 0.0, 6.0, -6.0, 1e-5), spread=("normal", 0.0, 2.0), work=16),
     MathFunction("sigmoid", "Elementwise logistic function 1 / (1 + exp(-x)).", _sigmoid_np,
                  lambda g, x, y, f: g * y * (1 - y),
                  formula=lambda x, xu, call, one: f"{one} / ({one} + {call('exp', '-' + xu)})",
                  edge=(inf, -inf, nan, 0.0, -100.0, 100.0), spread=("normal", 0.0, 10.0), vector_math=False,
-                 flops=4),
+                 flops=4, work=12),
     MathFunction("log1p", "Elementwise log(1 + x), accurate for x near 0.", np.log1p,
                  lambda g, x, y, f: g / (1.0 + x), "log1p",
                  edge=(0.0, -1.0, -2.0, inf, nan, 1e-10, -1e-10, 1e30), spread=("span", -0.99, 10.0)),
@@ -163,6 +167,7 @@ class BinaryOp:
     folds: bool = True
     adjoint: BinaryAdjoint | None = None  # None: no gradient flows through it (comparisons, logic, floordiv)
     flops: int = 1  # operations per point pt.profile counts
+    work: int = 1  # estimated cost per point in multiply-adds, for the compiler's decisions (``WORK``)
 
 
 def _extreme_adjoint(g: Any, a_wins: Any, a: Any, b: Any, ops: Any) -> tuple[Any, Any]:
@@ -175,9 +180,9 @@ BINARY_TABLE: tuple[BinaryOp, ...] = (
     BinaryOp("add", "arith", "+", np.add, c_infix=True, adjoint=lambda g, a, b, y, ops: (g, g)),
     BinaryOp("sub", "arith", "-", np.subtract, c_infix=True, adjoint=lambda g, a, b, y, ops: (g, -g)),
     BinaryOp("mul", "arith", "*", np.multiply, c_infix=True, adjoint=lambda g, a, b, y, ops: (g * b, g * a)),
-    BinaryOp("div", "arith", "/", np.true_divide, adjoint=lambda g, a, b, y, ops: (g / b, -g * y / b)),
-    BinaryOp("floordiv", "arith", "//", np.floor_divide, folds=False),
-    BinaryOp("mod", "arith", "%", np.remainder, folds=False,  # a - floor(a / b) * b
+    BinaryOp("div", "arith", "/", np.true_divide, adjoint=lambda g, a, b, y, ops: (g / b, -g * y / b), work=4),
+    BinaryOp("floordiv", "arith", "//", np.floor_divide, folds=False, work=6),
+    BinaryOp("mod", "arith", "%", np.remainder, folds=False, work=6,  # a - floor(a / b) * b
              adjoint=lambda g, a, b, y, ops: (g, -g * ops.binary("floordiv", a, b))),
     BinaryOp("maximum", "arith", None, np.maximum,
              adjoint=lambda g, a, b, y, ops: _extreme_adjoint(g, a > b, a, b, ops)),

@@ -88,6 +88,7 @@ def format_kernel(k: KernelIR) -> str:
                 axes = ", ".join(name(a) for rmax, _ in g.online.pairs for a in rmax.axes)
                 attrs.append(f"online=({axes}) for rows >= {g.online.min_bytes} bytes, blocks of {g.online.block}")
             lines.append(f"  nest {gi} {' '.join(attrs)}:")
+            lines += [f"    # {note}" for note in g.notes]
             body(g.stores, "    ")
     return "\n".join(lines)
 

@@ -20,6 +20,7 @@ from pypto.ir.kernel import KernelIR
 from pypto.ir.loops import LoopKernel
 from pypto.ir.printer import format_kernel, format_loops
 from pypto.passes.fuse import fuse
+from pypto.passes.hoist import hoist_broadcasts
 from pypto.passes.infer_shapes import infer_shapes
 from pypto.passes.infer_types import infer_types
 from pypto.passes.lower import lower
@@ -40,6 +41,7 @@ PASSES: list[tuple[str, Callable[[KernelIR], KernelIR]]] = [
     ("fuse", fuse),                          # stores over one domain share a loop nest
     ("materialize", materialize_temporaries),  # temporaries for misplaced reductions, self-reads
     ("contraction_operands", contraction_operands),  # computed factors of a contraction: a nest of their own
+    ("hoist_broadcasts", hoist_broadcasts),  # values an outer loop would recompute: a nest of their own
     ("unit_loops", drop_unit_loops),         # loops of one iteration leave their nests
     ("split_reductions", split_reductions),  # full reductions: fixed blocks, ordered combine
     ("schedule", schedule),                  # parallel and vector loops
