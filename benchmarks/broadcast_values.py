@@ -54,8 +54,8 @@ def main() -> None:
         ours = pt.jit(lambda v, x, body=body: body(pt, v) * x)
         want = body(np, b) * w
         np.testing.assert_allclose(ours(b, w), want, rtol=2e-5, atol=1e-6)
-        tp, tn = median_ms(ours, b, w), median_ms(lambda v, x: body(np, v) * x, b, w)
-        tt = median_ms(lambda v, x: body(torch, v) * x, tb, tw) if torch is not None else float("nan")
+        tp, tn = median_ms(ours, b, w), median_ms(lambda v, x, body=body: body(np, v) * x, b, w)
+        tt = median_ms(lambda v, x, body=body: body(torch, v) * x, tb, tw) if torch is not None else float("nan")
         print(f"| {name} | {tp:.2f} ms | {tn:.2f} ms | {tt:.2f} ms | {tn / tp:.2f}x |")
 
 

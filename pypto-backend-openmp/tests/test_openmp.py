@@ -98,9 +98,28 @@ def test_contractions_run_in_register_tiles_with_the_epilogue_fused():
     assert stores and all("_acc" in line and "bias[" in line for line in stores)
 
 
-@pytest.mark.parametrize("mkn", [(1, 1, 1), (8, 1, 32), (9, 3, 33), (64, 200, 100), (130, 64, 257)])
+@pytest.mark.parametrize(
+    "mkn",
+    # up to 128 rows: tasks of 256 columns, blocks of 128 points of k (tasks and blocks left over); then the tiles
+    [(1, 1, 1), (8, 1, 32), (9, 3, 33), (64, 200, 100), (3, 300, 1100), (128, 257, 600), (129, 257, 600),
+     (130, 64, 257)],
+)  # fmt: skip
 def test_contractions_match_numpy(mkn):
     assert_contractions_match_numpy(*mkn, rtol=1e-5, atol=1e-5)
+
+
+def test_few_rows_take_wide_tasks_chosen_at_run_time():
+    from pypto.testing import dense_relu
+
+    for kernel in (matmul, dense_relu):  # b[k, j] and w[j, k]
+        sched = kernel.ir("schedule", backend="openmp")
+        assert "few_rows(i<=128: j=256, reduction=128)" in sched, sched
+        code = kernel.get_code(backend="openmp")
+        assert "with at most 128 rows, tasks of 256 columns and blocks of 128 points of k" in code
+        assert "_nc = M <= 128 ? 256 : " in code and "_kc = M <= 128 ? 128 : 1024;" in code
+    # hints set the tiles: no run-time choice
+    hinted = pt.tile(j=64)(pt.kernel(matmul.fn, executor="openmp"))
+    assert "few_rows" not in hinted.ir("schedule") and "with at most 128 rows" not in hinted.get_code()
 
 
 def test_schedule_hints_shape_the_code_and_the_cache_key():

@@ -43,6 +43,9 @@ class NestSchedule:
     pack: tuple[str, ...] = ()  # operands packed into contiguous panels
     unroll: tuple[tuple[int, int], ...] = ()  # (axis, copies of the body) for the unrolled loops
     hinted: tuple[str, ...] = ()  # which decisions came from the user's hints
+    # contractions: (rows, columns per task, points of the reduction per block) used instead of the tiles
+    # when the factor with the row axis has at most that many rows at run time (see ``block_contractions``)
+    few_rows: tuple[int, int, int] | None = None
 
     def tile(self, axis: int) -> int | None:
         for a, n in self.tiles:
@@ -66,6 +69,10 @@ class NestSchedule:
             parts.append(f"pack=({', '.join(self.pack)})")
         if self.unroll:
             parts.append("unroll(" + ", ".join(f"{name(a)}={n}" for a, n in self.unroll) + ")")
+        if self.few_rows is not None and self.order:
+            rows, nc, kc = self.few_rows
+            i, j = self.order[-2], self.order[-1]
+            parts.append(f"few_rows({name(i)}<={rows}: {name(j)}={nc}, reduction={kc})")
         if self.hinted:
             parts.append(f"hinted=({', '.join(self.hinted)})")
         return " ".join(parts)

@@ -34,9 +34,15 @@ task then reads from L2. Rows left over (fewer than MR) take a one-row tile, rea
 last narrower panel a tile of its width. Each element's products are summed in ``k`` order, as in
 the loop it replaces, whatever the blocks.
 
-Blocks of ``k`` and of rows are hint-only: on this machine (1 MiB of L2 per core) the default of one
-panel per task and no ``k`` blocks measured fastest up to 2048 x 2048 x 2048 (see
-``docs/performance.md``).
+Blocks of rows are hint-only; ``k`` is walked in blocks of 1024 points by default (on this machine, 1 MiB
+of L2 per core, one panel per task measured fastest up to 2048 x 2048 x 2048, see ``docs/performance.md``).
+The panels are filled in the order the factor lies in memory: a block's rows across all the task's panels for
+``b[k, j]``, each column's points of ``k`` for ``w[j, k]`` (``x @ w.T``), so that the reads are contiguous.
+
+With few rows (the schedule's ``few_rows``: at most 128 rows of the factor with ``i`` at run time, a small
+batch through a dense layer), every packed value is used by one or a few register tiles, so the product runs
+at the speed of reading ``b``: the task width and the block of ``k`` are then chosen at run time (tasks of a
+kilobyte of columns, blocks of 128 points), so that each block of ``b`` is read as long contiguous runs.
 """
 
 from __future__ import annotations
@@ -46,11 +52,11 @@ from dataclasses import replace
 
 from pypto.dtypes import bool_, int64
 from pypto.ir.loops import Alloc, Block, Comment, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write
-from pypto.ir.nodes import Binary, Expr, map_children
+from pypto.ir.nodes import Binary, Expr, Where, map_children, postorder
 from pypto.ir.reducers import identity
 from pypto.ir.schedule import NestSchedule
 from pypto.targets.contraction import ContractionNest
-from pypto.targets.rewrite import PARALLEL, Names, Nest, ceil_div, extent, i64, ibin, walk_loops
+from pypto.targets.rewrite import PARALLEL, Names, Nest, ceil_div, extent, i64, ibin, var_names, walk_loops
 
 
 def _subst(e: Expr, env: dict[str, Expr]) -> Expr:
@@ -100,7 +106,7 @@ class _Contraction(ContractionNest):
         kb = self.kblocks
         if kb is not None:  # a block of k after the first: the tile's partial sums so far
             part, first, _, task_j0, nc = kb
-            at_part = [ibin("add", ibin("mul", i_rel[r], i64(nc)), ibin("add", ibin("sub", j0, task_j0), jjv))
+            at_part = [ibin("add", ibin("mul", i_rel[r], nc), ibin("add", ibin("sub", j0, task_j0), jjv))
                        for r in range(nrows)]  # fmt: skip
             load = Loop(jj, i64(0), width, Block(tuple(
                 Write(acc, (lanes[r],), Read(part, (at_part[r],), dtype=dt)) for r in range(nrows))), "vector")  # fmt: skip
@@ -150,6 +156,12 @@ class _Contraction(ContractionNest):
             finish = If(last, finish, keep)
         return Alloc(acc, dt, (i64(nrows * nr),), Block((zero, k_loop, finish)), local=True)
 
+    def along_k(self) -> bool:
+        """Whether the factor without ``i`` is read contiguously along ``k`` (``w[j, k]``: ``x @ w.T``)."""
+        reads = [n for n in postorder(self.b) if isinstance(n, Read)]
+        j = self.cols.var
+        return bool(reads) and all(self.k in var_names(r.index[-1]) and j not in var_names(r.index[-1]) for r in reads)
+
     def run(self, sched: NestSchedule) -> Stmt | None:
         if not self.match():
             return Block((Comment(f"schedule: the contraction over {self.rows.var} was not rewritten (its lowered "
@@ -159,16 +171,31 @@ class _Contraction(ContractionNest):
         mr, nr = self.mr, self.nr = sched.register
         i_axis, j_axis = sched.order[-2], sched.order[-1]
         mc = sched.tile(i_axis)
-        nc = sched.tile(j_axis) or nr
-        micro = -(-nc // nr)  # register-tile panels per task
+        nc_tile = sched.tile(j_axis) or nr
+        kc_tile = next((n for a, n in sched.tiles if a not in sched.order), None)  # points of k per block
+        lets: list[Stmt] = []
+        few = sched.few_rows
+        if few is not None and kc_tile is not None:
+            # few rows at run time: wide tasks, short blocks of k (see pypto.passes.schedule.FEW_ROWS)
+            few_rows, few_nc, few_kc = few
+            small = Binary("le", extent(rows), i64(few_rows), dtype=bool_)
+            ncn, kcn = self.fresh("_nc"), self.fresh("_kc")
+            lets = [Let(ncn, Where(small, i64(few_nc), i64(nc_tile), dtype=int64)),
+                    Let(kcn, Where(small, i64(few_kc), i64(kc_tile), dtype=int64))]  # fmt: skip
+            nc: Expr = Var(ncn, dtype=int64)
+            kc: Expr | None = Var(kcn, dtype=int64)
+            several = True  # a task may span several panels
+        else:
+            nc, kc = i64(nc_tile), (i64(kc_tile) if kc_tile is not None else None)
+            several = nc_tile > nr
+        micro = ceil_div(nc, i64(nr))  # register-tile panels per task
         jb, ib, j0, i0, w, ri = (self.fresh(n) for n in ("_jb", "_ib", "_j0", "_i0", "_jw", "_ri"))
         pk, base, mp = self.fresh("_bpack"), self.fresh("_pbase"), self.fresh("_mp")
         jp, wp, r0, r1 = self.fresh("_jp"), self.fresh("_pw"), self.fresh("_r0"), self.fresh("_r1")
         j0v, i0v, wv, basev, mpv = (Var(n, dtype=int64) for n in (j0, i0, w, base, mp))
         jpv, wpv, r0v, r1v = (Var(n, dtype=int64) for n in (jp, wp, r0, r1))
-        if micro == 1:  # one register-tile panel per task: it starts at the task's first column
+        if not several:  # one register-tile panel per task: it starts at the task's first column
             jpv, wpv = j0v, wv
-        kc = next((n for a, n in sched.tiles if a not in sched.order), None)  # points of k per block
         self.kblocks = None
         self.k_start, self.k_stop = self.red.start, self.red.stop
         if kc is not None:
@@ -180,8 +207,9 @@ class _Contraction(ContractionNest):
             self.kblocks = (part, first, last, j0v, nc)
         kk = ibin("sub", Var(self.k, dtype=int64), self.k_start)
         # one packed panel of nr columns: [k][jj] (a block of k of it when k is blocked)
-        panel_size = ibin("mul", extent(self.red) if kc is None else i64(kc), i64(nr))
-        at = ibin("add", basev, ibin("mul", mpv, panel_size)) if micro > 1 else basev
+        k_points = extent(self.red) if kc is None else kc
+        panel_size = ibin("mul", k_points, i64(nr))
+        at = ibin("add", basev, ibin("mul", mpv, panel_size)) if several else basev
 
         def b_at(jv: Expr, jjv: Expr) -> Expr:  # the panel of b, packed [k][jj]
             return Read(pk, (ibin("add", at, ibin("add", ibin("mul", kk, i64(nr)), jjv)),), dtype=self.b.dtype)
@@ -191,7 +219,7 @@ class _Contraction(ContractionNest):
 
         def per_panel(body: Stmt) -> Stmt:
             """``body`` for each register-tile panel of the task's columns (``_jp``, ``_pw`` wide)."""
-            if micro == 1:
+            if not several:
                 return body
             return Loop(mp, i64(0), ceil_div(wv, i64(nr)), Block((
                 Let(jp, ibin("add", j0v, ibin("mul", mpv, i64(nr)))),
@@ -199,14 +227,16 @@ class _Contraction(ContractionNest):
                 body,
             )), "serial")  # fmt: skip
 
-        fill = per_panel(Loop(self.k, self.k_start, self.k_stop, Loop(jj, i64(0), wpv, Write(
-            pk, (ibin("add", at, ibin("add", ibin("mul", kk, i64(nr)), jjv)),),
-            _subst(self.b, {cols.var: ibin("add", jpv, jjv)})), "vector"), "serial"))  # fmt: skip
+        put = Write(pk, (ibin("add", at, ibin("add", ibin("mul", kk, i64(nr)), jjv)),),
+                    _subst(self.b, {cols.var: ibin("add", jpv, jjv)}))  # fmt: skip
+        if self.along_k():  # w[j, k]: each column's points of k read contiguously, written a panel row apart
+            fill = per_panel(Loop(jj, i64(0), wpv, Loop(self.k, self.k_start, self.k_stop, put, "vector"), "serial"))
+        else:  # w[k, j]: each row of the block read contiguously across the task's panels
+            fill = Loop(self.k, self.k_start, self.k_stop, per_panel(Loop(jj, i64(0), wpv, put, "vector")), "serial")
 
-        # the factor with i, packed when several panels of the task read it: slivers of mr rows, [k][r]
-        pack_a = micro > 1
+        # the factor with i, packed when a task of the hinted width spans several panels: slivers of mr rows
+        pack_a = nc_tile > nr
         apk = self.fresh("_apack")
-        k_points = extent(self.red) if kc is None else i64(kc)
         sliver = ibin("mul", k_points, i64(mr))  # one sliver's size
         ibv = Var(ib, dtype=int64)
 
@@ -255,38 +285,41 @@ class _Contraction(ContractionNest):
                 rows_block(r0v, r1v),
             )), "serial")  # fmt: skip
         head = (
-            Let(j0, ibin("add", cols.start, ibin("mul", Var(jb, dtype=int64), i64(nc)))),
-            Let(w, ibin("minimum", i64(nc), ibin("sub", cols.stop, j0v))),
-            Let(base, ibin("mul", Var(jb, dtype=int64), ibin("mul", panel_size, i64(micro)))),
+            Let(j0, ibin("add", cols.start, ibin("mul", Var(jb, dtype=int64), nc))),
+            Let(w, ibin("minimum", nc, ibin("sub", cols.stop, j0v))),
+            Let(base, ibin("mul", Var(jb, dtype=int64), ibin("mul", panel_size, micro))),
         )
         if kc is None:
             panel = Block((*head, fill, compute))
         else:  # each block of k packed and applied to every row in turn, partial sums kept in between
             blocks = Block((
-                Let(nkb, ibin("maximum", i64(1), ceil_div(extent(self.red), i64(kc)))),
+                Let(nkb, ibin("maximum", i64(1), ceil_div(extent(self.red), kc))),
                 Loop(kb, i64(0), nkbv, Block((
-                    Let(klo, ibin("add", self.red.start, ibin("mul", kbv, i64(kc)))),
-                    Let(khi, ibin("minimum", self.red.stop, ibin("add", self.k_start, i64(kc)))),
+                    Let(klo, ibin("add", self.red.start, ibin("mul", kbv, kc))),
+                    Let(khi, ibin("minimum", self.red.stop, ibin("add", self.k_start, kc))),
                     fill,
                     compute,
                 )), "serial"),
             ))  # fmt: skip
-            panel = Block((*head, Alloc(part, self.dtype, (ibin("mul", extent(rows), i64(nc)),), blocks)))
+            panel = Block((*head, Alloc(part, self.dtype, (ibin("mul", extent(rows), nc),), blocks)))
         if pack_a:  # one row block of the factor with i, one block of k, per task
             block_rows = extent(rows) if mc is None else ibin("minimum", i64(mc), extent(rows))
             panel = Alloc(apk, self.a.dtype, (ibin("mul", block_rows, k_points),), panel)
         kind = "parallel" if rows.kind in PARALLEL else "serial"
-        tasks = ceil_div(extent(cols), i64(nc))
+        tasks = ceil_div(extent(cols), nc)
         main = Loop(jb, i64(0), tasks, panel, kind, (), rows.work, dynamic=True)
         blocks = f", blocks of {mc} rows" if mc is not None else ""
-        blocks += f", blocks of {kc} points of {self.k} (partial sums kept between them)" if kc is not None else ""
+        blocks += f", blocks of {kc_tile} points of {self.k} (partial sums kept between them)" if kc_tile else ""
         blocks += f", slivers of {mr} rows of the factor with {rows.var} packed per block" if pack_a else ""
+        if lets:
+            blocks += (f"; with at most {few[0]} rows, tasks of {few[1]} columns and blocks of {few[2]} points of "
+                       f"{self.k}")  # fmt: skip
         note = Comment(
             f"{self.acc.name}: contraction over {self.k} in register tiles of {mr} x {nr} ({rows.var} x {cols.var}), "
-            f"tasks of {nc} columns of the factor without {rows.var}, packed first{blocks}"
+            f"tasks of {nc_tile} columns of the factor without {rows.var}, packed first{blocks}"
         )
-        size = ibin("mul", tasks, ibin("mul", panel_size, i64(micro)))
-        return Block((note, Alloc(pk, self.b.dtype, (size,), main)))
+        size = ibin("mul", tasks, ibin("mul", panel_size, micro))
+        return Block((note, *lets, Alloc(pk, self.b.dtype, (size,), main)))
 
 
 def block_contractions(k: LoopKernel) -> LoopKernel:
