@@ -283,3 +283,42 @@ def test_optimize_loops_hoists_the_reciprocal_of_an_invariant_divisor():
     before, after = format_loops(comp.loop_stages["lower"]), format_loops(comp.loop_stages["optimize_loops"])
     assert "/ sum_2)" in before and "let inv1 = (1.0 / sum_2)" in after and "* inv1)" in after
     assert "let h2 = ((N + 4095) // 4096)" in after  # the block count, invariant in the row loop, hoisted
+
+
+def test_loop_ir_is_verified_before_code_is_generated(monkeypatch):
+    """The loop stages are verified when a backend is about to render them (not when the disk cache holds the
+    kernel: it was built from the same IR, verified then)."""
+    from dataclasses import replace
+
+    from pypto import passes
+    from pypto.dtypes import int64
+    from pypto.errors import IRVerificationError
+    from pypto.ir.loops import Block, Let, Var
+
+    def broken(k):  # a pass that reads a name nothing defines
+        return replace(k, body=Block((Let("_x", Var("_defined_nowhere", dtype=int64)), k.body)))
+
+    monkeypatch.setattr(passes, "LOOP_PASSES", [*passes.LOOP_PASSES, ("broken", broken)])
+    k = pt.kernel(executor="reference")(_two_rows)
+    comp = k.compilation()  # the passes run; nothing is rendered yet
+    assert "_defined_nowhere" in format_loops(comp.loop_stages["broken"])
+    with pytest.raises(IRVerificationError, match="after 'broken'.*_defined_nowhere"):
+        k.get_code()
+    x, b = np.ones((2, 1000), np.float32), np.ones(1000, np.float32)
+    with pytest.raises(IRVerificationError, match="after 'broken'"):
+        k(x, b, np.empty_like(x))
+
+
+def test_a_kernel_call_does_not_import_numpy_ma():
+    """A masked-array argument is refused without importing numpy.ma (20 ms of a cached kernel's first call)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np, pypto as pt\n"
+        "from pypto.testing import vector_add\n"
+        "x = np.ones(8, np.float32)\n"
+        "vector_add(x, x, np.empty_like(x))\n"
+        "assert 'numpy.ma' not in sys.modules, 'numpy.ma imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -121,7 +121,8 @@ class Program:
     no output overlaps another argument in the calls this variant serves. ``target`` names the
     target whose passes ran on ``loops``. ``contract`` holds the rules every call satisfies (dtypes,
     dims, size and bounds checks, allowed aliasing): a backend that checks calls itself (a C fast
-    entry, device arrays) checks these.
+    entry, device arrays) checks these. ``verify`` checks the IR's invariants (an ``IRVerificationError``
+    otherwise); the compiler calls it before building, not when the kernel comes from the disk cache.
     """
 
     name: str
@@ -133,6 +134,7 @@ class Program:
     ir_text: str  # canonical text of the loop IR: part of every cache key
     target: str | None = None
     contract: CallContract | None = None
+    verify: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,9 @@ from pypto.hookspecs import hookimpl
 
 
 def render(program: Program, backend: Backend) -> Source:
-    """The backend's code for ``program`` (what ``kernel.get_code`` shows)."""
+    """The backend's code for ``program`` (what ``kernel.get_code`` shows), its IR verified first."""
+    if program.verify is not None:
+        program.verify()
     source = backend.render(program)
     if isinstance(source, str):  # tolerated from third-party backends: plain text
         source = Source(source)

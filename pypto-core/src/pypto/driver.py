@@ -6,7 +6,8 @@
 The stages, in order (:func:`stages`, then :func:`program`, then :func:`launcher`):
 
 1. the core's tensor and loop passes (:data:`pypto.passes.PASSES`, :data:`pypto.passes.LOOP_PASSES`), the
-   schedule made for the machine of the backend's target, each stage verified and printed under
+   schedule made for the machine of the backend's target, each stage verified (the loop stages before code is
+   generated from them: a kernel the disk cache holds was built from the same, verified IR) and printed under
    ``PYPTO_DUMP_IR``;
 2. the passes of the backend's target (:class:`pypto.targets.Target`, from the ``pypto_targets`` hook);
 3. codegen, compile (through the disk cache) and load, through the ``pypto_compile`` hook, which plugins
@@ -60,6 +61,7 @@ def program(compilation: Compilation, target: Target | None, options: KernelOpti
         ir_text=format_loops(loops) + f"\n# options: {options!r}",
         target=target.name if target is not None else None,
         contract=rules if rules is not None else contract(compilation),
+        verify=compilation.verify,
     )
 
 

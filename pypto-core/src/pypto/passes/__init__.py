@@ -89,6 +89,16 @@ class Compilation:
     loop_stages: dict[str, LoopKernel]
     dump: bool = False
     _targets: dict[str, dict[str, LoopKernel]] = field(default_factory=dict, repr=False)
+    _unverified: list[tuple[str, LoopKernel]] = field(default_factory=list, repr=False)
+
+    def verify(self) -> None:
+        """Verify the loop IR of every stage run so far and not yet verified (:func:`run_pipeline` verifies
+        the tensor stages at once; the loop stages, most of the verifier's time, before anything is built
+        from them: a kernel found in the disk cache was built from the same, verified IR)."""
+        while self._unverified:
+            name, loops = self._unverified[0]
+            verify_loops(loops, name)
+            self._unverified.pop(0)
 
     @property
     def final(self) -> KernelIR:
@@ -110,9 +120,10 @@ class Compilation:
             loops = self.loops
             for name, fn in target.passes:
                 loops = fn(loops)
-                verify_loops(loops, name)
+                self._unverified.append((name, loops))
                 done[name] = loops
                 if self.dump:
+                    self.verify()
                     _print(name, format_loops(loops))
             self._targets[target.name] = done
         return done
@@ -131,7 +142,8 @@ class Compilation:
 
 
 def run_pipeline(traced: KernelIR, *, noalias: bool = True, dump: bool | None = None) -> Compilation:
-    """Run every core pass on a traced kernel, verifying (and optionally printing) after each."""
+    """Run every core pass on a traced kernel, verifying (and optionally printing) after each: the tensor
+    stages at once, the loop stages when :meth:`Compilation.verify` is called (before a build)."""
     dump = dump_enabled() if dump is None else dump
     stages: dict[str, KernelIR] = {"traced": traced}
     done: set[str] = set()
@@ -147,17 +159,20 @@ def run_pipeline(traced: KernelIR, *, noalias: bool = True, dump: bool | None = 
         if dump:
             _print(name, format_kernel(k))
     loops = lower(k, noalias=noalias)
-    verify_loops(loops)
+    unverified = [(LOWER, loops)]
     if dump:
         _print(LOWER, format_loops(loops))
     loop_stages = {LOWER: loops}
     for name, fn in LOOP_PASSES:
         loops = fn(loops)
-        verify_loops(loops, name)
+        unverified.append((name, loops))
         loop_stages[name] = loops
         if dump:
             _print(name, format_loops(loops))
-    return Compilation(stages, loop_stages, dump)
+    comp = Compilation(stages, loop_stages, dump, _unverified=unverified)
+    if dump:
+        comp.verify()
+    return comp
 
 
 def _print(stage: str, text: str) -> None:

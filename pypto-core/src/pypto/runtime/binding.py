@@ -26,7 +26,8 @@ def _ptype(p: TensorParam) -> str:
 
 def _to_array(kernel: str, p: TensorParam, value: Any) -> np.ndarray:
     """The NumPy view of an argument (no copy for arrays, __array_interface__ and DLPack objects)."""
-    if isinstance(value, np.ma.MaskedArray):
+    ma = sys.modules.get("numpy.ma")  # a masked array exists only once numpy.ma is imported (20 ms: not here)
+    if ma is not None and isinstance(value, ma.MaskedArray):
         raise ArgumentError(
             f"{kernel}(): argument '{p.name}' is a masked array; kernels read and write every element, so its "
             "mask would be ignored",
