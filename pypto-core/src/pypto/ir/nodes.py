@@ -178,23 +178,36 @@ class Store(Node):
 # Generic traversal: passes use these instead of knowing every node's fields.
 
 
-def children(node: Node) -> Iterator[Expr]:
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """A node class's field names (``dataclasses.fields`` once per class: the walks below run millions of times)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    return names
+
+
+def children(node: Node) -> list[Expr]:
     """The direct sub-expressions of ``node``."""
-    for f in fields(node):  # type: ignore[arg-type]
-        v = getattr(node, f.name)
+    out = []
+    for name in _field_names(type(node)):
+        v = getattr(node, name)
         if isinstance(v, Expr):
-            yield v
+            out.append(v)
+    return out
 
 
 def map_children(node: Node, fn: Callable[[Expr], Expr]) -> Node:
     """``node`` with each direct sub-expression replaced by ``fn(child)``; ``node`` itself if unchanged."""
     changes = {}
-    for f in fields(node):  # type: ignore[arg-type]
-        v = getattr(node, f.name)
+    for name in _field_names(type(node)):
+        v = getattr(node, name)
         if isinstance(v, Expr):
             nv = fn(v)
             if nv is not v:
-                changes[f.name] = nv
+                changes[name] = nv
     return replace(node, **changes) if changes else node  # type: ignore[type-var]
 
 
@@ -212,7 +225,7 @@ def postorder(root: Node) -> Iterator[Expr]:
             continue
         seen.add(id(n))
         stack.append((n, True))
-        for c in reversed(list(children(n))):
+        for c in reversed(children(n)):
             if id(c) not in seen:
                 stack.append((c, False))
 

@@ -61,13 +61,18 @@ def reads_a_row_apart(loop: Loop, along: str) -> bool:
     return False
 
 
+_KNOWN = "_pt_names_taken"  # attribute of a rewritten kernel: the names its rewrite knew taken (a superset)
+
+
 class Names:
     """Fresh names for a kernel: none that its arguments, statements or expressions use (collected on the
     first request: most kernels have nothing to rewrite)."""
 
     def __init__(self, k: LoopKernel):
         self.kernel = k
-        self._taken: set[str] | None = None
+        known = getattr(k, _KNOWN, None)  # left by the rewrite that made ``k``: no walk over it again
+        self._taken: set[str] | None = set(known) if known is not None else None
+        self._next: dict[str, int] = {}  # per stem, the suffix to try first (those below are all taken)
 
     @property
     def taken(self) -> set[str]:
@@ -84,11 +89,16 @@ class Names:
         return self._taken
 
     def fresh(self, base: str) -> str:
-        name, n = base, 1
-        while name in self.taken:
+        """``base``, else ``base2``, ``base3``...: the first not taken (names are only ever added, so the search
+        resumes where the last one for ``base`` stopped)."""
+        taken = self.taken
+        n = self._next.get(base, 1)
+        name = base if n == 1 else f"{base}{n}"
+        while name in taken:
             n += 1
             name = f"{base}{n}"
-        self.taken.add(name)
+        taken.add(name)
+        self._next[base] = n + 1
         return name
 
 
@@ -128,4 +138,7 @@ def walk_loops(
             return (fn(s, names, here) if s.kind in PARALLEL else None) or s
         return fn(s, names, here) or replace(s, body=visit(s.body, here))
 
-    return replace(k, body=visit(k.body, None))
+    out = replace(k, body=visit(k.body, None))
+    if names._taken is not None:  # the next rewrite of ``out`` starts from these instead of walking it
+        object.__setattr__(out, _KNOWN, frozenset(names._taken))
+    return out
