@@ -16,21 +16,10 @@ import os
 for _var in ("OMP_NUM_THREADS", "PYPTO_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "2")
 
-import time  # noqa: E402
-
 import numpy as np  # noqa: E402
+from linalg_shapes import median_ms  # noqa: E402  (this folder's scripts share their timing loop)
 
 import pypto as pt  # noqa: E402
-
-
-def median_ms(fn, *args, n: int = 11) -> float:
-    fn(*args)
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - t)
-    return float(np.median(times) * 1e3)
 
 
 def main() -> None:
@@ -54,8 +43,8 @@ def main() -> None:
         ours = pt.jit(lambda v, x, body=body: body(pt, v) * x)
         want = body(np, b) * w
         np.testing.assert_allclose(ours(b, w), want, rtol=2e-5, atol=1e-6)
-        tp, tn = median_ms(ours, b, w), median_ms(lambda v, x, body=body: body(np, v) * x, b, w)
-        tt = median_ms(lambda v, x, body=body: body(torch, v) * x, tb, tw) if torch is not None else float("nan")
+        tp, tn = median_ms(ours, b, w, n=11), median_ms(lambda v, x, body=body: body(np, v) * x, b, w, n=11)
+        tt = median_ms(lambda v, x, body=body: body(torch, v) * x, tb, tw, n=11) if torch is not None else float("nan")
         print(f"| {name} | {tp:.2f} ms | {tn:.2f} ms | {tt:.2f} ms | {tn / tp:.2f}x |")
 
 
