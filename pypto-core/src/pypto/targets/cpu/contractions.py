@@ -287,7 +287,7 @@ class _Contraction(ContractionNest):
         head = (
             Let(j0, ibin("add", cols.start, ibin("mul", Var(jb, dtype=int64), nc))),
             Let(w, ibin("minimum", nc, ibin("sub", cols.stop, j0v))),
-            Let(base, ibin("mul", Var(jb, dtype=int64), ibin("mul", panel_size, micro))),
+            Let(base, i64(0)),  # each task packs into a buffer of its own (reused from the allocator's cache)
         )
         if kc is None:
             panel = Block((*head, fill, compute))
@@ -305,6 +305,8 @@ class _Contraction(ContractionNest):
         if pack_a:  # one row block of the factor with i, one block of k, per task
             block_rows = extent(rows) if mc is None else ibin("minimum", i64(mc), extent(rows))
             panel = Alloc(apk, self.a.dtype, (ibin("mul", block_rows, k_points),), panel)
+        # the task's panels: one block of k of them (the same memory for every block, warm in L2)
+        panel = Alloc(pk, self.b.dtype, (ibin("mul", panel_size, micro),), panel)
         kind = "parallel" if rows.kind in PARALLEL else "serial"
         tasks = ceil_div(extent(cols), nc)
         main = Loop(jb, i64(0), tasks, panel, kind, (), rows.work, dynamic=True)
@@ -318,8 +320,7 @@ class _Contraction(ContractionNest):
             f"{self.acc.name}: contraction over {self.k} in register tiles of {mr} x {nr} ({rows.var} x {cols.var}), "
             f"tasks of {nc_tile} columns of the factor without {rows.var}, packed first{blocks}"
         )
-        size = ibin("mul", tasks, ibin("mul", panel_size, micro))
-        return Block((note, *lets, Alloc(pk, self.b.dtype, (size,), main)))
+        return Block((note, *lets, main))
 
 
 def block_contractions(k: LoopKernel) -> LoopKernel:
