@@ -100,8 +100,9 @@ def test_contractions_run_in_register_tiles_with_the_epilogue_fused():
 
 @pytest.mark.parametrize(
     "mkn",
-    # up to 128 rows: tasks of 256 columns, blocks of 128 points of k (tasks and blocks left over); then the tiles
-    [(1, 1, 1), (8, 1, 32), (9, 3, 33), (64, 200, 100), (3, 300, 1100), (128, 257, 600), (129, 257, 600),
+    # up to 128 rows and from 2048 columns: tasks of 256 columns, blocks of 128 points of k (tasks and blocks left
+    # over); otherwise the tiles
+    [(1, 1, 1), (8, 1, 32), (9, 3, 33), (64, 200, 100), (3, 300, 2100), (128, 257, 2100), (129, 257, 2100),
      (130, 64, 257)],
 )  # fmt: skip
 def test_contractions_match_numpy(mkn):
@@ -115,8 +116,8 @@ def test_few_rows_take_wide_tasks_chosen_at_run_time():
         sched = kernel.ir("schedule", backend="openmp")
         assert "few_rows(i<=128: j=256, reduction=128)" in sched, sched
         code = kernel.get_code(backend="openmp")
-        assert "with at most 128 rows, tasks of 256 columns and blocks of 128 points of k" in code
-        assert "_nc = M <= 128 ? 256 : " in code and "_kc = M <= 128 ? 128 : 1024;" in code
+        assert "with at most 128 rows and 2048 columns or more, tasks of 256 columns and blocks of 128 points" in code
+        assert "_nc = M <= 128 & N >= 2048 ? 256 : " in code and "_kc = M <= 128 & N >= 2048 ? 128 : 1024;" in code
     # hints set the tiles: no run-time choice
     hinted = pt.tile(j=64)(pt.kernel(matmul.fn, executor="openmp"))
     assert "few_rows" not in hinted.ir("schedule") and "with at most 128 rows" not in hinted.get_code()

@@ -40,7 +40,7 @@ The panels are filled in the order the factor lies in memory: a block's rows acr
 ``b[k, j]``, each column's points of ``k`` for ``w[j, k]`` (``x @ w.T``), so that the reads are contiguous.
 
 With few rows (the schedule's ``few_rows``: at most 128 rows of the factor with ``i`` at run time, a small
-batch through a dense layer), every packed value is used by one or a few register tiles, so the product runs
+batch through a dense layer, and columns for at least eight wide tasks), every packed value is used by one or a few register tiles, so the product runs
 at the speed of reading ``b``: the task width and the block of ``k`` are then chosen at run time (tasks of a
 kilobyte of columns, blocks of 128 points), so that each block of ``b`` is read as long contiguous runs.
 """
@@ -55,6 +55,7 @@ from pypto.ir.loops import Alloc, Block, Comment, If, Let, Loop, LoopKernel, Rea
 from pypto.ir.nodes import Binary, Expr, Where, map_children, postorder
 from pypto.ir.reducers import identity
 from pypto.ir.schedule import NestSchedule
+from pypto.passes.schedule import FEW_ROWS_TASKS
 from pypto.targets.contraction import ContractionNest
 from pypto.targets.rewrite import PARALLEL, Names, Nest, ceil_div, extent, i64, ibin, var_names, walk_loops
 
@@ -178,7 +179,10 @@ class _Contraction(ContractionNest):
         if few is not None and kc_tile is not None:
             # few rows at run time: wide tasks, short blocks of k (see pypto.passes.schedule.FEW_ROWS)
             few_rows, few_nc, few_kc = few
-            small = Binary("le", extent(rows), i64(few_rows), dtype=bool_)
+            # and enough columns for FEW_ROWS_TASKS wide tasks: fewer would leave threads idle (and a small
+            # factor stays in cache anyway)
+            small = Binary("and", Binary("le", extent(rows), i64(few_rows), dtype=bool_),
+                           Binary("ge", extent(cols), i64(FEW_ROWS_TASKS * few_nc), dtype=bool_), dtype=bool_)  # fmt: skip
             ncn, kcn = self.fresh("_nc"), self.fresh("_kc")
             lets = [Let(ncn, Where(small, i64(few_nc), i64(nc_tile), dtype=int64)),
                     Let(kcn, Where(small, i64(few_kc), i64(kc_tile), dtype=int64))]  # fmt: skip
@@ -314,8 +318,8 @@ class _Contraction(ContractionNest):
         blocks += f", blocks of {kc_tile} points of {self.k} (partial sums kept between them)" if kc_tile else ""
         blocks += f", slivers of {mr} rows of the factor with {rows.var} packed per block" if pack_a else ""
         if lets:
-            blocks += (f"; with at most {few[0]} rows, tasks of {few[1]} columns and blocks of {few[2]} points of "
-                       f"{self.k}")  # fmt: skip
+            blocks += (f"; with at most {few[0]} rows and {FEW_ROWS_TASKS * few[1]} columns or more, tasks of "
+                       f"{few[1]} columns and blocks of {few[2]} points of {self.k}")  # fmt: skip
         note = Comment(
             f"{self.acc.name}: contraction over {self.k} in register tiles of {mr} x {nr} ({rows.var} x {cols.var}), "
             f"tasks of {nc_tile} columns of the factor without {rows.var}, packed first{blocks}"
