@@ -68,7 +68,7 @@ class MathFunction:
     spread: tuple[str, float, float] = ("normal", 0.0, 3.0)  # how test inputs are drawn: normal(0, s) or span
     vector_math: bool = True  # whether glibc's libmvec may have a vector variant (probed at run time)
     flops: int = 1  # operations per point pt.profile counts (a formula: the operations it is made of)
-    work: int = 12  # estimated cost per point in multiply-adds, for the compiler's decisions (``WORK``)
+    work: int = 12  # estimated cost per point in multiply-adds, for the compiler's decisions (pypto.passes.hoist)
 
 
 def _sigmoid_np(x: Any) -> Any:
@@ -167,7 +167,7 @@ class BinaryOp:
     folds: bool = True
     adjoint: BinaryAdjoint | None = None  # None: no gradient flows through it (comparisons, logic, floordiv)
     flops: int = 1  # operations per point pt.profile counts
-    work: int = 1  # estimated cost per point in multiply-adds, for the compiler's decisions (``WORK``)
+    work: int = 1  # estimated cost per point in multiply-adds, for the compiler's decisions (pypto.passes.hoist)
 
 
 def _extreme_adjoint(g: Any, a_wins: Any, a: Any, b: Any, ops: Any) -> tuple[Any, Any]:

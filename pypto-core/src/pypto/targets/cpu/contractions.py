@@ -40,9 +40,10 @@ The panels are filled in the order the factor lies in memory: a block's rows acr
 ``b[k, j]``, each column's points of ``k`` for ``w[j, k]`` (``x @ w.T``), so that the reads are contiguous.
 
 With few rows (the schedule's ``few_rows``: at most 128 rows of the factor with ``i`` at run time, a small
-batch through a dense layer, and columns for at least eight wide tasks), every packed value is used by one or a few register tiles, so the product runs
-at the speed of reading ``b``: the task width and the block of ``k`` are then chosen at run time (tasks of a
-kilobyte of columns, blocks of 128 points), so that each block of ``b`` is read as long contiguous runs.
+batch through a dense layer, and columns for at least eight wide tasks), every packed value is used by one or
+a few register tiles, so the product runs at the speed of reading ``b``: the task width and the block of
+``k`` are then chosen at run time (tasks of a kilobyte of columns, blocks of 128 points), so that each block
+of ``b`` is read as long contiguous runs.
 """
 
 from __future__ import annotations
