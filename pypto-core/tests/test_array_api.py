@@ -518,6 +518,40 @@ def test_a_program_that_needs_a_size_is_compiled_per_shape(pypto_executor, rng):
     close(f(x), np.diff(x))
 
 
+def test_symbolic_trace_runs_the_function_once(pypto_executor, rng):
+    traced = []
+
+    def f(x, y):
+        traced.append(x.shape)
+        return (x.reshape(x.shape[0], 2, 3) * y).sum(-1)[:, 0] + x[1, 0]  # a split keeping the symbolic axis
+
+    g = pt.jit(f, executor=pypto_executor, dims={"x": ("n", None)})
+    for n in (4, 6, 11):
+        x, y = r(rng, n, 6), r(rng, 3)
+        close(g(x, y), (wide(x).reshape(n, 2, 3) * y).sum(-1)[:, 0] + x[1, 0])
+    assert len(traced) == 1 and len(g._cache) == 1
+
+
+@pytest.mark.parametrize(
+    "fn, reason",
+    [
+        (lambda x: x - x.sum(0) / x.shape[0], "used as a number"),
+        (lambda x: sum(x[k] for k in range(x.shape[0])), "used as a number"),
+        (lambda x: x[::2] if x.shape[0] % 2 else x[1::2], "arithmetic on size"),
+        (lambda x: x[-1] * x, "negative index"),
+        (lambda x: x.reshape(-1)[: x.shape[1]], "merges or splits a symbolic axis"),
+    ],
+    ids=["divide", "range", "branch", "negative-index", "merge"],
+)
+def test_a_use_of_a_size_is_found_in_one_trace(pypto_executor, rng, fn, reason):
+    f = pt.jit(fn, executor=pypto_executor, dims="symbolic")
+    with pytest.warns(pt.SpecializationWarning, match=reason):
+        for n in (6, 9, 4):
+            x = r(rng, n, 5)
+            close(f(x), fn(wide(x)))
+    assert len(f._cache) == 3  # a program per shape, each right for its sizes
+
+
 def test_dims_errors(rng):
     def f(x, y):
         return x + y
@@ -551,7 +585,7 @@ def test_symbolic_attention_module_and_memory_report(pypto_executor, rng):
             return pt.einsum("bhse,hed->bsd", o, self.wo)  # sums over h and e: a reshape that merges them
 
     block = Block()
-    for batch, seq in [(2, 4), (2, 5), (3, 9), (6, 7)]:  # seq 4 equals a static size: compiled on its own
+    for batch, seq in [(2, 4), (2, 5), (3, 9), (6, 7)]:  # seq 4 equals a static size: the same program
         x = r(rng, batch, seq, 12)
         q = np.einsum("bsd,dhe->bhse", wide(x), block.wq.data)
         s = np.einsum("bhie,bhje->bhij", q, q)
@@ -560,6 +594,6 @@ def test_symbolic_attention_module_and_memory_report(pypto_executor, rng):
         want = np.einsum("bhse,hed->bsd", np.einsum("bhij,bhje->bhie", p, q), block.wo.data)
         close(block(x), want, rtol=1e-4, atol=1e-4)
     (jit,) = block._pt_compiled.values()
-    assert len(jit._cache) == 2  # the generic program and the one for seq == 4
+    assert len(jit._cache) == 1  # symbolic sizes stay apart from static ones of equal value
     report = pt.check_memory(jit, block.wq.data, block.wo.data, r(rng, 6, 7, 12))
     assert {e.name: e.shape for e in report.entries}["out"] == (6, 7, 12)

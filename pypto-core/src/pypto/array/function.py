@@ -35,8 +35,9 @@ from pypto import dtypes
 from pypto._lru import LRUCache
 from pypto.array.graph import Array, input_array
 from pypto.array.lower import Buffer, Plan, lower
+from pypto.array.sizes import Size, has_sizes, symbolic_trace
 from pypto.compiler import progress
-from pypto.errors import ArgumentError, DTypeError, PyptoError, ShapeError, SpecializationWarning, TracingError
+from pypto.errors import ArgumentError, DTypeError, ShapeError, SpecializationWarning, TracingError
 from pypto.ir.schedule import Schedule
 from pypto.lang.values import _RESERVED, Dim
 from pypto.runtime.device_arrays import describe, empty_like_device, is_device_array, probe
@@ -335,9 +336,18 @@ class JitFunction:
                 got=len(args),
             )
 
-    def _trace(self, args: tuple, key: tuple, shapes: dict[int, tuple[int, ...]] | None = None):
-        """Run the function on traced arrays (argument k with ``shapes[k]`` where given, else its own shape)."""
+    def _param_names(self, key: tuple) -> tuple[dict[int, str], set[str]]:
+        """The kernel's name for each array argument (position -> name), and the set of them."""
         taken: set[str] = set()
+        return {
+            k: _param_name(self._arg_name(k), k, taken) for k, e in enumerate(key) if not isinstance(e[0], str)
+        }, taken
+
+    def _trace(self, args: tuple, key: tuple, shapes: dict[int, tuple] | None = None, dims: Sequence[str] = ()):
+        """Run the function on traced arrays (argument k with ``shapes[k]`` where given, else its own shape);
+        ``dims`` are the names of symbolic dims, which the results' names avoid."""
+        params, taken = self._param_names(key)
+        taken.update(dims)
         traced: list[Any] = []
         inputs: list[tuple[str, Array]] = []
         positions: list[int] = []
@@ -356,7 +366,7 @@ class JitFunction:
                     got=str(arr.dtype),
                     fix="convert it with .astype(np.float32) (or another supported dtype)",
                 )
-            name = _param_name(self._arg_name(k), k, taken)
+            name = params[k]
             node = input_array(name, shapes[k] if shapes else arr.shape, dt)
             traced.append(node)
             inputs.append((name, node))
@@ -393,40 +403,43 @@ class JitFunction:
             self._cache[key] = compiled
             return compiled
 
-    def _compile_symbolic(self, args: tuple, key: tuple, sizes: tuple[int, ...], names: tuple) -> Compiled | None:
-        """One program for every call whose arrays have this pattern of sizes, or None where the function's
+    def _compile_symbolic(self, args: tuple, key: tuple, sizes: tuple[int, ...], names: tuple) -> Compiled | list[str]:
+        """One program for every call whose arrays have this pattern of sizes, or the reasons the function's
         program depends on the value of a symbolic size (it is then compiled for the call's sizes).
 
-        The function is traced with the call's sizes and again with every symbolic size scaled (by the
-        smallest factor from 2 that makes none equal to a static size, then the next). The program is
-        shape-generic when both lowerings give the same kernel, with each symbolic size a dim read from the
-        arrays at run time, and every buffer's shape follows the sizes.
+        The function is traced once, each symbolic axis of the arguments' shapes a :class:`Size` (see
+        :mod:`pypto.array.sizes`), and lowered: each Size becomes a dim read from the arrays at run time, and
+        every buffer's shape is known in terms of them. A trace or lowering that needed a size's value, or
+        that fails with the Sizes (it then runs again with the sizes, to raise the error as a call would),
+        gives a program per shape instead.
         """
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
                 return hit
             plain = self._key(args)
-            inputs, outs, positions, single, taken = self._trace(args, plain)
-            dim_names = _dim_names(names, taken)
-            kname = _kernel_name(self.__name__)
-            first = lower(kname, inputs, outs, dict(zip(sizes, dim_names)))
-            statics = _static_sizes(key)
-            factors = [f for f in range(2, 64) if not any(n * f in statics for n in sizes)][:2]
-            for factor in factors:  # sizes that meet no static size, so no axis is shared by chance
-                scaled = tuple(n * factor for n in sizes)
-                shapes = {k: _resolve(entry[0], scaled) for k, entry in enumerate(key) if not isinstance(entry[0], str)}
+            dims = _dim_names(names, self._param_names(plain)[1])
+            symbols = [Size(n, c, name) for c, (n, name) in enumerate(zip(sizes, dims))]
+            shapes = {
+                k: tuple(symbols[e[0]] if type(e) is tuple else e for e in entry[0])
+                for k, entry in enumerate(key)
+                if not isinstance(entry[0], str)
+            }
+            with symbolic_trace() as needed:
                 try:
-                    inputs2, outs2, *_ = self._trace(args, plain, shapes)
-                    second = lower(kname, inputs2, outs2, dict(zip(scaled, dim_names)))
-                except PyptoError:
-                    continue  # e.g. a reshape that only fits the call's sizes
-                specs = _generalise(first, second, sizes, scaled)
-                if specs is not None and first.kernel == second.kernel:
-                    compiled = self._build(first, positions, single, specs)
-                    self._cache[key] = compiled
-                    return compiled
-            return None
+                    inputs, outs, positions, single, _ = self._trace(args, plain, shapes, dims)
+                    plan = lower(_kernel_name(self.__name__), inputs, outs)
+                except Exception as e:  # noqa: BLE001 - the per-shape trace raises it again where it is real
+                    return needed or [f"the trace with symbolic sizes failed ({type(e).__name__}: {e})"]
+                if not needed and has_sizes(plan.kernel):
+                    needed.append("the kernel holds a symbolic size's value")
+            if needed:
+                return needed
+            specs = {k: (_spec(b.shape), _spec(b.node.shape if b.node is not None else b.shape))
+                     for k, b in enumerate(plan.buffers)}  # fmt: skip
+            compiled = self._build(plan, positions, single, specs)
+            self._cache[key] = compiled
+            return compiled
 
     def _compile_exact(self, args: tuple, key: tuple) -> Compiled:
         """The program for exactly these arguments' signature, compiled now (after checking their number)."""
@@ -448,19 +461,16 @@ class JitFunction:
         if c is not None:
             return c, None
         self._check_nargs(args)
-        if not sizes or any(n in _static_sizes(key) for n in sizes):
-            # A symbolic size equal to a static one would share its loops in this call's lowering: this call
-            # gets a program of its own, and the next call with other sizes tries the generic one again.
+        if not sizes:
             return self._compile(args, exact), None
         c = self._compile_symbolic(args, key, sizes, names)
-        if c is not None:
+        if isinstance(c, Compiled):
             return c, sizes
         if not self._warned:
             self._warned = True
             warnings.warn(
-                f"{self.__name__}: the program depends on the value of a symbolic size (a size used as a number, "
-                "a slice, concatenation or reshape that needs it); it is compiled for each "
-                "new shape instead. Mark fewer axes symbolic in dims= to avoid this.",
+                f"{self.__name__}: the program depends on the value of a symbolic size ({'; '.join(c[:3])}); "
+                "it is compiled for each new shape instead. Mark fewer axes symbolic in dims= to avoid this.",
                 SpecializationWarning,
                 stacklevel=3,
             )
@@ -642,38 +652,6 @@ def _dim_names(names: tuple[str | None, ...], taken: set[str]) -> list[str]:
     return out
 
 
-def _static_sizes(key: tuple) -> set[int]:
-    """The static sizes of a symbolic signature's arrays."""
-    return {n for entry in key if not isinstance(entry[0], str) for n in entry[0] if type(n) is int}
-
-
-def _generalise(first: Plan, second: Plan, sizes: tuple[int, ...], scaled: tuple[int, ...]) -> dict | None:
-    """Each buffer's shapes in terms of the symbolic sizes, from two lowerings at ``sizes`` and ``scaled``;
-    None where a shape does not follow them (a slice ``x[1:]`` of a symbolic axis, a concatenation, a flat
-    temporary)."""
-    if len(first.buffers) != len(second.buffers) or first.outputs != second.outputs:
-        return None
-    one = {n: c for c, n in enumerate(sizes)}
-    two = {n: c for c, n in enumerate(scaled)}
-
-    def spec(a: tuple[int, ...], b: tuple[int, ...]) -> Spec | None:
-        if len(a) != len(b):
-            return None
-        out: list[Any] = []
-        for x, y in zip(a, b):
-            if x == y:
-                out.append(x)
-            elif x in one and two.get(y) == one[x]:
-                out.append((one[x],))
-            else:
-                return None
-        return tuple(out)
-
-    specs: dict[int, tuple[Spec, Spec]] = {}
-    for k, (b1, b2) in enumerate(zip(first.buffers, second.buffers)):
-        declared = spec(b1.shape, b2.shape)
-        held = spec(b1.node.shape, b2.node.shape) if b1.node is not None and b2.node is not None else declared
-        if declared is None or held is None:
-            return None
-        specs[k] = (declared, held)
-    return specs
+def _spec(shape: tuple) -> Spec:
+    """A traced shape as a :data:`Spec`: a Size as ``(its index,)``, a static size as itself."""
+    return tuple((n.index,) if isinstance(n, Size) else int(n) for n in shape)

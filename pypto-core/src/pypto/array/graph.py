@@ -2,8 +2,8 @@
 
 Each :class:`Array` is a node: an input, an elementwise operation (with NumPy broadcasting), a
 reduction, a contraction (``@``, ``pt.einsum``), a view (transpose, slicing, broadcast, a reshape that
-only splits axes) or a general reshape. Nodes know their shape (ints: shapes are specialised per
-call signature) and dtype (the kernel language's promotion rules, applied by the same code the
+only splits axes) or a general reshape. Nodes know their shape (ints, specialised per call signature;
+under ``pt.jit(dims=...)`` a symbolic axis holds a :class:`~pypto.array.sizes.Size`) and dtype (the kernel language's promotion rules, applied by the same code the
 ``infer_types`` pass runs). :mod:`pypto.array.lower` turns the graph into one kernel.
 """
 
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from pypto import dtypes
+from pypto.array.sizes import Size
 from pypto.dtypes import DType
 from pypto.errors import ShapeError, SourceLoc, TracingError
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
@@ -70,6 +71,8 @@ def _operand(x: Any, what: str) -> Array | Scalar:
         return x
     if isinstance(x, (bool, np.bool_)):
         return bool(x)
+    if isinstance(x, Size):
+        return int(x)  # the value (recorded: the program is compiled per shape)
     if isinstance(x, numbers.Integral):
         return int(x)
     if isinstance(x, numbers.Real):
@@ -156,7 +159,7 @@ class Array:
         self.op = op
         self.args = args
         self.attrs = attrs
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple(s if type(s) is Size else int(s) for s in shape)
         self.dtype = dtype
         self.loc = loc if loc is not None else user_loc()
         self.name = name if name is not None else _current_op()  # the custom op that made it, for graphs

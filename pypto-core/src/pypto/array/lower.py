@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pypto.array.graph import Array, walk
+from pypto.array.sizes import Size, depends, factors, same
 from pypto.dtypes import DType
 from pypto.errors import TracingError
 from pypto.ir.affine import Affine
@@ -78,10 +79,8 @@ def _expensive(node: Array, memo: dict[int, bool]) -> bool:
 
 
 class Lowering:
-    def __init__(self, name: str, inputs: Sequence[tuple[str, Array]], force: frozenset[int] = frozenset(),
-                 names: dict[int, str] | None = None):  # fmt: skip
+    def __init__(self, name: str, inputs: Sequence[tuple[str, Array]], force: frozenset[int] = frozenset()):
         self.name = name
-        self.names = names or {}  # size -> the name of its symbolic dim (``pt.jit(dims=...)``)
         self.force = force  # nodes to store wherever they are first read (found by a first pass)
         self.storing: set[int] = set()  # nodes whose store is being built
         self.buffers: list[Buffer] = []
@@ -120,7 +119,7 @@ class Lowering:
         """One axis per output dimension; stores share axes of equal extent."""
         out: list[int] = []
         for n in shape:
-            a = next((a for a in self.store_axes if self.extents[a] == n and a not in out), None)
+            a = next((a for a in self.store_axes if same(self.extents[a], n) and a not in out), None)
             if a is None:
                 a = self._new_axis(n)
                 self.store_axes.append(a)
@@ -321,10 +320,10 @@ class Lowering:
         body = self.at(x, tuple(src))
         if op == "mean":
             total = Cast(Reduce("sum", body, tuple(red), loc=node.loc), dtype=node.dtype, loc=node.loc)
-            count: Expr = Const(float(math.prod(x.shape[d] for d in axes if x.shape[d] not in self.names)), weak=True)
+            count: Expr = Const(float(factors(tuple(x.shape[d] for d in axes))[1]), weak=True)
             for d in axes:  # a symbolic size is read from its dim at run time
-                if x.shape[d] in self.names:
-                    n = Cast(Index(Affine.dim(self.names[x.shape[d]])), dtype=node.dtype, loc=node.loc)
+                if isinstance(x.shape[d], Size):
+                    n = Cast(Index(Affine.dim(x.shape[d].name)), dtype=node.dtype, loc=node.loc)
                     count = Binary("mul", count, n, loc=node.loc)
             return Binary("div", total, count, loc=node.loc)
         return Reduce(op, body, tuple(red), loc=node.loc)
@@ -365,15 +364,20 @@ class Lowering:
         static_buf = {b.name for b in self.buffers if b.node is not None and b.node.op == "concat"}
         accesses = [(s.tensor, s.index) for s in self.stores]
         accesses += [(ld.tensor, ld.index) for s in self.stores for ld in loads(s.value)]
+        sliced: set[tuple[str, int]] = set()
         for tensor, index in accesses:  # a buffer read through a slice keeps constant sizes
             for pos, ix in enumerate(index):
                 a = ix.plain_axis()
-                if a is not None and buffers[tensor].shape[pos] != self.extents[a]:
+                if a is not None and not same(buffers[tensor].shape[pos], self.extents[a]):
                     static_buf.add(tensor)
+                    sliced.add((tensor, pos))
 
         def static(tensor: str, pos: int) -> bool:  # a flat buffer's flat axis has a constant size
             b = buffers[tensor]
-            return tensor in static_buf or (b.flat and pos >= b.lead)
+            if b.flat and pos >= b.lead:
+                return True
+            # a symbolic size stays a dim unless its own axis is sliced
+            return tensor in static_buf and (not isinstance(b.shape[pos], Size) or (tensor, pos) in sliced)
 
         const_axes: set[int] = set()  # axes whose loops keep a constant trip count
         for tensor, index in accesses:
@@ -385,10 +389,13 @@ class Lowering:
                     const_axes.add(a)
         dims: dict[str, None] = {}
 
-        def size(n: int, const: bool) -> Affine:
+        def size(n: int | Size, const: bool) -> Affine:
+            if const and isinstance(n, Size):
+                depends(f"symbolic size {n.name} in a flat buffer or a slice's bounds")
+                n = n.value
             if const or n <= 1:
                 return Affine.constant(n)
-            name = self.names.get(n, f"n{n}")
+            name = _dim_name(n)
             dims[name] = None
             return Affine.dim(name)
 
@@ -402,11 +409,16 @@ class Lowering:
         from_params = set(dims)  # an axis's size is a dim only where some array's shape gives it at a call
         axes = tuple(
             AxisInfo(a, _axis_name(a, a in self.reduction_axis_set),
-                     size(n, a in const_axes or self.names.get(n, f"n{n}") not in from_params),
-                     f"its size, {self.names.get(n, n)}")
+                     size(n, a in const_axes or _dim_name(n) not in from_params),
+                     f"its size, {n.name if isinstance(n, Size) else n}")
             for a, n in sorted(self.extents.items())
         )  # fmt: skip
         return KernelIR(self.name, tuple(params), tuple(dims), axes, tuple(self.stores))
+
+
+def _dim_name(n: int | Size) -> str:
+    """The dim a loop or shape of size ``n`` reads: the symbolic size's, or ``n512`` for a static 512."""
+    return n.name if isinstance(n, Size) else f"n{n}"
 
 
 def _axis_name(a: int, reduction: bool) -> str:
@@ -444,23 +456,23 @@ def _linear(idx: tuple[Affine, ...], shape: tuple[int, ...]) -> Affine:
     return out
 
 
-def lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tuple[str, Array]],
-          names: dict[int, str] | None = None) -> Plan:  # fmt: skip
+def lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tuple[str, Array]]) -> Plan:
     """The kernel computing ``outputs`` (name, node) from ``inputs`` (name, node), and its buffers.
 
-    ``names`` maps sizes to the names of symbolic dims: loops and shapes of those sizes use the dim (read from
-    the arrays at each call), and nothing of the kernel depends on the size's value where it can avoid it.
+    A :class:`~pypto.array.sizes.Size` in a shape (``pt.jit(dims=...)``) becomes the dim it names: loops and
+    shapes of that size read it from the arrays at each call. Where the kernel needs its value instead (a flat
+    buffer's constant sizes), the use is recorded in the symbolic trace under way.
     """
     # A first pass finds the nodes worth storing; the second stores each of them before its first read, so
     # a value read inline before the read that decided to store it is loaded too, not computed twice.
-    first = Lowering(name, inputs, names=names)
+    first = Lowering(name, inputs)
     for n, node in outputs:
         first.output(node, n)
     stored = frozenset(id(b.node) for b in first.buffers if b.kind == "temp" and not b.flat)
     nodes = walk([node for _, node in outputs])
 
     def run(force: frozenset[int]) -> tuple[Lowering, list[int]]:
-        low = Lowering(name, inputs, force, names)
+        low = Lowering(name, inputs, force)
         positions = []
         for n, node in outputs:
             positions.append(len(low.buffers))

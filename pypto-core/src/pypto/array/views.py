@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections import Counter
 from typing import Any
 
+from pypto.array import sizes
 from pypto.array.graph import STRUCTURAL, Array, normalize_axes
+from pypto.array.sizes import Size
 from pypto.errors import ShapeError, TracingError
 from pypto.lang.location import user_loc
 
@@ -72,6 +75,17 @@ def getitem(x: Array, key: Any) -> Array:
             shape.append(1)
             continue
         n = x.shape[d]
+        if isinstance(n, Size) and (isinstance(it, slice) and it == slice(None) or not isinstance(it, slice) and
+                                    0 <= int(it) < n.value):  # fmt: skip
+            # the whole symbolic axis, or a non-negative index into it (checked against the size at each call)
+            index.append((0, ((len(shape), 1),)) if isinstance(it, slice) else (int(it), ()))
+            if isinstance(it, slice):
+                shape.append(n)
+            d += 1
+            continue
+        if isinstance(n, Size):
+            sizes.depends(f"a slice or a negative index of symbolic axis {n.name}")
+            n = n.value
         if isinstance(it, slice):
             start, stop, step = it.indices(n)
             length = len(range(start, stop, step))
@@ -115,7 +129,7 @@ def swapaxes(x: Array, a: int, b: int) -> Array:
 
 
 def broadcast_to(x: Array, shape: tuple[int, ...]) -> Array:
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(s if isinstance(s, Size) else int(s) for s in shape)
     off = len(shape) - x.ndim
     if off < 0 or any(s not in (1, shape[off + k]) for k, s in enumerate(x.shape)):
         raise ShapeError(
@@ -131,12 +145,16 @@ def broadcast_to(x: Array, shape: tuple[int, ...]) -> Array:
 def _resolve_shape(x: Array, shape: Any) -> tuple[int, ...]:
     if isinstance(shape, numbers.Integral):
         shape = (shape,)
-    out = [int(s) for s in shape]
+    out = [s if isinstance(s, Size) else int(s) for s in shape]
     free = [k for k, s in enumerate(out) if s == -1]
-    known = math.prod(s for s in out if s != -1)
     if len(free) > 1 or any(s < -1 for s in out):
         raise ShapeError("reshape: at most one size may be -1, and none below", param="shape", expected="sizes >= 0",
                          got=tuple(shape))  # fmt: skip
+    symbolic = _symbolic_reshape(x, out, free)
+    if symbolic is not None:
+        return symbolic
+    out = [sizes.value(s) for s in out]
+    known = math.prod(s for s in out if s != -1)
     if free:
         if known == 0 or x.size % known:
             raise ShapeError(f"reshape: cannot reshape an array of size {x.size} into {tuple(shape)}",
@@ -152,6 +170,28 @@ def _resolve_shape(x: Array, shape: Any) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _symbolic_reshape(x: Array, out: list[Any], free: list[int]) -> tuple[Any, ...] | None:
+    """The new shape of a reshape of a shape with symbolic sizes that moves each of them whole (the static
+    sizes may be regrouped; ``-1`` stands for what is left); None where no Size is involved. Any other
+    reshape of a symbolic size needs its value (recorded, see :mod:`pypto.array.sizes`)."""
+    if not any(isinstance(s, Size) for s in (*x.shape, *out)):
+        return None
+    have_syms, have_static = sizes.factors(x.shape)
+    want_syms, want_static = sizes.factors(tuple(s for s in out if s != -1))
+    if free and Counter(want_syms) <= Counter(have_syms) and want_static and have_static % want_static == 0:
+        left = list((Counter(have_syms) - Counter(want_syms)).elements())
+        rest = have_static // want_static
+        if not left:
+            out[free[0]] = rest
+        elif len(left) == 1 and rest == 1:
+            out[free[0]] = next(s for s in x.shape if isinstance(s, Size) and s.index == left[0])
+        free = free if isinstance(out[free[0]], int) and out[free[0]] == -1 else []
+    if not free and sizes.factors(tuple(out)) == (have_syms, have_static):
+        return tuple(out)
+    sizes.depends("a reshape that merges or splits a symbolic axis")
+    return None
+
+
 def _split_only(old: tuple[int, ...], new: tuple[int, ...]) -> ViewMap | None:
     """The view map when ``new`` only splits ``old``'s axes (and adds or drops axes of size 1)."""
     index = []
@@ -160,6 +200,16 @@ def _split_only(old: tuple[int, ...], new: tuple[int, ...]) -> ViewMap | None:
         if s == 1:
             index.append((0, ()))
             continue
+        if isinstance(s, Size):  # kept whole: the same size in ``new``, after any axes of size 1
+            while j < len(new) and not isinstance(new[j], Size) and new[j] == 1:
+                j += 1
+            if j == len(new) or not sizes.same(new[j], s):
+                return None
+            index.append((0, ((j, 1),)))
+            j += 1
+            continue
+        if any(isinstance(n, Size) for n in new[j : j + 1]):
+            return None
         group: list[int] = []
         p = 1
         while j < len(new) and p < s:
