@@ -121,3 +121,22 @@ def test_gradients_agree_with_torch_autograd_in_float32(rows, cols, which, seed)
     for got, want in ((gx, tx.grad.numpy()), (gw, tw.grad.numpy())):
         scale = max(1.0, float(np.abs(want).max()))
         assert float(np.abs(got - want).max()) <= 1e-4 * scale
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_half_tensors_forward_and_backward_match_torch(dt):
+    dt = getattr(torch, dt)
+    op = pt.torch.op(pt.jit(lambda x, w: pt.gelu(x @ w)))
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(8, 16, generator=g).to(dt).requires_grad_()
+    w = torch.randn(16, 4, generator=g).to(dt).requires_grad_()
+    y = op(x, w)
+    assert y.dtype == dt
+    x32, w32 = x.detach().float().requires_grad_(), w.detach().float().requires_grad_()
+    want = torch.nn.functional.gelu(x32 @ w32)  # computed in float32, as pypto computes 16-bit floats
+    eps = torch.finfo(dt).eps
+    torch.testing.assert_close(y.float(), want.to(dt).float(), rtol=2 * eps, atol=2 * eps)
+    y.float().sum().backward()
+    want.sum().backward()
+    assert x.grad.dtype == dt
+    torch.testing.assert_close(x.grad.float(), x32.grad.to(dt).float(), rtol=4 * eps, atol=4 * eps)

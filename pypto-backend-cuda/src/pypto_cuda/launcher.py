@@ -118,7 +118,7 @@ class CudaLauncher:
         args = program.loops.args
         ctypes_of = {
             a.name: "unsigned long long" if a.kind == "buffer" else "long long" if a.kind == "dim"
-            else _CTYPES[a.dtype.name] for a in args
+            else _CTYPES[a.dtype.compute.name] for a in args  # a 16-bit float scalar is passed as a float
         }  # fmt: skip
         ctypes_of.update({b.name: "unsigned long long" for b in plan.buffers})
         data = artifact.data

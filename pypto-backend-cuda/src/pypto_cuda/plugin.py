@@ -10,7 +10,16 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Availability, Backend, Capabilities, Program
+from pypto.backend_api import (
+    BASE_DTYPES,
+    HALF_DTYPES,
+    PLUGIN_API_VERSION,
+    Artifact,
+    Availability,
+    Backend,
+    Capabilities,
+    Program,
+)
 from pypto.hookspecs import hookimpl
 from pypto.targets.simt.backend import DeviceUnavailable, SimtBackend
 
@@ -39,7 +48,8 @@ class CudaBackend(SimtBackend):
         return open_device()
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(max_threads=1024, notes="CUDA C through nvcc; blocks share rows, warp shuffles")
+        return Capabilities(dtypes=BASE_DTYPES | HALF_DTYPES, max_threads=1024,
+                            notes="CUDA C through nvcc; blocks share rows, warp shuffles")  # fmt: skip
 
     def availability(self) -> Availability:
         """A driver and a GPU, then nvcc."""

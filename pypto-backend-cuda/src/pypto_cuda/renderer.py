@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-from pypto.dtypes import DType, bool_, float32, float64, int32, int64
+from pypto.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
 from pypto.ir.reducers import identity
 from pypto.targets.simt.plan import LocalBuffer
 from pypto.targets.simt.render import SimtRenderer
 
 WARP = 32
+
+_SI = "static __device__ __forceinline__"
+CUDA_HALF_HELPERS = {
+    "pt_f16_f32": f"#include <cuda_fp16.h>\n{_SI} float pt_f16_f32(unsigned short h) {{ return __half2float(__ushort_as_half(h)); }}",
+    "pt_f32_f16": f"#include <cuda_fp16.h>\n{_SI} unsigned short pt_f32_f16(float x) {{ return __half_as_ushort(__float2half_rn(x)); }}",
+    "pt_bf16_f32": f"{_SI} float pt_bf16_f32(unsigned short h) {{ return __uint_as_float((unsigned int)h << 16); }}",
+    "pt_f32_bf16": f"""{_SI} unsigned short pt_f32_bf16(float x) {{
+    const unsigned int u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  /* NaN stays a quiet NaN */
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  /* nearest, ties to even */
+}}""",
+}
+"""The CUDA C of the 16-bit float conversions (the same names and meaning as OpenCL's)."""
 
 
 class CudaRenderer(SimtRenderer):
@@ -26,7 +39,16 @@ class CudaRenderer(SimtRenderer):
     static_inline = "static __device__ __forceinline__"
     math_suffix_f32 = "f"
     index_type = "long long"
-    types = {float32: "float", float64: "double", int32: "int", int64: "long long", bool_: "bool"}
+    types = {
+        float32: "float",
+        float64: "double",
+        int32: "int",
+        int64: "long long",
+        bool_: "bool",
+        float16: "unsigned short",
+        bfloat16: "unsigned short",
+    }  # fmt: skip  (16-bit floats: their bits)
+    half_helpers = CUDA_HALF_HELPERS
     buffer_types: dict[DType, str] = {}
     scalar_types = {bool_: "unsigned char"}  # passed as one byte by the launcher
     unsigned_types = {int32: "unsigned int", int64: "unsigned long long"}

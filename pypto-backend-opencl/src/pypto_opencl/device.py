@@ -193,7 +193,7 @@ class DeviceCapabilities:
 
     @property
     def dtypes(self) -> frozenset[str]:
-        base = {"bool", "int32", "int64", "float32"}
+        base = {"bool", "int32", "int64", "float32", "float16", "bfloat16"}  # 16-bit floats: stored, not computed
         return frozenset(base | ({"float64"} if self.fp64 else set()))
 
     @property

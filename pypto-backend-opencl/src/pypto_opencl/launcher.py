@@ -78,7 +78,7 @@ class OpenCLLauncher:
         types: dict[str, Any] = {}  # scalar or dim name -> the NumPy type the kernel takes it as
         for a in program.loops.args:
             if a.kind == "scalar":
-                types[a.name] = np.uint8 if a.dtype.is_bool else a.dtype.numpy.type
+                types[a.name] = np.uint8 if a.dtype.is_bool else a.dtype.compute.numpy.type  # 16-bit: a float
             elif a.kind == "dim":
                 types[a.name] = np.int64
         self.runner = PlanRunner(program, plan, _Queue(cl, dev, self.name), kernels, policy_for(dev),

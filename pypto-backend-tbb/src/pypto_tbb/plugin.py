@@ -5,7 +5,7 @@ Kept light: nothing here imports cffi, looks for TBB or runs a compiler until a 
 
 from __future__ import annotations
 
-from pypto.backend_api import PLUGIN_API_VERSION, Backend, Capabilities
+from pypto.backend_api import BASE_DTYPES, HALF_DTYPES, PLUGIN_API_VERSION, Backend, Capabilities
 from pypto.hookspecs import hookimpl
 
 from . import __version__
@@ -47,7 +47,10 @@ BACKEND = TBBBackend(
     priority=90,  # below OpenMP: "auto" keeps choosing OpenMP when both are installed
     package="pypto-backend-tbb",
     description="C++17 + oneTBB (tbb-devel wheel), compiled with $CXX (g++ or clang++)",
-    capabilities=Capabilities(notes="tbb::parallel_for over outer loops (a few chunks per thread), SIMD inner loops"),
+    capabilities=Capabilities(
+        dtypes=BASE_DTYPES | HALF_DTYPES,
+        notes="tbb::parallel_for over outer loops (a few chunks per thread), SIMD inner loops",
+    ),
     # libtbb stays mapped until the process exits: the core's loader pins it (RTLD_NODELETE) once loaded
     extra_flags=compile_flags,
     extra_link=link_flags,

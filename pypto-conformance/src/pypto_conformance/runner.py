@@ -14,12 +14,13 @@ import numpy as np
 import pypto as pt
 
 from .cases.spec import Case, generate_inputs, kernel_params
+from .cases.values import floating
 from .compare import LargestErrors, compare_arrays
 from .tolerances import Tolerance
 
 # Outputs start out holding values no correct kernel produces, so an element the backend never
 # writes is reported instead of passing by luck. Booleans start as the negated expected value.
-UNWRITTEN = {"f": -7.25e33, "i": -123456789}
+UNWRITTEN = {"f": -7.25e33, "i": -123456789, "h": -30000.0}  # "h": the 16-bit floats
 
 ToleranceFor = Callable[[str], Tolerance]
 
@@ -100,7 +101,7 @@ def fresh_output(want: np.ndarray) -> np.ndarray:
     if want.dtype.kind == "b":
         np.logical_not(want, out=out)
     else:
-        out.fill(UNWRITTEN[want.dtype.kind])
+        out.fill(UNWRITTEN["h" if want.dtype.itemsize == 2 and floating(want.dtype) else want.dtype.kind])
     return out
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from .datafile import DataFileError, load_data_file
 
-DTYPE_NAMES = ("bool", "int32", "int64", "float32", "float64")
+DTYPE_NAMES = ("bool", "int32", "int64", "float32", "float64", "float16", "bfloat16")
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,8 @@ _LAZY: dict[str, str] = {
     # .dtypes
     "DType": ".dtypes",
     "bool_": ".dtypes",
+    "float16": ".dtypes",
+    "bfloat16": ".dtypes",
     "float32": ".dtypes",
     "float64": ".dtypes",
     "int32": ".dtypes",
@@ -251,7 +253,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "__version__",
     # types
-    "DType", "bool_", "float32", "float64", "int32", "int64", "Tensor", "Axis", "Dim",
+    "DType", "bool_", "float16", "bfloat16", "float32", "float64", "int32", "int64", "Tensor", "Axis", "Dim",
     # language
     "kernel", "Kernel", "tile", "Schedule", "axis", "dim", "dims", "abs", "maximum", "minimum", "where", "cast",
     # math functions (the op table, pypto.ir.ops)

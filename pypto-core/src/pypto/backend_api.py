@@ -38,6 +38,12 @@ class Availability:
     reason: str = ""
 
 
+BASE_DTYPES = frozenset({"bool", "int32", "int64", "float32", "float64"})
+"""The dtypes a backend has unless it declares others (:attr:`Capabilities.dtypes`)."""
+HALF_DTYPES = frozenset({"float16", "bfloat16"})
+"""The 16-bit floats (stored in 16 bits, computed in float32: the ``half_compute`` pass)."""
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a backend supports; the conformance suite skips (with the reason) what is not claimed.
@@ -46,7 +52,7 @@ class Capabilities:
     looser than the suite's defaults (e.g. a fast approximate ``exp``).
     """
 
-    dtypes: frozenset[str] = frozenset({"bool", "int32", "int64", "float32", "float64"})
+    dtypes: frozenset[str] = frozenset({"bool", "int32", "int64", "float32", "float64"})  # BASE_DTYPES
     fp64: bool = True
     atomics: bool = False
     max_threads: int | None = None

@@ -26,8 +26,10 @@ from dataclasses import dataclass
 
 from pypto import plugins
 from pypto.backend_api import KernelOptions, Launcher, Program
+from pypto.errors import DTypeError
 from pypto.ir.contract import CallContract, alias_safe_pairs
 from pypto.ir.kernel import KernelIR
+from pypto.ir.nodes import postorder
 from pypto.ir.printer import format_loops
 from pypto.ir.schedule import Schedule
 from pypto.passes import REFERENCE_STAGE, Compilation, run_pipeline
@@ -72,6 +74,26 @@ def launcher(prog: Program, backend: str) -> Launcher:
     return reg.compile(reg.backend(backend), prog)
 
 
+def check_dtypes(ir: KernelIR, backend: str) -> None:
+    """A :class:`DTypeError` naming the backend and its dtypes when ``ir`` uses a dtype the backend does not
+    declare (:attr:`Capabilities.dtypes`); checked on the traced IR, before the backend's target sees it (its
+    parameters and explicit casts hold every dtype a kernel can compute in)."""
+    spec = plugins.get_registry().backend(backend).spec
+    have = spec.capabilities.dtypes
+    used = {p.dtype.name for p in (*ir.params, *ir.temps)}
+    used |= {n.dtype.name for s in ir.stores for n in postorder(s.value) if n.dtype is not None}
+    missing = sorted(used - have)
+    if missing:
+        raise DTypeError(
+            f"kernel {ir.name}: the {backend} backend has no {', '.join(missing)}",
+            param="dtype",
+            expected=f"the dtypes {backend} declares: {', '.join(sorted(have))}",
+            got=", ".join(missing),
+            fix="run it on a backend that has the dtype (pt.get_runtime_info()['backends'] lists each one's dtypes), "
+            "or convert the arrays with .astype(np.float32)",
+        )
+
+
 @dataclass(frozen=True)
 class Compiled:
     """What :func:`compile` returns: every stage's IR, the program the backend received, and its launcher."""
@@ -88,9 +110,10 @@ def compile(ir: KernelIR, backend: str | None = None, *, options: KernelOptions 
     (a name; default ``$PYPTO_EXECUTOR``, else the best available) through every stage (module docstring)."""
     entry = plugins.get_registry().resolve(backend)
     target = plugins.get_target(entry.spec.target)
+    check_dtypes(ir, entry.spec.name)
     comp = stages(ir, target, noalias=noalias, hints=hints)
     prog = program(comp, target, options if options is not None else KernelOptions(), noalias=noalias)
     return Compiled(entry.spec.name, comp, prog, launcher(prog, entry.spec.name))
 
 
-__all__ = ["Compiled", "compile", "contract", "launcher", "program", "stages"]
+__all__ = ["Compiled", "check_dtypes", "compile", "contract", "launcher", "program", "stages"]

@@ -24,7 +24,19 @@ class DType:
 
     @property
     def numpy(self) -> np.dtype:
+        if self.name == "bfloat16":
+            return _bfloat16_numpy()
         return np.dtype(self.name if self.name != "bool" else np.bool_)
+
+    @property
+    def is_half(self) -> bool:
+        """A 16-bit float (float16, bfloat16): stored in 16 bits, computed in float32 (see :data:`compute`)."""
+        return self.kind == "f" and self.bits == 16
+
+    @property
+    def compute(self) -> DType:
+        """The type its values are computed in: float32 for the 16-bit floats, else itself."""
+        return float32 if self.is_half else self
 
     @property
     def itemsize(self) -> int:
@@ -54,14 +66,24 @@ int32 = DType("int32", "i", 32)
 int64 = DType("int64", "i", 64)
 float32 = DType("float32", "f", 32)
 float64 = DType("float64", "f", 64)
+float16 = DType("float16", "f", 16)
+bfloat16 = DType("bfloat16", "f", 16)
 
-ALL_DTYPES = (bool_, int32, int64, float32, float64)
+ALL_DTYPES = (bool_, int32, int64, float32, float64, float16, bfloat16)
+HALF_DTYPES = (float16, bfloat16)
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int32
 INDEX = int64  # the type of axis values and dimension values used in expressions
 
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update({"bool_": bool_, "float": float32, "int": int32, "double": float64})
+
+
+def _bfloat16_numpy() -> np.dtype:
+    """NumPy's bfloat16: the ``ml_dtypes`` extension type (the one JAX and TensorFlow use)."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 def as_dtype(spec: object, *, what: str = "dtype") -> DType:
@@ -85,9 +107,10 @@ def as_dtype(spec: object, *, what: str = "dtype") -> DType:
     raise DTypeError(
         f"{what}: {spec!r} is not a pypto data type",
         param=what,
-        expected="one of float, int, bool, pt.float32, pt.float64, pt.int32, pt.int64, pt.bool_",
+        expected="one of float, int, bool, pt.float16, pt.bfloat16, pt.float32, pt.float64, pt.int32, pt.int64, pt.bool_",
         got=spec,
-        fix="use one of pt.float32, pt.float64, pt.int32, pt.int64, pt.bool_ (float means float32, int means int32)",
+        fix="use one of pt.float16, pt.bfloat16, pt.float32, pt.float64, pt.int32, pt.int64, pt.bool_ (float means "
+        "float32, int means int32)",
     )
 
 
@@ -102,12 +125,15 @@ _RANK = {"b": 0, "i": 1, "f": 2}
 
 
 def promote(a: DType, b: DType) -> DType:
-    """The common type of two strong (array-derived) operands: floats beat ints, wider beats narrower."""
+    """The common type of two strong (array-derived) operands: floats beat ints, wider beats narrower;
+    float16 with bfloat16 is float32 (neither holds the other, as in NumPy with ml_dtypes and JAX)."""
     if a == b:
         return a
     ka, kb = _RANK[a.kind], _RANK[b.kind]
     if ka != kb:
         return a if ka > kb else b
+    if a.bits == b.bits:  # float16 and bfloat16
+        return float32
     return a if a.bits >= b.bits else b
 
 

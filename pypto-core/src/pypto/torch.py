@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from pypto import dtypes
 from pypto.errors import ArgumentError
 
 _counter = itertools.count()
@@ -88,12 +89,18 @@ class TorchOp:
                 got=str(t.device),
                 fix="move it with .cpu() or .cuda()",
             )
-        return t.detach().contiguous().numpy()
+        t = t.detach().contiguous()
+        if t.dtype == self.torch.bfloat16:  # NumPy has no bfloat16 of its own: the same memory as ml_dtypes'
+            return t.view(self.torch.int16).numpy().view(dtypes.bfloat16.numpy)
+        return t.numpy()
 
     def _tensor(self, a: Any) -> Any:
         if isinstance(a, self.torch.Tensor):
             return a
-        return self.torch.from_numpy(np.ascontiguousarray(a))
+        a = np.ascontiguousarray(a)
+        if a.dtype == dtypes.bfloat16.numpy:
+            return self.torch.from_numpy(a.view(np.int16)).view(self.torch.bfloat16)
+        return self.torch.from_numpy(a)
 
     # -- the operator ---------------------------------------------------------------------------------------
     def _signature(self, arrays: list[np.ndarray]) -> tuple[int, bool]:
@@ -168,7 +175,7 @@ class TorchOp:
 
 
 def _numpy_dtype(t: Any) -> np.dtype:
-    return np.dtype(str(t.dtype).removeprefix("torch."))
+    return dtypes.as_dtype(str(t.dtype).removeprefix("torch.")).numpy
 
 
 def _torch_dtype(torch: Any, dt: Any) -> Any:

@@ -20,7 +20,7 @@ import pypto as pt
 
 from .spec import FLOATS
 
-RELATIVE = {"float64": 1e-6, "float32": 1e-4}
+RELATIVE = {"float64": 1e-6, "float32": 1e-4, "float16": 1.6e-2, "bfloat16": 1.2e-1}
 
 
 @dataclass(frozen=True)

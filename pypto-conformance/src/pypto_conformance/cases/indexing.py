@@ -8,11 +8,11 @@ import numpy as np
 import pypto as pt
 
 from .spec import NUMERIC, SIZES_1D, SIZES_2D, M, N, case
-from .values import normal
+from .values import floating, normal
 
 
 def _wide(x):
-    return x.astype(np.float64) if x.dtype.kind == "f" else x.astype(np.int64)
+    return x.astype(np.float64) if floating(x.dtype) else x.astype(np.int64)
 
 
 @case(dtypes=NUMERIC, sizes=SIZES_2D, reference=lambda x, b: {"y": _wide(x) + _wide(b)[None, :]})

@@ -10,11 +10,11 @@ import pypto as pt
 
 from .reductions import LONG_REDUCTION, reduce_ref
 from .spec import FLOATS, NUMERIC, SIZES_1D, SIZES_2D, M, N, case
-from .values import bools, normal, span
+from .values import bools, floating, normal, span
 
 
 def _wide(x):
-    return x.astype(np.float64) if x.dtype.kind == "f" else x.astype(np.int64)
+    return x.astype(np.float64) if floating(x.dtype) else x.astype(np.int64)
 
 
 def _multi_ref(x):

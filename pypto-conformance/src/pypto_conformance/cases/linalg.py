@@ -8,7 +8,7 @@ import numpy as np
 import pypto as pt
 
 from .spec import FLOATS, NUMERIC, B, K, M, N, case
-from .values import span
+from .values import floating, span
 
 # Mostly positive operands keep every summation order within a relative bound of the exact dot product.
 VALUES = {"a": span(-0.25, 1.0), "w": span(-0.25, 1.0)}
@@ -16,7 +16,7 @@ DOT = {"float32": (1e-4, 1e-5), "float64": (1e-11, 1e-13)}
 
 
 def _wide(x):
-    return x.astype(np.float64) if x.dtype.kind == "f" else x.astype(np.int64)
+    return x.astype(np.float64) if floating(x.dtype) else x.astype(np.int64)
 
 
 @case(

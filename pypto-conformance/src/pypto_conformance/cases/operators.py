@@ -9,18 +9,29 @@ import numpy as np
 import pypto as pt
 
 from .spec import FLOATS, INTS, NUMERIC, SIZES_1D, N, case
-from .values import bools, by_kind, choice, normal, quarters, signed_magnitude, span, with_specials, with_values
+from .values import (
+    bools,
+    by_kind,
+    choice,
+    floating,
+    normal,
+    quarters,
+    signed_magnitude,
+    span,
+    with_specials,
+    with_values,
+)
 
 
 def f64(x):
     """Float inputs in float64 (references compute in a wider type, then round to the output's)."""
     x = np.asarray(x)
-    return x.astype(np.float64) if x.dtype.kind == "f" else x
+    return x.astype(np.float64) if floating(x.dtype) else x
 
 
 def floor_div_ref(a, b):
     """Python/NumPy floor division, with integer division by zero giving 0."""
-    if a.dtype.kind == "f":
+    if floating(a.dtype):
         return np.floor_divide(f64(a), f64(b))
     safe = np.where(b == 0, 1, b).astype(np.int64)
     return np.where(b == 0, 0, np.floor_divide(a.astype(np.int64), safe))
@@ -28,7 +39,7 @@ def floor_div_ref(a, b):
 
 def remainder_ref(a, b):
     """Python/NumPy remainder (sign of the divisor), with integer remainder by zero giving 0."""
-    if a.dtype.kind == "f":
+    if floating(a.dtype):
         return np.remainder(f64(a), f64(b))
     safe = np.where(b == 0, 1, b).astype(np.int64)
     return np.where(b == 0, 0, np.remainder(a.astype(np.int64), safe))
@@ -153,7 +164,7 @@ def remainder(dt):
 
 
 def _power_ref(x):
-    if x.dtype.kind == "f":
+    if floating(x.dtype):
         v = f64(x)
         with np.errstate(all="ignore"):
             return {"y": np.stack([v**2, v**3, np.ones_like(v), 1.0 / v, 1.0 / (v * v), v**7])}
@@ -282,7 +293,7 @@ def logical(dt):
 
 
 def _weak_ref(x):
-    if x.dtype.kind == "f":
+    if floating(x.dtype):
         v = x.astype(x.dtype)  # weak Python scalars take x's float type
         s = x.dtype.type
         return {"y": v * s(2.5) + s(1), "z": v * s(0.5), "q": v / s(4), "w": s(3) - v}

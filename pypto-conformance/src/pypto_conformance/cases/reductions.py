@@ -10,8 +10,8 @@ import numpy as np
 
 import pypto as pt
 
-from .spec import NUMERIC, SIZES_1D, SIZES_2D, SIZES_3D, K, M, N, case
-from .values import by_kind, choice, normal, span, sparse
+from .spec import INTS, NUMERIC, SIZES_1D, SIZES_2D, SIZES_3D, K, M, N, case
+from .values import by_kind, choice, floating, normal, span, sparse
 
 REDUCERS = {
     "sum": pt.reduce_sum,
@@ -38,7 +38,7 @@ LONG_REDUCTION = {"float32": (1e-4, 1e-5), "float64": (1e-11, 1e-13)}
 
 def reduce_ref(op: str, x: np.ndarray, axis) -> np.ndarray:
     """The reduction computed with NumPy in float64 / int64, with the language's empty identities."""
-    if x.dtype.kind == "f":
+    if floating(x.dtype):
         v = x.astype(np.float64)
         lo, hi = -np.inf, np.inf
     else:
@@ -139,3 +139,20 @@ def _reduction_case(op: str, rank: int) -> None:
 for _op in REDUCERS:
     for _rank in (1, 2, 3):
         _reduction_case(_op, _rank)
+
+
+def _folded_ref(x):
+    return {"s": np.zeros(x.shape[0], x.dtype), "p": np.ones(x.shape[0], x.dtype)}
+
+
+@case(dtypes=INTS, sizes=SIZES_2D, values={"x": span(1, 9)}, reference=_folded_ref)
+def folded_row_reductions(dt):
+    """Row reductions whose bodies a C compiler folds to a constant (``x * 0``; ``((-1 & ~(x % x)) ** 3) % 3 - 1``
+    is 1): the loops vanish and the work-group reduction's barriers remain (PoCL once aborted compiling them)."""
+
+    def folded_row_reductions(x: pt.Tensor[dt, (M, N)], s: pt.Tensor[dt, (M,)], p: pt.Tensor[dt, (M,)]):
+        j, i = pt.axis(0), pt.axis(1)
+        s[j] = pt.reduce_sum(x[j, i] * 0, axis=i)
+        p[j] = pt.reduce_prod(((((-1) & (~(x[j, i] % x[j, i]))) ** 3) % 3) - 1, axis=i)
+
+    return folded_row_reductions

@@ -8,11 +8,11 @@ import numpy as np
 import pypto as pt
 
 from .spec import FLOATS, INTS, NUMERIC, SIZES_1D, N, case
-from .values import bools, by_kind, choice, normal, span, with_specials, with_values
+from .values import bools, by_kind, choice, floating, normal, span, with_specials, with_values
 
 
 def _f64(x):
-    return x.astype(np.float64) if x.dtype.kind == "f" else x.astype(np.int64)
+    return x.astype(np.float64) if floating(x.dtype) else x.astype(np.int64)
 
 
 @case(

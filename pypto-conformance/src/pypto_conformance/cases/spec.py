@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import ml_dtypes  # noqa: F401 - registers NumPy's name 'bfloat16' (pt.bfloat16 is ml_dtypes.bfloat16)
 import numpy as np
 
 import pypto as pt
@@ -23,7 +24,8 @@ from .values import ValueGen, default_for
 # The dims case kernels declare their shapes with; sizes are given by these names.
 N, M, K, B = pt.dims("N M K B")
 
-FLOATS = ("float32", "float64")
+HALVES = ("float16", "bfloat16")  # stored in 16 bits, computed in float32 (the half_compute pass)
+FLOATS = ("float32", "float64", *HALVES)
 INTS = ("int32", "int64")
 NUMERIC = FLOATS + INTS
 
@@ -102,6 +104,8 @@ class Case:
 _DTYPES = {
     "float32": pt.float32,
     "float64": pt.float64,
+    "float16": pt.float16,
+    "bfloat16": pt.bfloat16,
     "int32": pt.int32,
     "int64": pt.int64,
     "bool": pt.bool_,

@@ -15,8 +15,13 @@ ValueGen = Callable[[np.random.Generator, tuple[int, ...], np.dtype], np.ndarray
 SPECIALS = (np.nan, np.inf, -np.inf)
 
 
-def _is_float(dt: np.dtype) -> bool:
-    return np.dtype(dt).kind == "f"
+def floating(dt: np.dtype) -> bool:
+    """Whether ``dt`` is a float type (bfloat16, ml_dtypes' NumPy type, has NumPy's kind 'V')."""
+    d = np.dtype(dt)
+    return d.kind == "f" or d.name == "bfloat16"
+
+
+_is_float = floating
 
 
 def span(lo: float, hi: float) -> ValueGen:
@@ -154,6 +159,6 @@ def default_for(dt: np.dtype) -> ValueGen:
     dt = np.dtype(dt)
     if dt.kind == "b":
         return bools()
-    if dt.kind == "f":
+    if floating(dt):
         return normal()
     return normal(int_range=100)

@@ -362,7 +362,7 @@ class JitFunction:
                 raise DTypeError(
                     f"{self.__name__}: argument {self._arg_name(k)} has dtype {arr.dtype}",
                     param=self._arg_name(k),
-                    expected="float32, float64, int32, int64 or bool",
+                    expected="float16, bfloat16, float32, float64, int32, int64 or bool",
                     got=str(arr.dtype),
                     fix="convert it with .astype(np.float32) (or another supported dtype)",
                 )

@@ -201,7 +201,9 @@ class Lowering:
             self.flat_bufs[(id(node), lead)] = view
             self.keep.append(node)
             return view
-        buf = Buffer(self.fresh("tmp"), shape, node.dtype, "temp", node, flat=flat, lead=lead)
+        # a 16-bit float temporary holds float32 (its values are computed in float32 and rounded once, where a
+        # result is stored): where the plan stores a value does not change the program's result
+        buf = Buffer(self.fresh("tmp"), shape, node.dtype.compute, "temp", node, flat=flat, lead=lead)
         self.buffers.append(buf)
         saved = dict(self.memo)
         self.storing.add(id(node))

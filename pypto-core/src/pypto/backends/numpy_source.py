@@ -23,6 +23,8 @@ _NP_DTYPE = {
     "int64": "_np.int64",
     "float32": "_np.float32",
     "float64": "_np.float64",
+    "float16": "_np.float16",
+    "bfloat16": "_bfloat16",  # ml_dtypes' NumPy type (pypto.backends.numpy_support.namespace)
 }
 _UNARY = {
     "neg": "_np.negative",

@@ -43,3 +43,13 @@ def full(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 
 NAMESPACE = {"_np": np, "_erf": erf, "_full": full}
+
+
+def namespace(source: str) -> dict:
+    """The globals a reference kernel's ``source`` runs in (bfloat16, ml_dtypes' NumPy type, where it is used)."""
+    out = dict(NAMESPACE)
+    if "_bfloat16" in source:
+        import ml_dtypes
+
+        out["_bfloat16"] = ml_dtypes.bfloat16
+    return out

@@ -11,7 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 from pypto._version import __version__
-from pypto.backend_api import PLUGIN_API_VERSION, Artifact, Backend, BackendSpec, Capabilities, Program, Source
+from pypto.backend_api import (
+    BASE_DTYPES,
+    HALF_DTYPES,
+    PLUGIN_API_VERSION,
+    Artifact,
+    Backend,
+    BackendSpec,
+    Capabilities,
+    Program,
+    Source,
+)
 from pypto.hookspecs import hookimpl
 
 PYPTO_PLUGIN_API = PLUGIN_API_VERSION
@@ -26,7 +36,9 @@ class ReferenceBackend(Backend):
         version=__version__,
         plugin_api=PLUGIN_API_VERSION,
         priority=0,
-        capabilities=Capabilities(notes="NumPy, whole arrays at a time; single-threaded"),
+        capabilities=Capabilities(
+            dtypes=BASE_DTYPES | HALF_DTYPES, notes="NumPy, whole arrays at a time; single-threaded"
+        ),
         info=lambda: {"device": "cpu (NumPy)", "threads": 1},
         description="NumPy reference implementation (always available)",
         package="pypto-core",
@@ -43,12 +55,12 @@ class ReferenceBackend(Backend):
         return Artifact(NAME, source.text.encode(), ".py", {"name": program.name})
 
     def load(self, program: Program, artifact: Artifact) -> Any:
-        from pypto.backends.numpy_support import NAMESPACE
+        from pypto.backends.numpy_support import namespace
 
-        namespace = dict(NAMESPACE)
-        code = compile(artifact.data.decode(), f"<pypto reference: {program.name}>", "exec")
-        exec(code, namespace)
-        return namespace[program.reference_ir.name]
+        source = artifact.data.decode()
+        names = namespace(source)
+        exec(compile(source, f"<pypto reference: {program.name}>", "exec"), names)
+        return names[program.reference_ir.name]
 
 
 BACKEND = ReferenceBackend()

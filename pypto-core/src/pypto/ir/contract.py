@@ -184,7 +184,9 @@ class CallContract(ParamViews):
                         fix="declare the parameter as pt.int64",
                     )
                 return npt(int(v))
-        elif isinstance(v, (numbers.Real, np.floating, np.integer)) and not isinstance(v, (bool, np.bool_)):
+        elif (
+            isinstance(v, (numbers.Real, np.floating, np.integer)) or type(v) is npt  # a bfloat16 scalar
+        ) and not isinstance(v, (bool, np.bool_)):
             with np.errstate(over="ignore"):
                 r = npt(v)
             if np.isinf(r) and math.isfinite(float(v)):  # 1e300 for a float32: it would become inf

@@ -20,6 +20,7 @@ from pypto.ir.kernel import KernelIR
 from pypto.ir.loops import LoopKernel
 from pypto.ir.printer import format_kernel, format_loops
 from pypto.passes.fuse import fuse
+from pypto.passes.halves import half_compute
 from pypto.passes.hoist import hoist_broadcasts
 from pypto.passes.infer_shapes import infer_shapes
 from pypto.passes.infer_types import infer_types
@@ -36,6 +37,7 @@ from pypto.targets import Target
 
 PASSES: list[tuple[str, Callable[[KernelIR], KernelIR]]] = [
     ("infer_types", infer_types),            # dtypes, weak scalars, explicit casts
+    ("half_compute", half_compute),          # float16/bfloat16: computed in float32, rounded once on store
     ("infer_shapes", infer_shapes),          # axis extents, size and bounds checks
     ("simplify", simplify),                  # constant folding, identities, CSE
     ("fuse", fuse),                          # stores over one domain share a loop nest

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from pypto import dtypes
 from pypto.errors import ArgumentError, DTypeError
 
 _KDL_CPU = 1
@@ -45,12 +46,12 @@ def describe(a: Any) -> tuple[tuple[int, ...], np.dtype] | None:
     if _torch_tensor(a):
         name = str(a.dtype).removeprefix("torch.")
         try:
-            return tuple(a.shape), np.dtype(name)
-        except TypeError:  # bfloat16 and other types NumPy does not know
+            return tuple(a.shape), dtypes.bfloat16.numpy if name == "bfloat16" else np.dtype(name)
+        except TypeError:  # types NumPy does not know
             raise DTypeError(
                 f"a torch tensor argument has dtype {name}, which pypto does not support yet",
                 param="dtype",
-                expected="float32, float64, int32, int64 or bool",
+                expected="float16, bfloat16, float32, float64, int32, int64 or bool",
                 got=name,
                 fix="convert it with .float() (or another supported dtype)",
             ) from None

@@ -230,6 +230,7 @@ class Kernel:
             launcher = self._launchers.get(key)
             if launcher is None:
                 with progress(f"compiling kernel '{self.name}' for {backend}"):
+                    driver.check_dtypes(self._trace(), backend)
                     launcher = driver.launcher(self.program(noalias, backend), backend)
                 self._launchers[key] = launcher
         return launcher

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from pypto.dtypes import DType, bool_, float32, float64, int32, int64
+from pypto.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
 from pypto.ir.loops import (
     Alloc,
     Argument,
@@ -42,7 +42,25 @@ _PREC = {"*": 13, "/": 13, "%": 13, "+": 12, "-": 12, "<": 10, "<=": 10, ">": 10
 
 
 def _suffix(dt: DType) -> str:
-    return {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "bool": "b"}[dt.name]
+    return {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "bool": "b", "float16": "f16",
+            "bfloat16": "bf16"}[dt.name]  # fmt: skip
+
+
+# bfloat16 is the upper half of a float32: widening is a shift, narrowing rounds to nearest even (NaN kept
+# quiet, so a NaN never rounds into an infinity); plain C on uint16_t, so it vectorises on any x86-64
+C_HALF_HELPERS = {
+    "pt_bf16_f32": """static inline float pt_bf16_f32(uint16_t h) {
+    union { uint32_t u; float f; } v;
+    v.u = (uint32_t)h << 16;
+    return v.f;
+}""",
+    "pt_f32_bf16": """static inline uint16_t pt_f32_bf16(float x) {
+    union { uint32_t u; float f; } v;
+    v.f = x;
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
+    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}""",
+}
 
 
 class CRenderer:
@@ -54,8 +72,14 @@ class CRenderer:
     restrict = "restrict"  # C99; C++/CUDA spell it __restrict__
     buffer_qualifier = ""  # OpenCL: "__global "
     index_type = "int64_t"
-    types = {float32: "float", float64: "double", int32: "int32_t", int64: "int64_t", bool_: "bool"}
+    # float16 and bfloat16 values are their 16-bit storage; the half_compute pass leaves them only in casts
+    types = {float32: "float", float64: "double", int32: "int32_t", int64: "int64_t", bool_: "bool",
+             float16: "_Float16", bfloat16: "uint16_t"}  # fmt: skip
     buffer_types: dict[DType, str] = {}  # element types of buffers when they differ from ``types``
+    # 16-bit floats held as their bits: (widening helper, narrowing helper) each, sources in ``half_helpers``
+    # (C converts float16 itself: ``_Float16``)
+    half_conversions: dict[DType, tuple[str, str]] = {bfloat16: ("pt_bf16_f32", "pt_f32_bf16")}
+    half_helpers: dict[str, str] = C_HALF_HELPERS
     static_inline = "static inline"
     math_suffix_f32 = "f"  # expf, logf ...; OpenCL uses overloads (no suffix)
     math_names = {
@@ -96,6 +120,11 @@ class CRenderer:
                 return f"({self.literal(-lim + 1, dt)} - 1)"
             return f"{v}" if dt.bits == 32 or abs(v) < 2**31 else f"{v}LL"
         f = float(value)  # type: ignore[arg-type]
+        if dt in self.half_conversions:  # its bits (a folded constant stored into a 16-bit buffer)
+            with np.errstate(all="ignore"):
+                return f"(({self.ctype(dt)})0x{int(np.asarray(f, np.float32).astype(dt.numpy).view(np.uint16)):04x})"
+        if dt.is_half:
+            return f"(({self.ctype(dt)}){self.literal(f, float32)})"
         if math.isnan(f):
             return self.nan if dt == float32 else f"(({self.ctype(dt)}){self.nan})"
         if math.isinf(f):
@@ -192,7 +221,7 @@ class CRenderer:
         if isinstance(e, Read):
             return f"{e.buffer}[{self.offset(e.buffer, e.index)}]", atom
         if isinstance(e, Cast):
-            return f"({self.ctype(e.dtype)})" + self.expr(e.x, 14), 14  # type: ignore[arg-type]
+            return self.cast(e)
         if isinstance(e, Where):
             return f"{self.expr(e.cond, 4)} ? {self.expr(e.a, 4)} : {self.expr(e.b, 3)}", 3
         if isinstance(e, Unary):
@@ -200,6 +229,25 @@ class CRenderer:
         if isinstance(e, Binary):
             return self.binary(e)
         raise TypeError(f"C renderer: unexpected expression {type(e).__name__}")
+
+    def cast(self, e: Cast) -> tuple[str, int]:
+        src, dst = e.x.dtype, e.dtype
+        assert src is not None and dst is not None
+        bits = self.half_conversions
+        if src not in bits and dst not in bits:
+            return f"({self.ctype(dst)})" + self.expr(e.x, 14), 14
+        x, now = self.expr(e.x), src
+        if src in bits:  # its bits to a float32
+            x, now = f"{self.half_helper(bits[src][0])}({x})", float32
+        if dst in bits:  # a float32 rounded to its bits
+            x = x if now == float32 else f"({self.ctype(float32)})({x})"
+            return f"{self.half_helper(bits[dst][1])}({x})", 100
+        return (x, 100) if dst == float32 else (f"({self.ctype(dst)})({x})", 14)
+
+    def half_helper(self, name: str) -> str:
+        """The name of a 16-bit float conversion (:attr:`half_helpers`), emitted once when used."""
+        self.helpers.setdefault(name, self.half_helpers[name])
+        return name
 
     def unary(self, e: Unary) -> tuple[str, int]:
         dt = e.dtype
@@ -305,8 +353,8 @@ class CRenderer:
 
     # -- whole kernel -----------------------------------------------------------------------------------
     def param(self, a: Argument, noalias: bool) -> str:
-        if a.kind != "buffer":
-            return f"{self.ctype(a.dtype)} {a.name}"
+        if a.kind != "buffer":  # a 16-bit float scalar arrives as a float32 (its value, already rounded)
+            return f"{self.ctype(a.dtype.compute)} {a.name}"
         const = "const " if a.role == "in" else ""
         ptr = f"*{self.restrict} " if noalias and self.restrict else "*"
         return f"{self.buffer_qualifier}{const}{self.buffer_ctype(a.dtype)} {ptr}{a.name}"

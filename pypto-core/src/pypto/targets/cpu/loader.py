@@ -27,10 +27,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from pypto.backend_api import Artifact
 from pypto.ir.loops import LoopKernel
 
-_CFFI_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "_Bool"}
+_CFFI_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "_Bool",
+               "float16": "uint16_t", "bfloat16": "uint16_t"}  # fmt: skip
+"""cffi's spelling of each dtype (16-bit float buffers by their bits: cffi knows no half types)."""
 
 # shared libraries that kernels link and that must never be unloaded while the process runs
 RUNTIME_LIBRARIES = (
@@ -160,6 +164,9 @@ def c_declaration(k: LoopKernel, name: str | None = None) -> str:
     """The C prototype of the kernel function (a cffi ``cdef`` line)."""
     params = []
     for a in k.args:
+        if a.kind != "buffer" and a.dtype.is_half:
+            params.append("float")  # a 16-bit float scalar is passed as a float32 (cstyle.CRenderer.param)
+            continue
         t = _CFFI_TYPES[a.dtype.name]
         if a.kind == "buffer":
             params.append(f"{'const ' if a.role == 'in' else ''}{t} *")
@@ -209,6 +216,8 @@ class NativeLauncher:
             raise AttributeError(f"{self.path} exports no function '{self.function}'")
         self.ffi = cffi.FFI()
         self.casts = [f"{_CFFI_TYPES[a.dtype.name]}[]" if a.kind == "buffer" else None for a in k.args]
+        # 16-bit float arrays are passed by their bits (a bfloat16 array exports no buffer of its own)
+        self.bits = [a.kind == "buffer" and a.dtype.is_half for a in k.args]
         pointer = c_declaration(k, "(*)").replace("int (*)(", "int(*)(", 1).rstrip(";")
         self._fn = self.ffi.cast(pointer, address)
 
@@ -216,7 +225,10 @@ class NativeLauncher:
         if self._fn is None:
             self._load_cffi()
         fb = self.ffi.from_buffer
-        conv = [fb(c, a) if c is not None else a for c, a in zip(self.casts, args)]
+        conv = [
+            (fb(c, a.view(np.uint16)) if bits else fb(c, a)) if c is not None else a
+            for c, bits, a in zip(self.casts, self.bits, args)
+        ]
         status = self._fn(*conv)
         if status != 0:
             raise MemoryError(f"kernel {self.kernel.name}: out of memory for temporary buffers")

@@ -50,7 +50,8 @@ static int pt_overlap(pt_span *s, int n) {
     return 0;
 }"""
 
-_FORMATS = {"float32": "f", "float64": "d", "int32": "il", "int64": "lq", "bool": "?"}
+_FORMATS = {"float32": "f", "float64": "d", "int32": "il", "int64": "lq", "bool": "?", "float16": "e", "bfloat16": "E"}
+"""Buffer-protocol formats accepted per dtype (a bfloat16 array exports no buffer: it takes the checked path)."""
 
 
 def _c_affine(a: Affine, axis_value: dict[int, str] | None = None) -> str:
@@ -98,7 +99,7 @@ def render_entry(k: CallContract, function: str, c_types: dict[DType, str], arg_
         w(f"    long long pd_{d} = -1;")
     for p in k.params:
         if isinstance(p, ScalarParam):
-            w(f"    {c_types[p.dtype]} ps_{p.name} = 0;")
+            w(f"    {c_types[p.dtype.compute]} ps_{p.name} = 0;")
     w(f"    if (nargs != {n}) return Py_NewRef(Py_NotImplemented);")
     for p in tensors:
         i = idx[p.name]
@@ -163,7 +164,9 @@ def render_entry(k: CallContract, function: str, c_types: dict[DType, str], arg_
         if not isinstance(p, ScalarParam):
             continue
         o = f"args[{idx[p.name]}]"
-        if p.dtype.is_bool:
+        if p.dtype.is_half:  # rounded to its type by the checked path
+            w("    goto fallback;")
+        elif p.dtype.is_bool:
             w(
                 f"    if ({o} == Py_True) ps_{p.name} = 1; else if ({o} == Py_False) ps_{p.name} = 0; else goto fallback;"
             )

@@ -50,6 +50,8 @@ class LaneWriter:
     def vtype(self, dt: DType) -> str:
         if dt.is_bool:
             raise _unsupported("a boolean value varies across lanes")
+        if dt.is_half:
+            raise _unsupported("a 16-bit float varies across lanes (converted one value at a time)")
         return f"{self.r.ctype(dt)}{self.w}"
 
     def utype(self, dt: DType) -> str:

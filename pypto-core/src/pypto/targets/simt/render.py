@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from pypto._hashing import source_digest
-from pypto.dtypes import DType, bool_, float32, float64, int32, int64
+from pypto.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
 from pypto.ir.device import DeviceStep
 from pypto.ir.loops import (
     Alloc,
@@ -83,6 +83,19 @@ PLAN_MARKER = "/* pypto launch plan: "
 MAX_MAP_DIMS = 3
 
 
+OPENCL_HALF_HELPERS = {
+    "pt_f16_f32": "inline float pt_f16_f32(ushort h) { return vload_half(0, (const half *)&h); }",
+    "pt_f32_f16": "inline ushort pt_f32_f16(float x) { ushort h; vstore_half_rte(x, 0, (half *)&h); return h; }",
+    "pt_bf16_f32": "inline float pt_bf16_f32(ushort h) { return as_float((uint)h << 16); }",
+    "pt_f32_bf16": """inline ushort pt_f32_bf16(float x) {
+    const uint u = as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);  /* NaN stays a quiet NaN */
+    return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  /* nearest, ties to even */
+}""",
+}
+"""The OpenCL C of the 16-bit float conversions (:attr:`SimtRenderer.half_conversions`)."""
+
+
 @dataclass
 class _Step:
     """One device kernel to be: a top-level parallel loop, or a run of other statements."""
@@ -126,7 +139,12 @@ class SimtRenderer(GroupSharing, CRenderer):
     static_inline = "inline"
     math_suffix_f32 = ""  # OpenCL math functions are overloaded
     index_type = "long"
-    types = {float32: "float", float64: "double", int32: "int", int64: "long", bool_: "bool"}
+    # 16-bit floats are held as their bits (a ushort) and converted where loaded and stored: vload_half and
+    # vstore_half_rte are core OpenCL 1.2 (no cl_khr_fp16 needed), bfloat16 is a shift and a rounding
+    types = {float32: "float", float64: "double", int32: "int", int64: "long", bool_: "bool", float16: "ushort",
+             bfloat16: "ushort"}  # fmt: skip
+    half_conversions = {float16: ("pt_f16_f32", "pt_f32_f16"), bfloat16: ("pt_bf16_f32", "pt_f32_bf16")}
+    half_helpers = OPENCL_HALF_HELPERS
     buffer_types = {bool_: "uchar"}  # OpenCL has no bool buffers or kernel arguments
     scalar_types = {bool_: "uchar"}
     unsigned_types = {int32: "uint", int64: "ulong"}
@@ -177,7 +195,7 @@ class SimtRenderer(GroupSharing, CRenderer):
         return text
 
     def scalar_ctype(self, dt: DType) -> str:
-        return self.scalar_types.get(dt, self.types[dt])
+        return self.scalar_types.get(dt, self.types[dt.compute])  # a 16-bit float scalar arrives as a float
 
     def as_signed(self, text: str, dt: DType) -> str:
         """``text`` (an unsigned value) reinterpreted as the signed type ``dt``."""
@@ -571,6 +589,9 @@ class SimtRenderer(GroupSharing, CRenderer):
             1,
             f"for ({it} {loop.var} = {start} + {self.group_id}; {loop.var} < {stop}; {loop.var} += {self.num_groups}) {{",
         )
+        # every iteration starts at a barrier: OpenCL compilers that run a group's threads as loops (PoCL) then
+        # find a region boundary there even when the row's own loops fold away (a sum of x * 0)
+        self.emit(2, self.barrier)
         local: list[LocalBuffer] = []
         for buf, lp in cached:
             cname = f"pt_row_{buf}"
