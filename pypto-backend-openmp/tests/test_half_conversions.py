@@ -9,12 +9,17 @@ N = pt.dim("N")
 
 
 def _float32_sweep(rng: np.random.Generator) -> np.ndarray:
-    """Random float32 bit patterns, every tie between two bfloat16 values near 1, and the special values."""
+    """Random float32 bit patterns, exact ties of both 16-bit types, and the special values of both."""
     bits = rng.integers(0, 2**32, 1 << 20, dtype=np.uint64).astype(np.uint32)
-    ties = (np.arange(0x3F800000, 0x3F900000, 0x8000, dtype=np.uint32)) | 0x8000  # exactly halfway
-    special = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0x00000001, 0x7F7FFFFF,
-                        0x477FF000, 0x477FE000, 0x38800000, 0x33800000], np.uint32)  # fmt: skip
-    return np.concatenate([bits, ties, special, special | 0x80000000]).view(np.float32)
+    bf16_ties = np.arange(0x3F800000, 0x3F900000, 0x8000, dtype=np.uint32) | 0x8000  # halfway between bfloat16s
+    f16_ties = (
+        rng.integers(0x33000000, 0x47800000, 1 << 14, dtype=np.uint64).astype(np.uint32) & ~np.uint32(0x1FFF)
+    ) | 0x1000
+    special = np.array([0, 0x7F800000, 0x7FC00000, 0x7F800001, 0x00000001, 0x7F7FFFFF,  # zero, inf, NaNs, extremes
+                        0x477FF000, 0x477FEFFF, 0x477FE000,  # float16: 65520 rounds to inf, just below does not
+                        0x38800000, 0x387FFFFF, 0x33800000, 0x33000000, 0x33000001, 0x32FFFFFF],  # its subnormals
+                       np.uint32)  # fmt: skip
+    return np.concatenate([bits, bf16_ties, f16_ties, special, special | 0x80000000]).view(np.float32)
 
 
 @pytest.mark.parametrize("dt", [pt.float16, pt.bfloat16], ids=str)
@@ -37,9 +42,13 @@ def test_rounding_to_half_types_is_bit_exact(dt):
     nan = np.isnan(want)
     np.testing.assert_array_equal(np.isnan(out), nan)
     np.testing.assert_array_equal(out.view(np.uint16)[~nan], want.view(np.uint16)[~nan])  # ties to even, overflow inf
-    back = np.empty(x.size, np.float32)
-    widen(out, back)
-    np.testing.assert_array_equal(back.view(np.uint32)[~nan], out[~nan].astype(np.float32).view(np.uint32))
+    every = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(dt.numpy)  # every 16-bit pattern
+    back = np.empty(every.size, np.float32)
+    widen(every, back)
+    want = every.astype(np.float32)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(back), nan)
+    np.testing.assert_array_equal(back.view(np.uint32)[~nan], want.view(np.uint32)[~nan])
 
 
 def test_generated_code_converts_at_loads_and_stores():
@@ -49,6 +58,6 @@ def test_generated_code_converts_at_loads_and_stores():
         out[i] = x[i] * y[i]
 
     code = k.get_code()
-    assert "const uint16_t *restrict x" in code and "const _Float16 *restrict y" in code
-    assert "pt_bf16_f32(x[" in code and "(float)y[" in code  # widened where loaded
+    assert "const uint16_t *restrict x" in code and "const uint16_t *restrict y" in code  # their bits
+    assert "pt_bf16_f32(x[" in code and "pt_f16_f32(y[" in code  # widened where loaded
     assert "] = pt_f32_bf16(" in code  # rounded where stored

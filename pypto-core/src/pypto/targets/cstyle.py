@@ -46,9 +46,36 @@ def _suffix(dt: DType) -> str:
             "bfloat16": "bf16"}[dt.name]  # fmt: skip
 
 
-# bfloat16 is the upper half of a float32: widening is a shift, narrowing rounds to nearest even (NaN kept
-# quiet, so a NaN never rounds into an infinity); plain C on uint16_t, so it vectorises on any x86-64
+# 16-bit floats are held as their bits (uint16_t) and converted with integer and float32 operations that
+# vectorise on any x86-64 (gcc 12 converts _Float16 one value at a time, and has no __bf16 arithmetic). All
+# four are bit-exact against NumPy and ml_dtypes: nearest, ties to even; float16 overflows to infinity;
+# NaN stays a quiet NaN; subnormals kept.
 C_HALF_HELPERS = {
+    # float16: exponent and mantissa moved into place, then one multiply by 2^112 rebiases the exponent
+    # (exactly, subnormal halves included); infinities and NaNs are moved as they are
+    "pt_f16_f32": """static inline float pt_f16_f32(uint16_t h) {
+    const uint32_t em = (uint32_t)(h & 0x7fffu) << 13;
+    union { uint32_t u; float f; } v = { em };
+    v.f *= 0x1p112f;
+    const uint32_t bits = (h & 0x7c00u) == 0x7c00u ? (0x7f800000u | em) : v.u;
+    union { uint32_t u; float f; } r = { bits | ((uint32_t)(h & 0x8000u) << 16) };
+    return r.f;
+}""",
+    # normal halves: 13 mantissa bits dropped with round to nearest even and the exponent rebiased in one
+    # integer add; subnormal halves: adding 0.5 lines the value up with the half's last place and the FPU
+    # rounds; 65520 and above round to infinity
+    "pt_f32_f16": """static inline uint16_t pt_f32_f16(float x) {
+    union { float f; uint32_t u; } v = { x };
+    const uint32_t sign = (v.u >> 16) & 0x8000u, a = v.u & 0x7fffffffu;
+    const uint32_t normal = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;
+    union { uint32_t u; float f; } s = { a };
+    s.f += 0.5f;
+    uint32_t h = a < 0x38800000u ? s.u - 0x3f000000u : normal;
+    h = a >= 0x477ff000u ? 0x7c00u : h;
+    h = a > 0x7f800000u ? (0x7e00u | ((a >> 13) & 0x3ffu)) : h;
+    return (uint16_t)(sign | h);
+}""",
+    # bfloat16 is the upper half of a float32: widening is a shift, narrowing rounds to nearest even
     "pt_bf16_f32": """static inline float pt_bf16_f32(uint16_t h) {
     union { uint32_t u; float f; } v;
     v.u = (uint32_t)h << 16;
@@ -57,8 +84,8 @@ C_HALF_HELPERS = {
     "pt_f32_bf16": """static inline uint16_t pt_f32_bf16(float x) {
     union { uint32_t u; float f; } v;
     v.f = x;
-    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
-    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+    const uint32_t rounded = (v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16;
+    return (uint16_t)((v.u & 0x7fffffffu) > 0x7f800000u ? ((v.u >> 16) | 0x40u) : rounded);
 }""",
 }
 
@@ -72,13 +99,15 @@ class CRenderer:
     restrict = "restrict"  # C99; C++/CUDA spell it __restrict__
     buffer_qualifier = ""  # OpenCL: "__global "
     index_type = "int64_t"
-    # float16 and bfloat16 values are their 16-bit storage; the half_compute pass leaves them only in casts
+    # float16 and bfloat16 values are their bits; the half_compute pass leaves them only in casts
     types = {float32: "float", float64: "double", int32: "int32_t", int64: "int64_t", bool_: "bool",
-             float16: "_Float16", bfloat16: "uint16_t"}  # fmt: skip
+             float16: "uint16_t", bfloat16: "uint16_t"}  # fmt: skip
     buffer_types: dict[DType, str] = {}  # element types of buffers when they differ from ``types``
     # 16-bit floats held as their bits: (widening helper, narrowing helper) each, sources in ``half_helpers``
-    # (C converts float16 itself: ``_Float16``)
-    half_conversions: dict[DType, tuple[str, str]] = {bfloat16: ("pt_bf16_f32", "pt_f32_bf16")}
+    half_conversions: dict[DType, tuple[str, str]] = {
+        float16: ("pt_f16_f32", "pt_f32_f16"),
+        bfloat16: ("pt_bf16_f32", "pt_f32_bf16"),
+    }
     half_helpers: dict[str, str] = C_HALF_HELPERS
     static_inline = "static inline"
     math_suffix_f32 = "f"  # expf, logf ...; OpenCL uses overloads (no suffix)
