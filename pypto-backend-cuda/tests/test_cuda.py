@@ -208,7 +208,12 @@ def test_every_conformance_kernel_compiles(arch):
 
     jobs = []
     for name, k in _catalogue():
-        for noalias in (True, False) if arch == "sm_90" else (True,):  # the variant for aliased calls once
+        # the variant for aliased calls on one architecture; the 16-bit float kernels (their conversions are the
+        # same helpers on every architecture) once
+        half = "float16" in name
+        for noalias in (True, False) if arch == "sm_90" and not half else (True,):
+            if half and arch != "sm_90":
+                continue
             jobs.append((f"{name} noalias={noalias}", rendered(k, noalias).text, k.program(noalias).name))
 
     def build(job):
