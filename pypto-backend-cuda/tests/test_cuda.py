@@ -208,11 +208,11 @@ def test_every_conformance_kernel_compiles(arch):
 
     jobs = []
     for name, k in _catalogue():
-        # the variant for aliased calls on one architecture; the 16-bit float kernels (their conversions are the
-        # same helpers on every architecture) once
-        half = "float16" in name
-        for noalias in (True, False) if arch == "sm_90" and not half else (True,):
-            if half and arch != "sm_90":
+        # the variant for aliased calls on one architecture; the kernels of the 16-bit floats and the other
+        # integer types (the same helpers and conversions on every architecture) once
+        once = any(f"[{t}" in name for t in ("float16", "bfloat16", "int8", "int16", "uint"))
+        for noalias in (True, False) if arch == "sm_90" and not once else (True,):
+            if once and arch != "sm_90":
                 continue
             jobs.append((f"{name} noalias={noalias}", rendered(k, noalias).text, k.program(noalias).name))
 

@@ -9,7 +9,7 @@ def test_json_report_and_table(run_cli):
     assert run.returncode == 0, run
     report = run.report
     assert report["pypto_conformance"] == "0.1.0" and report["pypto_core"]
-    assert report["summary"]["passed"] == len(report["results"]) == 13  # add, reduce_max_2d: 6 dtypes each
+    assert report["summary"]["passed"] == len(report["results"]) == 25  # add, reduce_max_2d: 12 dtypes each
     assert report["summary"]["failed"] == 0
     (ref,) = [b for b in report["backends"] if b["name"] == "reference"]
     assert ref["available"] and "float64" in ref["dtypes"] and ref["fp64"] is True
@@ -21,8 +21,8 @@ def test_json_report_and_table(run_cli):
     assert set(run.results(case="reduce_max_2d", dtype="int64")[0]["tolerances"]) == {"int64"}
     # the table: one row per result, with the errors
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith("add ")]
-    assert len(lines) == 6 and all("pass" in ln for ln in lines)
-    assert "pypto-conformance: 13 passed" in run.stdout
+    assert len(lines) == 12 and all("pass" in ln for ln in lines)
+    assert "pypto-conformance: 25 passed" in run.stdout
 
 
 def test_table_rows_show_reasons_and_errors():

@@ -48,7 +48,8 @@ MAX_GRID = (2**31 - 1, 65535, 65535)
 DEFAULT_SHARED = 48 * 1024  # dynamic shared memory a kernel gets without opting in
 MEMO_SIZE = 16  # call signatures a launcher remembers (their launches are replayed without checks)
 _CTYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long", "bool": "unsigned char",
-           "int8": "signed char", "uint8": "unsigned char", "int16": "short", "float16": "unsigned short"}  # fmt: skip
+           "int8": "signed char", "uint8": "unsigned char", "int16": "short", "uint16": "unsigned short",
+           "uint32": "unsigned int", "uint64": "unsigned long long", "float16": "unsigned short"}  # fmt: skip
 
 
 def policy_for(dev: CudaDevice) -> LaunchPolicy:

@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-from pypto.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
+from pypto.dtypes import (
+    DType,
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from pypto.ir.reducers import identity
 from pypto.targets.simt.plan import LocalBuffer
 from pypto.targets.simt.render import SimtRenderer
@@ -47,11 +62,19 @@ class CudaRenderer(SimtRenderer):
         bool_: "bool",
         float16: "unsigned short",
         bfloat16: "unsigned short",
+        int8: "signed char",
+        int16: "short",
+        uint8: "unsigned char",
+        uint16: "unsigned short",
+        uint32: "unsigned int",
+        uint64: "unsigned long long",
     }  # fmt: skip  (16-bit floats: their bits)
     half_helpers = CUDA_HALF_HELPERS
     buffer_types: dict[DType, str] = {}
     scalar_types = {bool_: "unsigned char"}  # passed as one byte by the launcher
-    unsigned_types = {int32: "unsigned int", int64: "unsigned long long"}
+    unsigned_types = {int8: "unsigned int", int16: "unsigned int", int32: "unsigned int", int64: "unsigned long long",
+                      uint8: "unsigned int", uint16: "unsigned int", uint32: "unsigned int",
+                      uint64: "unsigned long long"}  # fmt: skip
     reinterpret: dict[DType, str] = {}  # a C cast: nvcc converts unsigned to signed modulo 2^n
     int64_suffix = "LL"
     local_id = "(long long)threadIdx.x"
@@ -73,7 +96,10 @@ class CudaRenderer(SimtRenderer):
     def group_reduce_source(self, op: str, dt: DType, fn: str) -> str:
         t = self.ctype(dt)
         ident = self.literal(identity(op, dt).value, dt)
-        fold = self.combine_text(op, dt, "v", "__shfl_down_sync(0xffffffffu, v, o)")
+        shuffled = "__shfl_down_sync(0xffffffffu, v, o)"
+        if dt.is_narrow_int or dt.is_bool:  # shuffles move 32-bit words at least
+            shuffled = f"({t})__shfl_down_sync(0xffffffffu, (int)v, o)"
+        fold = self.combine_text(op, dt, "v", shuffled)
         return (
             f"{self.static_inline} {t} {fn}({t} v) {{\n"
             f"    __shared__ {t} pt_w[{WARP}];\n"

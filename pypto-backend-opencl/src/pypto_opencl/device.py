@@ -12,6 +12,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
+from pypto.backend_api import HALF_DTYPES, SMALL_INT_DTYPES
 from pypto.targets.simt.backend import DeviceUnavailable
 
 POCL_HINT = "pip install pypto-backend-opencl[pocl]"
@@ -193,7 +194,7 @@ class DeviceCapabilities:
 
     @property
     def dtypes(self) -> frozenset[str]:
-        base = {"bool", "int32", "int64", "float32", "float16", "bfloat16"}  # 16-bit floats: stored, not computed
+        base = {"bool", "int32", "int64", "float32"} | HALF_DTYPES | SMALL_INT_DTYPES  # 16-bit floats: stored only
         return frozenset(base | ({"float64"} if self.fp64 else set()))
 
     @property

@@ -100,6 +100,9 @@ def fresh_output(want: np.ndarray) -> np.ndarray:
     out = pt.empty(want.shape, want.dtype)
     if want.dtype.kind == "b":
         np.logical_not(want, out=out)
+    elif want.dtype.kind in "iu" and want.dtype.itemsize < 4 or want.dtype.kind == "u":  # a value near a bound
+        info = np.iinfo(want.dtype)
+        out.fill(info.min + 77 if want.dtype.kind == "i" else info.max - 77)
     else:
         out.fill(UNWRITTEN["h" if want.dtype.itemsize == 2 and floating(want.dtype) else want.dtype.kind])
     return out

@@ -40,7 +40,22 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         softmax,
         stack,
     )
-    from pypto.dtypes import DType, bool_, float32, float64, int32, int64
+    from pypto.dtypes import (
+        DType,
+        bfloat16,
+        bool_,
+        float16,
+        float32,
+        float64,
+        int8,
+        int16,
+        int32,
+        int64,
+        uint8,
+        uint16,
+        uint32,
+        uint64,
+    )
     from pypto.errors import (
         AliasingError,
         ArgumentError,
@@ -116,8 +131,14 @@ _LAZY: dict[str, str] = {
     "bfloat16": ".dtypes",
     "float32": ".dtypes",
     "float64": ".dtypes",
+    "int8": ".dtypes",
+    "int16": ".dtypes",
     "int32": ".dtypes",
     "int64": ".dtypes",
+    "uint8": ".dtypes",
+    "uint16": ".dtypes",
+    "uint32": ".dtypes",
+    "uint64": ".dtypes",
     # .errors
     "AliasingError": ".errors",
     "ArgumentError": ".errors",
@@ -253,7 +274,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "__version__",
     # types
-    "DType", "bool_", "float16", "bfloat16", "float32", "float64", "int32", "int64", "Tensor", "Axis", "Dim",
+    "DType", "bool_", "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+    "uint32", "uint64", "Tensor", "Axis", "Dim",
     # language
     "kernel", "Kernel", "tile", "Schedule", "axis", "dim", "dims", "abs", "maximum", "minimum", "where", "cast",
     # math functions (the op table, pypto.ir.ops)

@@ -42,6 +42,8 @@ BASE_DTYPES = frozenset({"bool", "int32", "int64", "float32", "float64"})
 """The dtypes a backend has unless it declares others (:attr:`Capabilities.dtypes`)."""
 HALF_DTYPES = frozenset({"float16", "bfloat16"})
 """The 16-bit floats (stored in 16 bits, computed in float32: the ``half_compute`` pass)."""
+SMALL_INT_DTYPES = frozenset({"int8", "int16", "uint8", "uint16", "uint32", "uint64"})
+"""The integer types beside int32 and int64 (arithmetic wraps around in each)."""
 
 
 @dataclass(frozen=True)

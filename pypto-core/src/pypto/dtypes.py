@@ -2,7 +2,9 @@
 
 ``float`` in an annotation means float32 and ``int`` means int32: the precisions SIMD units and
 GPUs run fastest. Promotion never invents float64: mixing an integer with a float gives that float
-type, and Python scalars are *weak* (``x * 2.0`` keeps ``x``'s type).
+type, and Python scalars are *weak* (``x * 2.0`` keeps ``x``'s type). Integers of mixed signedness
+follow NumPy 2 (``int8 + uint8 -> int16``, ``int64 + uint64 -> float64``); integer arithmetic wraps
+around in every type.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pypto.errors import DTypeError
 
 @dataclass(frozen=True)
 class DType:
-    """A scalar element type: ``kind`` is 'b' (bool), 'i' (signed integer) or 'f' (float)."""
+    """A scalar element type: ``kind`` is 'b' (bool), 'i' (signed integer), 'u' (unsigned integer) or 'f' (float)."""
 
     name: str
     kind: str
@@ -48,7 +50,27 @@ class DType:
 
     @property
     def is_int(self) -> bool:
-        return self.kind == "i"
+        """Any integer type, signed or unsigned."""
+        return self.kind in "iu"
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.kind == "u"
+
+    @property
+    def is_narrow_int(self) -> bool:
+        """An integer type narrower than 32 bits: C-family languages compute its arithmetic in ``int``, so
+        printers convert each result back to wrap it around as NumPy does."""
+        return self.kind in "iu" and self.bits < 32
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """The least and the greatest value of an integer type."""
+        if self.kind == "u":
+            return 0, 2**self.bits - 1
+        if self.kind == "i":
+            return -(2 ** (self.bits - 1)), 2 ** (self.bits - 1) - 1
+        raise TypeError(f"{self.name} is not an integer type")
 
     @property
     def is_bool(self) -> bool:
@@ -62,21 +84,32 @@ class DType:
 
 
 bool_ = DType("bool", "b", 8)
+int8 = DType("int8", "i", 8)
+int16 = DType("int16", "i", 16)
 int32 = DType("int32", "i", 32)
 int64 = DType("int64", "i", 64)
+uint8 = DType("uint8", "u", 8)
+uint16 = DType("uint16", "u", 16)
+uint32 = DType("uint32", "u", 32)
+uint64 = DType("uint64", "u", 64)
 float32 = DType("float32", "f", 32)
 float64 = DType("float64", "f", 64)
 float16 = DType("float16", "f", 16)
 bfloat16 = DType("bfloat16", "f", 16)
 
-ALL_DTYPES = (bool_, int32, int64, float32, float64, float16, bfloat16)
+ALL_DTYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64, float16, bfloat16)
 HALF_DTYPES = (float16, bfloat16)
+SMALL_INT_DTYPES = (int8, int16, uint8, uint16, uint32, uint64)
+"""The integer types beside the default int32 and int64."""
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int32
 INDEX = int64  # the type of axis values and dimension values used in expressions
 
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update({"bool_": bool_, "float": float32, "int": int32, "double": float64})
+
+
+_NAMES = ", ".join(repr(d) for d in ALL_DTYPES)
 
 
 def _bfloat16_numpy() -> np.dtype:
@@ -107,31 +140,38 @@ def as_dtype(spec: object, *, what: str = "dtype") -> DType:
     raise DTypeError(
         f"{what}: {spec!r} is not a pypto data type",
         param=what,
-        expected="one of float, int, bool, pt.float16, pt.bfloat16, pt.float32, pt.float64, pt.int32, pt.int64, pt.bool_",
+        expected=f"one of float, int, bool, {_NAMES}",
         got=spec,
-        fix="use one of pt.float16, pt.bfloat16, pt.float32, pt.float64, pt.int32, pt.int64, pt.bool_ (float means "
-        "float32, int means int32)",
+        fix=f"use one of {_NAMES} (float means float32, int means int32)",
     )
 
 
 def from_numpy(npd: np.dtype) -> DType | None:
-    """The DType of a NumPy dtype, or None when pypto has no such type (e.g. float16, uint8)."""
+    """The DType of a NumPy dtype, or None when pypto has no such type (e.g. complex64, a big-endian type)."""
     if npd.byteorder not in "=|":
         return None
     return _BY_NAME.get(npd.name if npd.name != "bool" else "bool")
 
 
-_RANK = {"b": 0, "i": 1, "f": 2}
+_RANK = {"b": 0, "i": 1, "u": 1, "f": 2}
+_SIGNED = {8: int8, 16: int16, 32: int32, 64: int64}
 
 
 def promote(a: DType, b: DType) -> DType:
     """The common type of two strong (array-derived) operands: floats beat ints, wider beats narrower;
-    float16 with bfloat16 is float32 (neither holds the other, as in NumPy with ml_dtypes and JAX)."""
+    float16 with bfloat16 is float32 (neither holds the other, as in NumPy with ml_dtypes and JAX); a signed
+    and an unsigned integer meet in the narrowest signed type holding both (``int8 + uint8 -> int16``), and
+    int64 with uint64 in float64 (no integer type holds both), as in NumPy 2."""
     if a == b:
         return a
     ka, kb = _RANK[a.kind], _RANK[b.kind]
     if ka != kb:
         return a if ka > kb else b
+    if a.kind != b.kind:  # a signed and an unsigned integer
+        s, u = (a, b) if a.kind == "i" else (b, a)
+        if s.bits > u.bits:
+            return s
+        return _SIGNED[2 * u.bits] if u.bits < 64 else float64
     if a.bits == b.bits:  # float16 and bfloat16
         return float32
     return a if a.bits >= b.bits else b
@@ -155,6 +195,16 @@ def promote_weak(strong: DType, value: object) -> DType:
             return weak_scalar_type(value)
         if strong == int32 and not -(2**31) <= value < 2**31:
             return int64
+        if strong.is_int and strong != int32:
+            lo, hi = strong.bounds
+            if not lo <= value <= hi:  # NumPy 2 refuses too (OverflowError)
+                raise DTypeError(
+                    f"the Python integer {value} is out of bounds for {strong}",
+                    param="scalar",
+                    expected=f"an integer from {lo} to {hi} (a weak Python scalar takes the array's type {strong})",
+                    got=value,
+                    fix=f"cast the array first (pt.cast(x, pt.int64)) or use a value that fits {strong}",
+                )
         return strong
     # a Python float
     return strong if strong.is_float else DEFAULT_FLOAT
@@ -164,7 +214,10 @@ def can_store(value: DType, target: DType) -> bool:
     """Whether a value may be stored implicitly into ``target`` (NumPy's same-kind rule)."""
     if value == target:
         return True
-    return _RANK[value.kind] <= _RANK[target.kind]
+    return _KIND_ORDER[value.kind] <= _KIND_ORDER[target.kind]
+
+
+_KIND_ORDER = {"b": 0, "u": 1, "i": 2, "f": 3}  # NumPy's: a signed value is not stored into an unsigned array
 
 
 def float_type_for(d: DType) -> DType:

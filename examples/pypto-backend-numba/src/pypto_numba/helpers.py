@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 from pypto.dtypes import DType
 
-SUFFIX = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "bool": "b"}
+SUFFIX = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "bool": "b", "int8": "i8", "int16": "i16",
+          "uint8": "u8", "uint16": "u16", "uint32": "u32"}  # fmt: skip
 
 
 def helper_name(op: str, dt: DType) -> str:
@@ -37,6 +38,18 @@ def helper_source(
         return head + f"    return a if (a {cmp} b{nan}) else b\n"
     if op == "abs":
         return f"@_helper\ndef {fn}(a):\n    return {wrap('-a', dt)} if a < 0 else a\n"
+    if op == "saturate":  # a float to the integer type dt: toward zero, beyond the range its bounds, NaN 0
+        lo, hi = (literal(v, dt) for v in dt.bounds)
+        return (
+            f"@_helper\ndef {fn}(x):\n    if x != x:\n        return {literal(0, dt)}\n"
+            f"    if x <= {dt.bounds[0]}:\n        return {lo}\n    if x >= {dt.bounds[1]}:\n        return {hi}\n"
+            f"    return {wrap('x', dt) if dt.name != 'int64' else '_i64(x)'}\n"
+        )
+    if dt.is_unsigned and op in ("floordiv", "mod"):  # x // 0 == x % 0 == 0, like NumPy
+        return (
+            head
+            + f"    if b == 0:\n        return {literal(0, dt)}\n    return {wrap('a // b' if op == 'floordiv' else 'a % b', dt)}\n"
+        )
     if dt.is_float:
         return head + _float_division(op, dt, literal)
     zero = literal(0, dt)

@@ -38,6 +38,11 @@ def namespace() -> dict[str, Any]:
         "_f64": np.float64,
         "_i32": np.int32,
         "_i64": np.int64,
+        "_i8": np.int8,
+        "_i16": np.int16,
+        "_u8": np.uint8,
+        "_u16": np.uint16,
+        "_u32": np.uint32,
         "_helper": shared_helper,
     }
 

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from pypto.backend_api import (
+    BASE_DTYPES,
     PLUGIN_API_VERSION,
     Artifact,
     Availability,
@@ -54,7 +55,11 @@ SPEC = BackendSpec(
     version=__version__,
     plugin_api=PLUGIN_API_VERSION,
     priority=10,  # above the NumPy reference, below the C backends: "auto" prefers OpenMP
-    capabilities=Capabilities(notes="loop IR rendered as Python; prange loops on Numba's thread pool"),
+    # not the 16-bit floats, nor uint64 (Numba computes uint64 with int64 in float64)
+    capabilities=Capabilities(
+        dtypes=BASE_DTYPES | {"int8", "int16", "uint8", "uint16", "uint32"},
+        notes="loop IR rendered as Python; prange loops on Numba's thread pool",
+    ),
     probe=probe,
     info=info,
     description="Python source compiled by Numba (example third-party backend)",

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from pypto.dtypes import DType, bool_, float32, float64, int32, int64
+from pypto.dtypes import DType, bool_, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32
 from pypto.ir.loops import (
     Alloc,
     Assign,
@@ -41,21 +41,17 @@ from pypto.ir.ops import binary_symbols
 
 from .helpers import helper_name, helper_source
 
-SCALAR_TYPE = {float32: "_f32", float64: "_f64", int32: "_i32", int64: "_i64"}
-ARRAY_DTYPE = {
-    float32: "_np.float32",
-    float64: "_np.float64",
-    int32: "_np.int32",
-    int64: "_np.int64",
-    bool_: "_np.bool_",
-}
+SCALAR_TYPE = {float32: "_f32", float64: "_f64", int32: "_i32", int64: "_i64", int8: "_i8", int16: "_i16", uint8: "_u8",
+               uint16: "_u16", uint32: "_u32"}  # fmt: skip
+ARRAY_DTYPE = {dt: f"_np.{dt.name}" for dt in (float32, float64, int8, int16, int32, int64, uint8, uint16, uint32)}
+ARRAY_DTYPE[bool_] = "_np.bool_"
 # the operators Python spells infix as pypto means them (the op table's C-infix set, and / on the float
 # operands the typing pass gives it); floordiv, mod, maximum and minimum go through helpers
 INFIX = binary_symbols(c_infix=True, also=("div",))
 PARALLEL_KINDS = ("parallel", "parallel_vector")
 WORK_FUNCTION = "_pt_parallel_work"
 # the globals of the generated module (see launcher.namespace); a kernel must not be named like one
-NAMESPACE_NAMES = frozenset({"_np", "_math", "_prange", "_range", "_max", "_f32", "_f64", "_i32", "_i64", "_helper"})
+NAMESPACE_NAMES = frozenset({"_np", "_math", "_prange", "_range", "_max", "_helper", *SCALAR_TYPE.values()})
 
 
 def function_name(k: LoopKernel) -> str:
@@ -90,7 +86,7 @@ class NumbaRenderer:
         if dt.is_int:
             v = int(value)  # type: ignore[call-overload]
             text = str(v) if v > -(2**63) else f"{-(2**63) + 1} - 1"  # 2**63 itself is no int64 literal
-            return f"_i32({text})" if dt == int32 else text
+            return self.wrap(text, dt)
         f = float(value)  # type: ignore[arg-type]
         if math.isnan(f):
             text = "_math.nan"
@@ -107,8 +103,8 @@ class NumbaRenderer:
         return f"_f32({text})" if dt == float32 else text
 
     def wrap(self, text: str, dt: DType) -> str:
-        """``text`` converted back to ``dt`` where Numba would have widened it (int32 arithmetic)."""
-        return f"_i32({text})" if dt == int32 else text
+        """``text`` converted back to ``dt`` where Numba would have widened it (integers narrower than 64 bits)."""
+        return f"{SCALAR_TYPE[dt]}({text})" if dt.is_int and dt != int64 else text
 
     def helper(self, op: str, dt: DType) -> str:
         """The name of helper ``op`` for ``dt``, rendering it the first time it is used."""
@@ -157,6 +153,8 @@ class NumbaRenderer:
             return self._expr(e.x)
         if dt.is_bool:
             return f"{self.expr(e.x)} != {self.literal(0, src)}", False
+        if src.is_float and dt.is_int:  # pt.cast's rule: out of range saturates, NaN gives 0
+            return f"{self.helper('saturate', dt)}({self.top(e.x)})", True
         return f"{SCALAR_TYPE[dt]}({self.top(e.x)})", True
 
     def unary(self, e: Unary) -> tuple[str, bool]:
@@ -164,11 +162,15 @@ class NumbaRenderer:
         assert dt is not None
         x, op = e.x, e.op
         if op == "neg":
-            return (self.wrap(f"-{self.expr(x)}", dt), True) if dt == int32 else (f"-{self.expr(x)}", False)
+            return (
+                (self.wrap(f"-{self.expr(x)}", dt), True) if dt.is_int and dt != int64 else (f"-{self.expr(x)}", False)
+            )
         if op == "invert":
             if dt.is_bool:
                 return f"not {self.expr(x)}", False
-            return (self.wrap(f"~{self.expr(x)}", dt), True) if dt == int32 else (f"~{self.expr(x)}", False)
+            return (
+                (self.wrap(f"~{self.expr(x)}", dt), True) if dt.is_int and dt != int64 else (f"~{self.expr(x)}", False)
+            )
         if op == "abs":
             fn = self.helper("abs", dt) if dt.is_int else "_math.fabs"
             return f"{fn}({self.top(x)})", True
@@ -191,7 +193,7 @@ class NumbaRenderer:
         if op == "add" and isinstance(b, Const) and dt.is_int and -(2 ** (dt.bits - 1)) < b.value < 0:
             sym, b = "-", Const(-b.value, dtype=dt)  # i + -1 reads better as i - 1
         text = f"{self.expr(e.a)} {sym} {self.expr(b)}"
-        if dt == int32 and op not in ("lt", "le", "gt", "ge", "eq", "ne"):
+        if dt.is_int and dt != int64 and op not in ("lt", "le", "gt", "ge", "eq", "ne"):
             return self.wrap(text, dt), True
         return text, False
 

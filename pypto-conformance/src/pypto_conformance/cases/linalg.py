@@ -7,7 +7,7 @@ import numpy as np
 
 import pypto as pt
 
-from .spec import FLOATS, NUMERIC, B, K, M, N, case
+from .spec import FLOATS, NUMERIC, SMALL_INTS, B, K, M, N, case
 from .values import floating, span
 
 # Mostly positive operands keep every summation order within a relative bound of the exact dot product.
@@ -20,7 +20,7 @@ def _wide(x):
 
 
 @case(
-    dtypes=NUMERIC,
+    dtypes=NUMERIC + SMALL_INTS,
     sizes=(
         {"M": 1, "K": 1, "N": 1},
         {"M": 7, "K": 127, "N": 5},
@@ -37,7 +37,7 @@ def _wide(x):
     reference=lambda a, w: {"c": _wide(a) @ _wide(w)},
 )
 def matmul(dt):
-    """Matrix product; an empty inner dimension gives zeros (the empty sum)."""
+    """Matrix product; an empty inner dimension gives zeros (the empty sum); narrow integers wrap around."""
 
     def matmul(a: pt.Tensor[dt, (M, K)], w: pt.Tensor[dt, (K, N)], c: pt.Tensor[dt, (M, N)]):
         i, j, k = pt.axis(0), pt.axis(1), pt.axis(2)

@@ -8,7 +8,7 @@ import numpy as np
 
 import pypto as pt
 
-from .spec import FLOATS, INTS, NUMERIC, SIZES_1D, N, case
+from .spec import FLOATS, INTS, NUMERIC, SIZES_1D, SMALL_INTS, N, case
 from .values import (
     bools,
     by_kind,
@@ -48,7 +48,7 @@ def remainder_ref(a, b):
 ARITH_VALUES = {"a": normal(int_range=1000), "b": normal(int_range=1000)}
 
 
-@case(dtypes=NUMERIC, sizes=SIZES_1D, values=ARITH_VALUES, reference=lambda a, b: {"c": f64(a) + f64(b)})
+@case(dtypes=NUMERIC + SMALL_INTS, sizes=SIZES_1D, values=ARITH_VALUES, reference=lambda a, b: {"c": f64(a) + f64(b)})
 def add(dt):
     """Elementwise ``a + b``."""
 
@@ -59,7 +59,7 @@ def add(dt):
     return add
 
 
-@case(dtypes=NUMERIC, sizes=SIZES_1D, values=ARITH_VALUES, reference=lambda a, b: {"c": f64(a) - f64(b)})
+@case(dtypes=NUMERIC + SMALL_INTS, sizes=SIZES_1D, values=ARITH_VALUES, reference=lambda a, b: {"c": f64(a) - f64(b)})
 def subtract(dt):
     """Elementwise ``a - b``."""
 
@@ -70,9 +70,9 @@ def subtract(dt):
     return subtract
 
 
-@case(dtypes=NUMERIC, sizes=SIZES_1D, values=ARITH_VALUES, reference=lambda a, b: {"c": f64(a) * f64(b)})
+@case(dtypes=NUMERIC + SMALL_INTS, sizes=SIZES_1D, values=ARITH_VALUES, reference=lambda a, b: {"c": f64(a) * f64(b)})
 def multiply(dt):
-    """Elementwise ``a * b`` (integer products stay far from overflow)."""
+    """Elementwise ``a * b`` (int32 and int64 products stay far from overflow; narrower types wrap around)."""
 
     def multiply(a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], c: pt.Tensor[dt, (N,)]):
         i = pt.axis(0)
@@ -124,7 +124,7 @@ DIV_VALUES = {
 def _int_zero_divisors(gen):
     def with_zeros(rng, shape, dt):
         v = gen(rng, shape, dt)
-        if np.dtype(dt).kind == "i" and v.size > 5:
+        if np.dtype(dt).kind in "iu" and v.size > 5:
             v.reshape(-1)[5::9] = 0
         return v
 
@@ -132,7 +132,7 @@ def _int_zero_divisors(gen):
 
 
 @case(
-    dtypes=NUMERIC,
+    dtypes=NUMERIC + SMALL_INTS,
     sizes=SIZES_1D,
     values={"a": DIV_VALUES["a"], "b": _int_zero_divisors(DIV_VALUES["b"])},
     reference=lambda a, b: {"c": floor_div_ref(a, b)},
@@ -148,7 +148,7 @@ def floor_divide(dt):
 
 
 @case(
-    dtypes=NUMERIC,
+    dtypes=NUMERIC + SMALL_INTS,
     sizes=SIZES_1D,
     values={"a": DIV_VALUES["a"], "b": _int_zero_divisors(DIV_VALUES["b"])},
     reference=lambda a, b: {"c": remainder_ref(a, b)},
@@ -206,7 +206,7 @@ def power(dt):
 
 
 @case(
-    dtypes=NUMERIC,
+    dtypes=NUMERIC + SMALL_INTS,
     sizes=SIZES_1D,
     values={"x": with_specials(normal(int_range=10**6), 0.05)},
     reference=lambda x: {"y": -f64(x), "z": np.abs(f64(x)), "w": np.abs(f64(x))},
@@ -232,7 +232,7 @@ COMPARE_VALUES = {
 
 
 @case(
-    dtypes=NUMERIC,
+    dtypes=NUMERIC + SMALL_INTS,
     sizes=SIZES_1D,
     values=COMPARE_VALUES,
     reference=lambda a, b: {"o": np.stack([a < b, a <= b, a > b, a >= b, a == b, a != b])},
@@ -253,10 +253,10 @@ def comparisons(dt):
 
 
 @case(
-    dtypes=INTS,
+    dtypes=INTS + SMALL_INTS,
     sizes=SIZES_1D,
     values={"a": span(-(2**30), 2**30), "b": span(-(2**30), 2**30)},
-    reference=lambda a, b: {"o": np.stack([a & b, a | b, a ^ b, ~a, (a & 255) ^ 21])},
+    reference=lambda a, b: {"o": np.stack([a & b, a | b, a ^ b, ~a, (a & 127) ^ 21])},
 )
 def bitwise(dt):
     """``& | ^ ~`` on integers (two's complement), also with Python integer constants."""
@@ -267,9 +267,30 @@ def bitwise(dt):
         o[1, i] = a[i] | b[i]
         o[2, i] = a[i] ^ b[i]
         o[3, i] = ~a[i]
-        o[4, i] = (a[i] & 255) ^ 21
+        o[4, i] = (a[i] & 127) ^ 21
 
     return bitwise
+
+
+@case(
+    dtypes=INTS + SMALL_INTS,
+    sizes=SIZES_1D,
+    values={"a": span(-(2**40), 2**40), "b": span(-(2**40), 2**40)},
+    reference=lambda a, b: {"hi": np.maximum(a, b), "lo": np.minimum(a, b), "clamp": np.minimum(np.maximum(a, 3), 100)},
+)
+def integer_maximum_minimum(dt):
+    """``pt.maximum`` / ``pt.minimum`` of integers over their whole range (signed and unsigned compare apart)."""
+
+    def integer_maximum_minimum(
+        a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], hi: pt.Tensor[dt, (N,)], lo: pt.Tensor[dt, (N,)],
+        clamp: pt.Tensor[dt, (N,)],
+    ):  # fmt: skip
+        i = pt.axis(0)
+        hi[i] = pt.maximum(a[i], b[i])
+        lo[i] = pt.minimum(a[i], b[i])
+        clamp[i] = pt.minimum(pt.maximum(a[i], 3), 100)
+
+    return integer_maximum_minimum
 
 
 @case(
@@ -340,6 +361,61 @@ def weak_scalars(dt):
         w[i] = 3 - x[i]
 
     return weak_scalars_int
+
+
+def _integer_promotion_ref(s8, u8, s16, u16, u32, s64, u64, h):
+    w = {k: v.astype(np.int64) for k, v in dict(s8=s8, u8=u8, s16=s16, u16=u16, u32=u32, s64=s64).items()}
+    return {
+        "a": w["s8"] + w["u8"],  # int8 + uint8 -> int16
+        "b": w["u8"] * w["s16"],  # uint8 * int16 -> int16 (wrapping around)
+        "c": w["u16"] - w["s16"],  # uint16 - int16 -> int32
+        "d": w["u32"] + w["s8"],  # uint32 + int8 -> int64
+        "e": u64.astype(np.float64) + s64.astype(np.float64),  # uint64 + int64 -> float64 (NumPy 2)
+        "g": u8.astype(np.float32) * h.astype(np.float32),  # uint8 * float16 -> float16 (computed in float32)
+        "k": floor_div_ref(w["u16"], w["s8"]),  # uint16 // int8 -> int32
+        "l": w["s8"] < w["u8"],  # compared in int16
+    }
+
+
+@case(
+    dtypes=("mixed",),
+    sizes=SIZES_1D,
+    values={name: span(-1000, 1000) for name in ("s8", "u8", "s16", "u16", "u32", "s64", "u64")} | {"h": normal()},
+    reference=_integer_promotion_ref,
+)
+def integer_promotion(dt):
+    """Mixing signed and unsigned integers (NumPy 2's table): the narrowest signed type holding both, float64 for
+    int64 with uint64; an integer with a 16-bit float gives that float."""
+
+    def integer_promotion(
+        s8: pt.Tensor[pt.int8, (N,)],
+        u8: pt.Tensor[pt.uint8, (N,)],
+        s16: pt.Tensor[pt.int16, (N,)],
+        u16: pt.Tensor[pt.uint16, (N,)],
+        u32: pt.Tensor[pt.uint32, (N,)],
+        s64: pt.Tensor[pt.int64, (N,)],
+        u64: pt.Tensor[pt.uint64, (N,)],
+        h: pt.Tensor[pt.float16, (N,)],
+        a: pt.Tensor[pt.int16, (N,)],
+        b: pt.Tensor[pt.int16, (N,)],
+        c: pt.Tensor[pt.int32, (N,)],
+        d: pt.Tensor[pt.int64, (N,)],
+        e: pt.Tensor[pt.float64, (N,)],
+        g: pt.Tensor[pt.float16, (N,)],
+        k: pt.Tensor[pt.int32, (N,)],
+        l: pt.Tensor[pt.bool_, (N,)],  # noqa: E741
+    ):
+        i = pt.axis(0)
+        a[i] = s8[i] + u8[i]
+        b[i] = u8[i] * s16[i]
+        c[i] = u16[i] - s16[i]
+        d[i] = u32[i] + s8[i]
+        e[i] = u64[i] + s64[i]
+        g[i] = u8[i] * h[i]
+        k[i] = u16[i] // s8[i]
+        l[i] = s8[i] < u8[i]
+
+    return integer_promotion
 
 
 def _promotion_ref(f, d, n, m, flag):

@@ -10,7 +10,7 @@ import numpy as np
 
 import pypto as pt
 
-from .spec import INTS, NUMERIC, SIZES_1D, SIZES_2D, SIZES_3D, K, M, N, case
+from .spec import INTS, NUMERIC, SIZES_1D, SIZES_2D, SIZES_3D, SMALL_INTS, K, M, N, case
 from .values import by_kind, choice, floating, normal, span, sparse
 
 REDUCERS = {
@@ -37,12 +37,12 @@ LONG_REDUCTION = {"float32": (1e-4, 1e-5), "float64": (1e-11, 1e-13)}
 
 
 def reduce_ref(op: str, x: np.ndarray, axis) -> np.ndarray:
-    """The reduction computed with NumPy in float64 / int64, with the language's empty identities."""
+    """The reduction computed with NumPy in float64 / int64 (uint64), with the language's empty identities."""
     if floating(x.dtype):
         v = x.astype(np.float64)
         lo, hi = -np.inf, np.inf
     else:
-        v = x.astype(np.int64)
+        v = x.astype(np.uint64 if x.dtype.kind == "u" else np.int64)  # wrapping around as the narrow types do
         info = np.iinfo(x.dtype)
         lo, hi = info.min, info.max
     with np.errstate(all="ignore"):
@@ -128,7 +128,7 @@ def _reduction_case(op: str, rank: int) -> None:
     factory.__doc__ = f"``pt.reduce_{op}`` of a {rank}-D input over {what} (empty sizes give the identity)."
     case(
         name=f"reduce_{op}_{rank}d",
-        dtypes=NUMERIC,
+        dtypes=NUMERIC + SMALL_INTS if rank == 2 else NUMERIC,
         sizes=SIZES[rank],
         values={"x": VALUES[op]},
         tolerances=LONG_REDUCTION if op in ("sum", "prod", "mean") else None,

@@ -7,7 +7,7 @@ import numpy as np
 
 import pypto as pt
 
-from .spec import FLOATS, INTS, NUMERIC, SIZES_1D, N, case
+from .spec import FLOATS, INTS, NUMERIC, SIZES_1D, SMALL_INTS, N, case
 from .values import bools, by_kind, choice, floating, normal, span, with_specials, with_values
 
 
@@ -83,7 +83,7 @@ def where(dt):
 @case(
     dtypes=FLOATS,
     sizes=SIZES_1D,
-    # in range of int32 (out-of-range conversion is undefined and not tested); halves test truncation
+    # in range of int32 (values beyond it: cast_saturates); halves test truncation
     values={"x": with_values(span(-2.0e9, 2.0e9), [2.5, -2.5, 0.99, -0.99, 0.0, 7.0, -7.0, 1e9 + 0.5])},
     reference=lambda x: {"n": np.trunc(x.astype(np.float64)), "m": np.trunc(x.astype(np.float64))},
 )
@@ -99,7 +99,7 @@ def cast_float_to_int(dt):
 
 
 @case(
-    dtypes=INTS,
+    dtypes=INTS + SMALL_INTS,
     sizes=SIZES_1D,
     values={"x": with_values(span(-(2**30), 2**30), [2**24 + 1, -(2**24) - 3, 0, 1, -1])},
     reference=lambda x: {"f": x.astype(np.float32), "d": x.astype(np.float64), "h": x.astype(np.float32) * 0.5},
@@ -119,6 +119,54 @@ def cast_int_to_float(dt):
         h[i] = pt.cast(x[i], pt.float32) * 0.5
 
     return cast_int_to_float
+
+
+_BEYOND = [np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 127.5, 128.0, -128.5, -129.0, 255.5, 256.0, -1.0,
+           32767.5, 32768.0, -32768.5, -32769.0, 65535.5, 65536.0, 2.0**31 - 1, 2.0**31, -(2.0**31) - 1, 2.0**32,
+           2.0**53, 2.0**63, -(2.0**63), -(2.0**63) - 2.0**11, 2.0**64, 1e30, -1e30]  # fmt: skip
+_SATURATED = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def _saturated(x, name):
+    """``x`` converted as pt.cast promises: toward zero, beyond the range the type's bounds, NaN 0 (Python's
+    comparisons of floats with integers are exact)."""
+    info = np.iinfo(name)
+    out = [0 if v != v else info.min if v <= info.min else info.max if v >= info.max else int(v) for v in x.tolist()]
+    return np.array(out, dtype=object).astype(name)
+
+
+@case(
+    dtypes=FLOATS,
+    sizes=SIZES_1D,
+    values={"x": choice(_BEYOND)},
+    reference=lambda x: {f"y{k}": _saturated(x, name) for k, name in enumerate(_SATURATED)},
+)
+def cast_saturates(dt):
+    """``pt.cast`` of floats to every integer type: values beyond the type's range give its bounds and NaN gives 0
+    (NumPy and C leave these undefined; pypto defines them the same on every backend)."""
+
+    def cast_saturates(
+        x: pt.Tensor[dt, (N,)],
+        y0: pt.Tensor[pt.int8, (N,)],
+        y1: pt.Tensor[pt.int16, (N,)],
+        y2: pt.Tensor[pt.int32, (N,)],
+        y3: pt.Tensor[pt.int64, (N,)],
+        y4: pt.Tensor[pt.uint8, (N,)],
+        y5: pt.Tensor[pt.uint16, (N,)],
+        y6: pt.Tensor[pt.uint32, (N,)],
+        y7: pt.Tensor[pt.uint64, (N,)],
+    ):
+        i = pt.axis(0)
+        y0[i] = pt.cast(x[i], pt.int8)
+        y1[i] = pt.cast(x[i], pt.int16)
+        y2[i] = pt.cast(x[i], pt.int32)
+        y3[i] = pt.cast(x[i], pt.int64)
+        y4[i] = pt.cast(x[i], pt.uint8)
+        y5[i] = pt.cast(x[i], pt.uint16)
+        y6[i] = pt.cast(x[i], pt.uint32)
+        y7[i] = pt.cast(x[i], pt.uint64)
+
+    return cast_saturates
 
 
 @case(

@@ -1,7 +1,9 @@
 """Input value generators for catalogue cases: ``(rng, shape, dtype) -> array``.
 
-Each generator keeps values in the domain a case needs (no integer overflow, no division by zero
-where that is not the point of the case) and works for every dtype it makes sense for.
+Each generator keeps values in the domain a case needs (no division by zero where that is not the
+point of the case) and works for every dtype it makes sense for. Integers are drawn in int64 and
+converted to the case's type, wrapping around in the narrow types (the references wrap the same
+way); unsigned types get the magnitudes.
 """
 
 from __future__ import annotations
@@ -24,13 +26,21 @@ def floating(dt: np.dtype) -> bool:
 _is_float = floating
 
 
+def integers(v: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """Integer values ``v`` in type ``dt``: their magnitudes for an unsigned type, wrapped around in a narrow one."""
+    v = np.asarray(v)
+    if np.dtype(dt).kind == "u":
+        v = np.abs(v)
+    return v.astype(np.int64).astype(dt) if v.dtype.kind == "f" else v.astype(dt)
+
+
 def span(lo: float, hi: float) -> ValueGen:
     """Uniform floats in [lo, hi), or integers in [lo, hi] for integer dtypes."""
 
     def gen(rng: np.random.Generator, shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
         if _is_float(dt):
             return rng.uniform(lo, hi, shape).astype(dt)
-        return rng.integers(int(lo), int(hi), shape, endpoint=True).astype(dt)
+        return integers(rng.integers(int(lo), int(hi), shape, endpoint=True), dt)
 
     return gen
 
@@ -41,7 +51,7 @@ def normal(scale: float = 1.0, *, int_range: int = 100) -> ValueGen:
     def gen(rng: np.random.Generator, shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
         if _is_float(dt):
             return (rng.standard_normal(shape) * scale).astype(dt)
-        return rng.integers(-int_range, int_range, shape, endpoint=True).astype(dt)
+        return integers(rng.integers(-int_range, int_range, shape, endpoint=True), dt)
 
     return gen
 
@@ -53,7 +63,7 @@ def signed_magnitude(lo: float, hi: float) -> ValueGen:
         sign = rng.choice(np.array([-1, 1]), shape)
         if _is_float(dt):
             return (sign * rng.uniform(lo, hi, shape)).astype(dt)
-        return (sign * rng.integers(int(lo), int(hi), shape, endpoint=True)).astype(dt)
+        return integers(sign * rng.integers(int(lo), int(hi), shape, endpoint=True), dt)
 
     return gen
 
@@ -62,7 +72,8 @@ def choice(values: Sequence[float]) -> ValueGen:
     """Values drawn from ``values``."""
 
     def gen(rng: np.random.Generator, shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
-        return rng.choice(np.asarray(values, dtype=np.float64), shape).astype(dt)
+        v = rng.choice(np.asarray(values, dtype=np.float64), shape)
+        return v.astype(dt) if _is_float(dt) else integers(v, dt)
 
     return gen
 
@@ -88,7 +99,7 @@ def quarters(lo: int, hi: int, *, nonzero: bool = False) -> ValueGen:
         v = rng.integers(lo * scale, hi * scale, shape, endpoint=True)
         if nonzero:
             v = np.where(v == 0, scale, v)
-        return (v / scale).astype(dt) if scale > 1 else v.astype(dt)
+        return (v / scale).astype(dt) if scale > 1 else integers(v, dt)
 
     return gen
 
@@ -113,7 +124,8 @@ def with_values(base: ValueGen, values: Sequence[float]) -> ValueGen:
         v = base(rng, shape, dt)
         flat = v.reshape(-1)
         n = min(len(values), flat.size)
-        flat[:n] = np.asarray(values[:n], dtype=np.float64).astype(dt)
+        edge = np.asarray(values[:n], dtype=np.float64)
+        flat[:n] = edge.astype(dt) if _is_float(dt) else integers(edge, dt)
         return v
 
     return gen

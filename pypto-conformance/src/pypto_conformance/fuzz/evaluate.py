@@ -224,8 +224,9 @@ class Evaluator:
         if node.operand == "bool":
             v = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[op](a.v, b.v)
             return Approx(v, e)
-        x, y = np.asarray(a.v, np.int64), np.asarray(b.v, np.int64)
-        safe = np.where(y == 0, 1, y)
+        wide = _wide(node.operand)  # exact, or wrapping around modulo 2**64 (then converted: modulo 2**bits)
+        x, y = np.asarray(a.v, wide), np.asarray(b.v, wide)
+        safe = np.where(y == 0, 1, y).astype(wide)
         r = {
             "add": lambda: x + y,
             "sub": lambda: x - y,
@@ -247,7 +248,7 @@ class Evaluator:
             return Approx(v, _exact_like(v))
         x = self.typed(node.x, node.dtype)
         if not rules.is_float(node.dtype):
-            r = np.asarray(x.v, np.int64) ** k
+            r = np.asarray(x.v, _wide(node.dtype)) ** k
             return Approx(r.astype(node.dtype), np.where(np.isfinite(x.e), 0.0, np.inf))
         x64, ex = np.asarray(x.v, F64), x.e
         n = abs(k)
@@ -267,11 +268,14 @@ class Evaluator:
             v = np.asarray(x.v) != 0
             unsure = (x.e > 0) & (x.e >= np.abs(np.asarray(x.v, F64)))
             return Approx(v, np.where(unsure, np.inf, 0.0))
-        if rules.is_int(t) and rules.is_float(src):
+        if rules.is_int(t) and rules.is_float(src):  # toward zero, saturating at the type's bounds, NaN 0
             x64 = np.asarray(x.v, F64)
-            v = np.trunc(x64)
+            info = np.iinfo(t)
+            low, high = x64 <= info.min, x64 >= info.max
+            inside = np.trunc(np.where(np.isnan(x64) | low | high, 0.0, x64)).astype(t)
+            v = np.where(low, info.min, np.where(high, info.max, inside)).astype(t)
             flips = np.trunc(x64 - x.e) != np.trunc(x64 + x.e)
-            return Approx(v.astype(t), np.where(flips | np.isinf(x.e), np.inf, 0.0))
+            return Approx(v, np.where(flips | np.isinf(x.e), np.inf, 0.0))
         return self.converted(x, t)
 
     def reduce(self, node: Reduce) -> Approx:
@@ -286,12 +290,12 @@ class Evaluator:
             return Approx(np.full(kept, _identity(op, t), dtype=t), np.zeros(kept))
         unknown = np.isinf(np.max(xe, axis=axes, keepdims=True))
         if not rules.is_float(t):
-            x64 = xv.astype(np.int64)
+            x64 = xv.astype(_wide(t))
             r = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[op](x64, axis=axes, keepdims=True)
             return Approx(r.astype(t), np.where(unknown, np.inf, 0.0))
         u = rules.unit_roundoff(t)
-        if op == "mean" and not rules.is_float(node.x.dtype):  # the integer sum meets the count as float32
-            s = np.sum(xv.astype(np.int64), axis=axes, keepdims=True).astype(node.x.dtype).astype(t)
+        if op == "mean" and not rules.is_float(node.x.dtype):  # the exact integer sum meets the count as float32
+            s = np.sum(xv.astype(np.int64), axis=axes, keepdims=True).astype(t)
             v = (s.astype(F64) / node.count).astype(t)
             return Approx(v, np.where(unknown, np.inf, u * np.abs(v.astype(F64))))
         x64 = xv.astype(F64)
@@ -310,6 +314,11 @@ class Evaluator:
             s, e = s / node.count, e / node.count
         v = s.astype(t)
         return Approx(v, e + 2 * u * np.abs(v.astype(F64)))
+
+
+def _wide(t: str) -> type:
+    """The 64-bit type integer arithmetic of type ``t`` is evaluated in."""
+    return np.uint64 if rules.is_unsigned(t) else np.int64
 
 
 def _identity(op: str, t: str):

@@ -1,19 +1,21 @@
 """The kernel language's typing rules, restated from its documentation (not imported from pypto).
 
 ``float`` is float32; mixing kinds gives the higher kind (bool < int < float), mixing widths the
-wider; Python scalars and axis values are weak and take the other operand's type (a Python float
+wider, a signed with an unsigned integer the narrowest signed type holding both (int64 with uint64:
+float64); Python scalars and axis values are weak and take the other operand's type (a Python float
 meeting an integer gives float32); ``/`` on integers gives float32; the functions compute in the
-operand's float type (float32 for integers); arithmetic on booleans gives int32.
+operand's float type (float32 for integers); arithmetic on booleans gives int32; integer arithmetic
+wraps around; a float converted to an integer saturates at the type's bounds (NaN gives 0).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-KIND = {"bool": 0, "int32": 1, "int64": 1, "float32": 2, "float64": 2}
-BITS = {"bool": 8, "int32": 32, "int64": 64, "float32": 32, "float64": 64}
 FLOAT_TYPES = ("float32", "float64")
-INT_TYPES = ("int32", "int64")
+INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+KIND = {"bool": 0, **{t: 1 for t in INT_TYPES}, "float32": 2, "float64": 2}
+BITS = {"bool": 8, **{t: int(t.removeprefix("u").removeprefix("int")) for t in INT_TYPES}, "float32": 32, "float64": 64}
 
 FUNCTIONS = ("exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf", "sigmoid")
 ARITH = ("add", "sub", "mul", "div", "floordiv", "mod", "maximum", "minimum")
@@ -48,12 +50,22 @@ def is_int(dt: str) -> bool:
     return KIND[dt] == 1
 
 
+def is_unsigned(dt: str) -> bool:
+    return dt.startswith("uint")
+
+
 def promote(a: str, b: str) -> str:
-    """Two strong (array-derived) types: the higher kind wins, then the wider type."""
+    """Two strong (array-derived) types: the higher kind wins, then the wider type; a signed and an unsigned
+    integer meet in the narrowest signed type holding both (float64 for int64 with uint64)."""
     if a == b:
         return a
     if KIND[a] != KIND[b]:
         return a if KIND[a] > KIND[b] else b
+    if is_int(a) and is_unsigned(a) != is_unsigned(b):
+        s, u = (b, a) if is_unsigned(a) else (a, b)
+        if BITS[s] > BITS[u]:
+            return s
+        return f"int{2 * BITS[u]}" if BITS[u] < 64 else "float64"
     return a if BITS[a] >= BITS[b] else b
 
 

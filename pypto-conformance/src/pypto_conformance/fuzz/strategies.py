@@ -5,7 +5,9 @@ broadcast, transposed, shifted, reversed and strided tensor reads, casts, ``pt.w
 reductions. Values stay in safe domains by construction: logarithms and reciprocal square roots
 see ``abs(x) + 1``, divisors are kept away from zero, ``exp`` sees arguments below 8, and any
 value that grows past a limit is scaled back by a power of two (floats) or taken ``% 97``
-(integers), so nothing overflows. Zero-size dims appear only without inner reductions.
+(integers), so nothing overflows in int32 and int64; the narrower integer types wrap around (the
+evaluator wraps the same way), and kernels with unsigned types use positive constants only (a
+negative Python integer does not fit them). Zero-size dims appear only without inner reductions.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ FLOAT_CONSTS = (2.0, 0.5, -1.5, 0.1, 3.0, 0.25, -0.75, 1.0)
 INT_CONSTS = (2, 3, -1, 5, 1, 7, -3)
 LIMIT = {"float": 1e4, "int": 2.0**20}
 MAX_TENSORS = 5
-FAMILIES = ("float32", "float64", "int32", "int64")
+FAMILIES = ("float32", "float64", "int32", "int64", "int8", "int16", "uint8", "uint16", "uint32", "uint64")
 
 # the tensor dtypes a family's kernels read: its own first, then others it mixes with
 LEAF_DTYPES = {
@@ -47,6 +49,12 @@ LEAF_DTYPES = {
     "float64": ("float64", "float32", "int64"),
     "int32": ("int32", "int64"),
     "int64": ("int64", "int32"),
+    "int8": ("int8", "int32", "uint8"),
+    "int16": ("int16", "int8", "uint16"),
+    "uint8": ("uint8", "uint16"),
+    "uint16": ("uint16", "uint8", "uint32"),
+    "uint32": ("uint32", "uint8", "int64"),
+    "uint64": ("uint64", "uint32"),
 }
 PREFIX = {"full": "x", "row": "r", "col": "c", "trans": "t", "shift": "s", "rev": "v", "stride": "w"}
 PROFILES = {"float": ("signed", "positive", "grid"), "int": ("int_signed", "int_positive")}
@@ -70,6 +78,8 @@ class Builder:
         leaf = [family] * 2 + leaf if family in leaf else leaf
         self.float_types = [d for d in leaf if rules.is_float(d)]
         self.int_types = [d for d in leaf if rules.is_int(d)]
+        unsigned = any(rules.is_unsigned(d) for d in self.int_types)
+        self.int_consts = [c for c in INT_CONSTS if c > 0] if unsigned else list(INT_CONSTS)
         # integer families compute with floats by converting integers to float32
         self.has_float = bool(self.float_types) or "float32" in dtypes
         self.has_bool = "bool" in dtypes
@@ -101,7 +111,7 @@ class Builder:
     def weak(self, mode: str, axis_ok: bool = True) -> Node:
         if axis_ok and self.flag():
             return axis_value(self.choice(AXIS_FORMS), self.m, self.n)
-        return const(self.choice(FLOAT_CONSTS if mode == "float" else INT_CONSTS))
+        return const(self.choice(FLOAT_CONSTS if mode == "float" else self.int_consts))
 
     # -- keeping values in range -----------------------------------------------------------------
     def fit(self, x: Node, limit: float) -> Node:

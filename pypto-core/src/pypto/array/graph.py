@@ -436,6 +436,8 @@ def reduce(op: str, x: Any, axis: Any = None, keepdims: bool = False) -> Array:
         dt = dtypes.as_dtype(counted)
     if op == "mean" and not dt.is_float:
         dt = dtypes.DEFAULT_FLOAT
+    if base in ("sum", "prod") and dt.is_narrow_int:  # the array API standard's rule: the default integer's width
+        dt = dtypes.uint32 if dt.is_unsigned else dtypes.DEFAULT_INT
     if any(x.shape[a] == 0 for a in axes) and op in ("max", "min"):
         raise ShapeError(
             f"{op}() over an axis of size 0 has no identity",

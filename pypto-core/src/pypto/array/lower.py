@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from pypto import dtypes
 from pypto.array.graph import Array, walk
 from pypto.array.sizes import Size, depends, factors, same
 from pypto.dtypes import DType
@@ -320,6 +321,10 @@ class Lowering:
             else:
                 src.append(next(it))
         body = self.at(x, tuple(src))
+        if x.dtype.is_int and op == "mean":  # the integers are summed exactly (in int64), then divided
+            body = Cast(body, dtype=dtypes.int64, loc=node.loc)
+        elif x.dtype.is_int and node.dtype != x.dtype:  # narrow integers summed in the default integer's width
+            body = Cast(body, dtype=node.dtype, loc=node.loc)
         if op == "mean":
             total = Cast(Reduce("sum", body, tuple(red), loc=node.loc), dtype=node.dtype, loc=node.loc)
             count: Expr = Const(float(factors(tuple(x.shape[d] for d in axes))[1]), weak=True)

@@ -19,8 +19,7 @@ from pypto.ir.reducers import identity
 
 _NP_DTYPE = {
     "bool": "_np.bool_",
-    "int32": "_np.int32",
-    "int64": "_np.int64",
+    **{n: f"_np.{n}" for n in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")},
     "float32": "_np.float32",
     "float64": "_np.float64",
     "float16": "_np.float16",
@@ -148,6 +147,10 @@ class NumpyRenderer:
         if isinstance(e, Scalar):
             return e.name
         if isinstance(e, Cast):
+            src = e.x.dtype
+            assert src is not None
+            if src.is_float and dt.is_int:  # pt.cast's rule: out of range saturates, NaN gives 0
+                return f"_saturate({self.value(e.x)}, {_NP_DTYPE[dt.name]})"
             return f"_np.asarray({self.value(e.x)}).astype({_NP_DTYPE[dt.name]})"
         if isinstance(e, Unary):
             x = self.value(e.x)

@@ -36,13 +36,25 @@ def erf(x: np.ndarray) -> np.ndarray:
     return np.asarray(r).astype(out_dtype)
 
 
+def saturate(x: np.ndarray, dtype: type) -> np.ndarray:
+    """Floats to the integer type ``dtype`` as ``pt.cast`` converts them: toward zero, the values beyond the
+    type's range to its bounds, NaN to 0 (NumPy's own conversion gives whatever the machine's instruction does)."""
+    x = np.asarray(x)
+    info = np.iinfo(dtype)
+    low, high = x <= info.min, x >= info.max  # the bounds rounded to x's type, as the C backends compare
+    inside = np.where(np.isnan(x) | low | high, 0, x)
+    out = inside.astype(dtype)
+    out[...] = np.where(low, info.min, np.where(high, info.max, out))
+    return out
+
+
 def full(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """``a`` broadcast to cover ``shape`` (where ``shape`` has 1, ``a`` keeps its own size)."""
     a = np.asarray(a)
     return np.broadcast_to(a, np.broadcast_shapes(a.shape, shape))
 
 
-NAMESPACE = {"_np": np, "_erf": erf, "_full": full}
+NAMESPACE = {"_np": np, "_erf": erf, "_full": full, "_saturate": saturate}
 
 
 def namespace(source: str) -> dict:

@@ -55,11 +55,11 @@ def _fix_const(e: Expr, dt: DType) -> Expr:
             if isinstance(v, float) and not v.is_integer():
                 return Cast(e, dtype=dt, loc=e.loc)
             v = int(v)
-            lim = 2 ** (dt.bits - 1)
-            if not -lim <= v < lim:
+            lo, hi = dt.bounds
+            if not lo <= v <= hi:
                 raise DTypeError(
                     f"{e.loc}: the constant {e.value!r} does not fit in {dt}",
-                    expected=f"a value in [{-lim}, {lim})",
+                    expected=f"a value from {lo} to {hi}",
                     got=e.value,
                     fix=f"use a smaller constant or compute in {dtypes.int64 if dt != dtypes.int64 else dtypes.float64}",
                 )
@@ -67,6 +67,13 @@ def _fix_const(e: Expr, dt: DType) -> Expr:
             v = bool(v)
         return Const(v, weak=False, dtype=dt, loc=e.loc)
     return Cast(e, dtype=dt, loc=e.loc)
+
+
+def _counts(e: Expr) -> bool:
+    """Whether ``e`` is the count ``pt.reduce_mean`` divides by (a product of axis extents)."""
+    if isinstance(e, Binary) and e.op == "mul":
+        return _counts(e.a) and _counts(e.b)
+    return isinstance(e, Extent)
 
 
 def _common(a: Expr, b: Expr) -> DType:
@@ -176,6 +183,9 @@ class _Typer:
     def binary(self, e: Binary) -> Expr:
         a, b = self(e.a), self(e.b)
         op = e.op
+        if op == "div" and isinstance(a, Reduce) and a.op == "sum" and a.dtype.is_int and _counts(e.b):
+            # pt.reduce_mean of integers: their sum is taken exactly (in int64) before the division
+            a = Reduce("sum", _fix_const(a.body, dtypes.int64), a.axes, dtype=dtypes.int64, loc=a.loc)
         dt = _common(a, b)
         if op in LOGIC_OPS:
             if dt.is_float:

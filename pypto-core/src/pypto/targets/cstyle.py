@@ -16,7 +16,22 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from pypto.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
+from pypto.dtypes import (
+    DType,
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from pypto.ir.loops import (
     Alloc,
     Argument,
@@ -42,8 +57,9 @@ _PREC = {"*": 13, "/": 13, "%": 13, "+": 12, "-": 12, "<": 10, "<=": 10, ">": 10
 
 
 def _suffix(dt: DType) -> str:
-    return {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "bool": "b", "float16": "f16",
-            "bfloat16": "bf16"}[dt.name]  # fmt: skip
+    if dt.is_int:  # i8 ... i64, u8 ... u64
+        return f"{dt.kind}{dt.bits}"
+    return {"float32": "f32", "float64": "f64", "bool": "b", "float16": "f16", "bfloat16": "bf16"}[dt.name]
 
 
 # 16-bit floats are held as their bits (uint16_t) and converted with integer and float32 operations that
@@ -101,7 +117,8 @@ class CRenderer:
     index_type = "int64_t"
     # float16 and bfloat16 values are their bits; the half_compute pass leaves them only in casts
     types = {float32: "float", float64: "double", int32: "int32_t", int64: "int64_t", bool_: "bool",
-             float16: "uint16_t", bfloat16: "uint16_t"}  # fmt: skip
+             float16: "uint16_t", bfloat16: "uint16_t", int8: "int8_t", int16: "int16_t", uint8: "uint8_t",
+             uint16: "uint16_t", uint32: "uint32_t", uint64: "uint64_t"}  # fmt: skip
     buffer_types: dict[DType, str] = {}  # element types of buffers when they differ from ``types``
     # 16-bit floats held as their bits: (widening helper, narrowing helper) each, sources in ``half_helpers``
     half_conversions: dict[DType, tuple[str, str]] = {
@@ -144,10 +161,12 @@ class CRenderer:
             return "true" if value else "false"
         if dt.is_int:
             v = int(value)  # type: ignore[call-overload]
+            if dt.is_unsigned and dt.bits >= 32:  # unsigned arithmetic from the literal on (wraps by definition)
+                return f"{v % 2**dt.bits}u" if dt.bits == 32 else f"{v % 2**64}ULL"
             lim = 2 ** (dt.bits - 1)
-            if v == -lim:
+            if v == -lim and dt.bits >= 32:
                 return f"({self.literal(-lim + 1, dt)} - 1)"
-            return f"{v}" if dt.bits == 32 or abs(v) < 2**31 else f"{v}LL"
+            return f"{v}" if dt.bits <= 32 or abs(v) < 2**31 else f"{v}LL"
         f = float(value)  # type: ignore[arg-type]
         if dt in self.half_conversions:  # its bits (a folded constant stored into a 16-bit buffer)
             with np.errstate(all="ignore"):
@@ -186,6 +205,8 @@ class CRenderer:
             if dt.is_float:  # NaN wins, like numpy.maximum
                 return f"{si} {t} {fn}({t} a, {t} b) {{ return (a {op} b || a != a) ? a : b; }}"
             return f"{si} {t} {fn}({t} a, {t} b) {{ return a {op} b ? a : b; }}"
+        if name in ("floordiv", "mod") and dt.is_unsigned:  # x // 0 == x % 0 == 0, like NumPy (no trap)
+            return f"{si} {t} {fn}({t} a, {t} b) {{ return b == 0 ? 0 : a {'/' if name == 'floordiv' else '%'} b; }}"
         if name == "floordiv":
             if dt.is_int:  # floor semantics; x // 0 == 0 and MIN // -1 wraps, like NumPy (no trap)
                 return (
@@ -231,7 +252,7 @@ class CRenderer:
                 f"    return r;\n}}"
             )
         if name == "iabs":
-            return f"{si} {t} {fn}({t} a) {{ return a < 0 ? -a : a; }}"
+            return f"{si} {t} {fn}({t} a) {{ return a < 0 ? ({t})-a : a; }}"
         raise KeyError(name)
 
     # -- expressions ----------------------------------------------------------------------------------
@@ -263,6 +284,11 @@ class CRenderer:
         src, dst = e.x.dtype, e.dtype
         assert src is not None and dst is not None
         bits = self.half_conversions
+        if src.is_float and dst.is_int:  # pt.cast's rule: out of range saturates, NaN gives 0
+            x, now = self.expr(e.x), src
+            if src in bits:
+                x, now = f"{self.half_helper(bits[src][0])}({x})", float32
+            return f"{self.saturating_cast(now, dst)}({x})", 100
         if src not in bits and dst not in bits:
             return f"({self.ctype(dst)})" + self.expr(e.x, 14), 14
         x, now = self.expr(e.x), src
@@ -272,6 +298,21 @@ class CRenderer:
             x = x if now == float32 else f"({self.ctype(float32)})({x})"
             return f"{self.half_helper(bits[dst][1])}({x})", 100
         return (x, 100) if dst == float32 else (f"({self.ctype(dst)})({x})", 14)
+
+    def saturating_cast(self, src: DType, dst: DType) -> str:
+        """The helper converting a float of type ``src`` to the integer type ``dst`` toward zero, the values
+        beyond ``dst``'s range to its bounds and NaN to 0 (C leaves those undefined; NumPy gives what the
+        machine's instruction gives)."""
+        fn = f"pt_sat_{_suffix(dst)}_{_suffix(src)}"
+        if fn not in self.helpers:
+            t, f = self.ctype(dst), self.ctype(src)
+            lo, hi = dst.bounds
+            lo_t, hi_t = self.literal(lo, dst), self.literal(hi, dst)
+            self.helpers[fn] = (
+                f"{self.static_inline} {t} {fn}({f} x) {{\n"
+                f"    return x != x ? ({t})0 : x <= ({f}){lo_t} ? {lo_t} : x >= ({f}){hi_t} ? {hi_t} : ({t})x;\n}}"
+            )
+        return fn
 
     def half_helper(self, name: str) -> str:
         """The name of a 16-bit float conversion (:attr:`half_helpers`), emitted once when used."""
@@ -283,11 +324,15 @@ class CRenderer:
         assert dt is not None
         x = e.x
         op = e.op
+        if op in ("neg", "invert") and dt.is_narrow_int:  # computed in int: back to the type, wrapping around
+            return f"({self.ctype(dt)})({'-' if op == 'neg' else '~'}{self.expr(x, 14)})", 14
         if op == "neg":
             return "-" + self.expr(x, 14), 14
         if op == "invert":
             return ("!" if dt.is_bool else "~") + self.expr(x, 14), 14
         if op == "abs":
+            if dt.is_unsigned:
+                return self.expr(x, 14), 14
             if dt.is_int:
                 return f"{self.helper('iabs', dt)}({self.expr(x)})", 100
             return f"{self.math_fn('abs', dt)}({self.expr(x)})", 100
@@ -306,11 +351,15 @@ class CRenderer:
             return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})", 100
         if op in ("floordiv", "mod"):
             return f"{self.helper(op, dt)}({self.expr(e.a)}, {self.expr(e.b)})", 100
-        if op == "add" and isinstance(e.b, Const) and e.b.dtype.is_int and e.b.value < 0:
-            return f"{self.expr(e.a, 12)} - {-e.b.value}", 12
         sym = "/" if op == "div" else _INFIX[op]
         p = _PREC[sym]
-        return f"{self.expr(e.a, p)} {sym} {self.expr(e.b, p + 1)}", p
+        if op == "add" and isinstance(e.b, Const) and e.b.dtype.is_int and not dt.is_unsigned and e.b.value < 0:
+            text = f"{self.expr(e.a, 12)} - {-e.b.value}"
+        else:
+            text = f"{self.expr(e.a, p)} {sym} {self.expr(e.b, p + 1)}"
+        if op in ("add", "sub", "mul") and dt.is_narrow_int:  # computed in int: back to the type, wrapping around
+            return f"({self.ctype(dt)})({text})", 14
+        return text, p
 
     def offset(self, buffer: str, index: tuple[Expr, ...]) -> str:
         """Row-major flat offset of ``index`` in ``buffer``."""

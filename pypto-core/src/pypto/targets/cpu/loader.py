@@ -33,7 +33,8 @@ from pypto.backend_api import Artifact
 from pypto.ir.loops import LoopKernel
 
 _CFFI_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "_Bool",
-               "float16": "uint16_t", "bfloat16": "uint16_t"}  # fmt: skip
+               "float16": "uint16_t", "bfloat16": "uint16_t", "int8": "int8_t", "int16": "int16_t",
+               "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t"}  # fmt: skip
 """cffi's spelling of each dtype (16-bit float buffers by their bits: cffi knows no half types)."""
 
 # shared libraries that kernels link and that must never be unloaded while the process runs

@@ -50,7 +50,8 @@ static int pt_overlap(pt_span *s, int n) {
     return 0;
 }"""
 
-_FORMATS = {"float32": "f", "float64": "d", "int32": "il", "int64": "lq", "bool": "?", "float16": "e", "bfloat16": "E"}
+_FORMATS = {"float32": "f", "float64": "d", "int32": "il", "int64": "lq", "bool": "?", "float16": "e", "bfloat16": "E",
+            "int8": "b", "int16": "h", "uint8": "B", "uint16": "H", "uint32": "IL", "uint64": "LQ"}  # fmt: skip
 """Buffer-protocol formats accepted per dtype (a bfloat16 array exports no buffer: it takes the checked path)."""
 
 

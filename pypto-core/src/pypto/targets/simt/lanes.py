@@ -52,6 +52,8 @@ class LaneWriter:
             raise _unsupported("a boolean value varies across lanes")
         if dt.is_half:
             raise _unsupported("a 16-bit float varies across lanes (converted one value at a time)")
+        if dt.is_unsigned or dt.is_narrow_int:
+            raise _unsupported(f"a value of {dt} varies across lanes (computed one value at a time)")
         return f"{self.r.ctype(dt)}{self.w}"
 
     def utype(self, dt: DType) -> str:
@@ -90,6 +92,8 @@ class LaneWriter:
             assert src is not None
             if src.is_bool or dt.is_bool:
                 raise _unsupported("a cast to or from bool")
+            if src.is_float and dt.is_int:  # pt.cast's rule (saturating, NaN gives 0) is a helper per value
+                raise _unsupported("a conversion of a float to an integer")
             x = self.vec(e.x)
             return x if src == dt else f"convert_{self.vtype(dt)}({x})"
         if isinstance(e, Where):

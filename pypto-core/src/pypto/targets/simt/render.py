@@ -36,7 +36,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from pypto._hashing import source_digest
-from pypto.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
+from pypto.dtypes import (
+    DType,
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from pypto.ir.device import DeviceStep
 from pypto.ir.loops import (
     Alloc,
@@ -142,12 +157,15 @@ class SimtRenderer(GroupSharing, CRenderer):
     # 16-bit floats are held as their bits (a ushort) and converted where loaded and stored: vload_half and
     # vstore_half_rte are core OpenCL 1.2 (no cl_khr_fp16 needed), bfloat16 is a shift and a rounding
     types = {float32: "float", float64: "double", int32: "int", int64: "long", bool_: "bool", float16: "ushort",
-             bfloat16: "ushort"}  # fmt: skip
+             bfloat16: "ushort", int8: "char", int16: "short", uint8: "uchar", uint16: "ushort", uint32: "uint",
+             uint64: "ulong"}  # fmt: skip
     half_conversions = {float16: ("pt_f16_f32", "pt_f32_f16"), bfloat16: ("pt_bf16_f32", "pt_f32_bf16")}
     half_helpers = OPENCL_HALF_HELPERS
     buffer_types = {bool_: "uchar"}  # OpenCL has no bool buffers or kernel arguments
     scalar_types = {bool_: "uchar"}
-    unsigned_types = {int32: "uint", int64: "ulong"}
+    # wrap-around arithmetic of each integer type is computed in (narrower types: in 32 bits, converted back)
+    unsigned_types = {int8: "uint", int16: "uint", int32: "uint", int64: "ulong", uint8: "uint", uint16: "uint",
+                      uint32: "uint", uint64: "ulong"}  # fmt: skip
     reinterpret = {int32: "as_int", int64: "as_long"}  # unsigned bits -> signed; None: a C cast
     int64_suffix = "L"
     local_id = "(long)get_local_id(0)"
@@ -190,6 +208,8 @@ class SimtRenderer(GroupSharing, CRenderer):
     # -- types and literals ------------------------------------------------------------------------
     def literal(self, value: object, dt: DType) -> str:
         text = super().literal(value, dt)
+        if dt == uint64 and text.endswith("ULL"):
+            return text[:-3] + "U" + self.int64_suffix
         if dt == int64 and text.endswith("LL"):
             return text[:-2] + self.int64_suffix
         return text
@@ -251,7 +271,7 @@ class SimtRenderer(GroupSharing, CRenderer):
         t, si = self.ctype(dt), self.static_inline
         if name == "iabs":
             return f"{si} {t} {fn}({t} a) {{ return a < 0 ? {self.wrapping('-', dt, 'a', None)} : a; }}"
-        if name == "floordiv" and dt.is_int:  # as the C helper, with the negation wrapping
+        if name == "floordiv" and dt.is_int and not dt.is_unsigned:  # as the C helper, with the negation wrapping
             return (
                 f"{si} {t} {fn}({t} a, {t} b) {{\n"
                 f"    if (b == 0) return 0;\n"
