@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         softmax,
         stack,
     )
+    from pypto.array.precision import get_precision, set_precision
     from pypto.dtypes import (
         DType,
         bfloat16,
@@ -162,6 +163,8 @@ _LAZY: dict[str, str] = {
     "hookimpl": ".hookspecs",
     # .array (the array-level API)
     "jit": ".array.function",
+    "set_precision": ".array.precision",
+    "get_precision": ".array.precision",
     "grad": ".array.autodiff",
     "stop_gradient": ".array.graph",
     "value_and_grad": ".array.autodiff",
@@ -289,6 +292,7 @@ __all__ = [
     "module",
     # runtime
     "empty", "zeros", "empty_like", "zeros_like", "benchmark", "BenchmarkResult", "get_runtime_info",
+    "set_precision", "get_precision",
     "set_num_threads", "get_num_threads", "stream", "current_stream",
     "list_backends", "register_plugin", "unregister_plugin", "reload_plugins", "hookimpl",
     # errors

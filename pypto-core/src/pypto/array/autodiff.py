@@ -197,7 +197,7 @@ def _contract_adjoint(node: Array, g: Array, k: int) -> Array:
     """The cotangent of operand ``k`` of a contraction: ``g`` contracted with the other operands."""
     from pypto.array.ops import _as_letters, _einsum
 
-    subscripts, out, sizes = node.attrs
+    subscripts, out, sizes, _ = node.attrs
     size = dict(sizes)
     x, sub = node.args[k], subscripts[k]
     if len(set(sub)) != len(sub):

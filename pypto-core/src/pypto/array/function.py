@@ -35,6 +35,9 @@ from pypto import dtypes
 from pypto._lru import LRUCache
 from pypto.array.graph import Array, input_array
 from pypto.array.lower import Buffer, Plan, lower
+from pypto.array.precision import check_precision, get_precision
+from pypto.array.precision import done as precision_done
+from pypto.array.precision import tracing as precision_tracing
 from pypto.array.sizes import Size, has_sizes, symbolic_trace
 from pypto.compiler import progress
 from pypto.errors import ArgumentError, DTypeError, ShapeError, SpecializationWarning, TracingError
@@ -207,13 +210,17 @@ class JitFunction:
     """A ``@pt.jit`` function: call it with arrays; it returns new arrays (or fills ``out=``)."""
 
     def __init__(self, fn: Callable, *, executor: str | None = None, fastmath: bool = False,
-                 schedule: Schedule | dict | None = None, dims: Any = None, **options: Any):  # fmt: skip
+                 schedule: Schedule | dict | None = None, dims: Any = None, precision: str | None = None,
+                 **options: Any):  # fmt: skip
         if not callable(fn):
             raise ArgumentError(f"pt.jit: expected a function, got {fn!r}", param="fn", expected="a function", got=fn)
         functools.update_wrapper(self, fn)
         self.fn = fn
-        self.options: dict[str, Any] = {"executor": executor, "fastmath": fastmath, "schedule": schedule, **options}
-        self._cache: LRUCache[tuple, Compiled] = LRUCache(JIT_CACHE_SIZE)
+        if precision is not None:
+            check_precision(precision, "pt.jit")
+        self.options: dict[str, Any] = {"executor": executor, "fastmath": fastmath, "schedule": schedule,
+                                        "precision": precision, **options}  # fmt: skip
+        self._caches: dict[str, LRUCache[tuple, Compiled]] = {}  # one per precision mode
         self._lock = threading.Lock()
         try:
             self._params = list(inspect.signature(fn).parameters.values())
@@ -371,7 +378,11 @@ class JitFunction:
             traced.append(node)
             inputs.append((name, node))
             positions.append(k)
-        result = self.fn(*traced)
+        token = precision_tracing(self.precision)  # the mode its contractions record
+        try:
+            result = self.fn(*traced)
+        finally:
+            precision_done(token)
         single = not isinstance(result, (tuple, list))
         results = [result] if single else list(result)
         if not results:
@@ -388,8 +399,22 @@ class JitFunction:
             outs.append((_param_name(f"out{k}" if len(results) > 1 else "out", k, taken), r))
         return inputs, outs, positions, single, taken
 
+    @property
+    def precision(self) -> str:
+        """The precision mode of its contractions: its own ``precision=``, else ``pt.set_precision``'s."""
+        return self.options["precision"] or get_precision()
+
+    @property
+    def _cache(self) -> LRUCache[tuple, Compiled]:
+        """The programs compiled in the current precision mode."""
+        mode = self.precision
+        cache = self._caches.get(mode)
+        if cache is None:
+            cache = self._caches[mode] = LRUCache(JIT_CACHE_SIZE)
+        return cache
+
     def _build(self, plan: Plan, positions: list[int], single: bool, specs: dict | None = None) -> Compiled:
-        opts = {k: v for k, v in self.options.items() if v is not None}
+        opts = {k: v for k, v in self.options.items() if v is not None and k != "precision"}
         return Compiled(plan, Kernel.from_ir(plan.kernel, fn=self.fn, **opts), positions, single, specs)
 
     def _compile(self, args: tuple, key: tuple) -> Compiled:
@@ -570,7 +595,8 @@ def _kernel_name(name: str) -> str:
 
 
 def jit(fn: Callable | None = None, *, executor: str | None = None, fastmath: bool = False,
-        schedule: Schedule | dict | None = None, dims: Any = None, **options: Any) -> Any:  # fmt: skip
+        schedule: Schedule | dict | None = None, dims: Any = None, precision: str | None = None,
+        **options: Any) -> Any:  # fmt: skip
     """Compile a function of whole arrays (``@pt.jit`` or ``@pt.jit(executor="openmp")``).
 
     ``dims`` chooses which sizes the compiled code is specialised for. By default (``None`` or ``"static"``)
@@ -578,14 +604,18 @@ def jit(fn: Callable | None = None, *, executor: str | None = None, fastmath: bo
     dim read from the arrays at each call, and ``dims={"x": ("B", "T", None)}`` makes the named axes of
     ``x`` symbolic (axes named alike must have equal sizes; ``None`` keeps a size static): one program then
     serves every call with the same ranks, dtypes and pattern of equal sizes.
+
+    ``precision`` ("float32", "mixed" or "highest") sets how its float32 contractions compute
+    (:mod:`pypto.array.precision`); without it, the mode ``pt.set_precision`` set when it is called.
     """
     if options:  # options a backend declares pass through to the kernels; anything else is refused here
         from pypto.runtime.options import JIT_OPTIONS, check_options
 
         check_options("pt.jit", options, JIT_OPTIONS)
+    kw = dict(executor=executor, fastmath=fastmath, schedule=schedule, dims=dims, precision=precision)
     if fn is None:
-        return lambda f: JitFunction(f, executor=executor, fastmath=fastmath, schedule=schedule, dims=dims, **options)
-    return JitFunction(fn, executor=executor, fastmath=fastmath, schedule=schedule, dims=dims, **options)
+        return lambda f: JitFunction(f, **kw, **options)
+    return JitFunction(fn, **kw, **options)
 
 
 def _check_dims(dims: Any, params: list[str], fname: str) -> str | dict[str, tuple[str | None, ...]] | None:

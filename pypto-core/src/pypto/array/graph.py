@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from pypto import dtypes
+from pypto.array.precision import contraction_mode
 from pypto.array.sizes import Size
 from pypto.dtypes import DType
 from pypto.errors import ShapeError, SourceLoc, TracingError
@@ -471,7 +472,10 @@ def contract(operands: Sequence[Array], subscripts: Sequence[str], out: str) -> 
     if dt.is_bool:
         dt = dtypes.int32
     shape = tuple(sizes[c] for c in out)
-    return Array("contract", tuple(operands), (tuple(subscripts), out, tuple(sorted(sizes.items()))), shape, dt)
+    # the precision mode applies to float32 contractions (pypto.array.precision)
+    mode = contraction_mode() if dt == dtypes.float32 else "float32"
+    attrs = (tuple(subscripts), out, tuple(sorted(sizes.items())), mode)
+    return Array("contract", tuple(operands), attrs, shape, dt)
 
 
 def walk(outputs: Sequence[Array]) -> list[Array]:

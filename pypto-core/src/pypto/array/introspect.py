@@ -51,8 +51,8 @@ def _label(node: Array) -> str:
         op, axes, _ = node.attrs
         text = f"{op}(axis={axes[0] if len(axes) == 1 else axes})"
     elif node.op == "contract":
-        subs, out, _ = node.attrs
-        text = f"einsum {','.join(subs)}->{out}"
+        subs, out, _, mode = node.attrs
+        text = f"einsum {','.join(subs)}->{out}" + (f" ({mode})" if mode != "float32" else "")
     elif node.op == "cast":
         text = f"cast {node.attrs.name}"
     elif node.op == "custom":

@@ -336,7 +336,7 @@ class Lowering:
         return Reduce(op, body, tuple(red), loc=node.loc)
 
     def contract(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
-        subscripts, out, sizes = node.attrs
+        subscripts, out, sizes, mode = node.attrs
         size = dict(sizes)
         at: dict[str, Affine] = dict(zip(out, idx))
         red: list[int] = []
@@ -351,11 +351,16 @@ class Lowering:
                 self.materialize(x)  # an operand with reductions inside: computed once, not once per product
             src = tuple(Affine.constant(0) if n == 1 and size[c] != 1 else at[c] for c, n in zip(sub, x.shape))
             v = self.at(x, src)
+            if mode == "mixed" and x.dtype == dtypes.float32:  # read as bfloat16, multiplied in float32
+                v = Cast(Cast(v, dtype=dtypes.bfloat16, loc=node.loc), dtype=dtypes.float32, loc=node.loc)
+            elif mode == "highest":  # multiplied and accumulated in float64
+                v = Cast(v, dtype=dtypes.float64, loc=node.loc)
             body = v if body is None else Binary("mul", body, v, loc=node.loc)
         assert body is not None
         if not red:
-            return body
-        return Reduce("sum", body, tuple(red), loc=node.loc)
+            return Cast(body, dtype=node.dtype, loc=node.loc) if mode == "highest" else body
+        total: Expr = Reduce("sum", body, tuple(red), loc=node.loc)
+        return Cast(total, dtype=node.dtype, loc=node.loc) if mode == "highest" else total
 
     # -- the kernel --------------------------------------------------------------------------------------------
     def kernel(self) -> KernelIR:

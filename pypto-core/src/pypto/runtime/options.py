@@ -15,7 +15,7 @@ from typing import Any
 from pypto.errors import ArgumentError
 
 KERNEL_OPTIONS = ("executor", "fastmath", "schedule")
-JIT_OPTIONS = (*KERNEL_OPTIONS, "dims")
+JIT_OPTIONS = (*KERNEL_OPTIONS, "dims", "precision")
 
 
 def backend_options() -> dict[str, list[str]]:
