@@ -325,12 +325,12 @@ class Lowering:
             body = Cast(body, dtype=dtypes.int64, loc=node.loc)
         elif x.dtype.is_int and node.dtype != x.dtype:  # narrow integers summed in the default integer's width
             body = Cast(body, dtype=node.dtype, loc=node.loc)
-        if op == "mean":
-            total = Cast(Reduce("sum", body, tuple(red), loc=node.loc), dtype=node.dtype, loc=node.loc)
+        if op == "mean":  # (a 16-bit mean divides in float32: the sum is not rounded to 16 bits in between)
+            total = Cast(Reduce("sum", body, tuple(red), loc=node.loc), dtype=node.dtype.compute, loc=node.loc)
             count: Expr = Const(float(factors(tuple(x.shape[d] for d in axes))[1]), weak=True)
             for d in axes:  # a symbolic size is read from its dim at run time
                 if isinstance(x.shape[d], Size):
-                    n = Cast(Index(Affine.dim(x.shape[d].name)), dtype=node.dtype, loc=node.loc)
+                    n = Cast(Index(Affine.dim(x.shape[d].name)), dtype=node.dtype.compute, loc=node.loc)
                     count = Binary("mul", count, n, loc=node.loc)
             return Binary("div", total, count, loc=node.loc)
         return Reduce(op, body, tuple(red), loc=node.loc)
