@@ -153,3 +153,24 @@ def test_dask_call_after_numpy_calls_and_scalar_checks(rng):
     np.testing.assert_array_equal(got.compute(), a + a)
     with pytest.raises(pt.ArgumentError, match="s must be a number"):
         scaled_mean(da.zeros((2, 3), chunks=1, dtype=np.float64), "2.5")
+
+
+@pytest.mark.parametrize("dt", [pt.bfloat16, pt.float16, pt.int8, pt.uint16], ids=str)
+def test_the_small_types_chunked_as_in_one_kernel(rng, dt):
+    """16-bit float partials stay float32 between chunks (rounded once, at the end, as in one kernel); narrow
+    integers sum in int32/uint32 (the array API rule) and wrap around the same way."""
+    x = (rng.standard_normal((64, 48)) * 50).astype(dt.numpy)
+    f = pt.jit(lambda x: (x * 2 + 1).sum(axis=1))
+    whole = f(x)
+    chunked = np.asarray(f(da.from_array(x, chunks=(16, 24))).compute())
+    assert chunked.dtype == whole.dtype
+    if dt.is_int:
+        np.testing.assert_array_equal(chunked, whole)
+    else:  # float32 sums rounded once: within half a unit of the 16-bit type (plus float32's error) of the exact sum
+        half_unit = 2.0**-11 if dt == pt.float16 else 2.0**-8
+        wide = x.astype(np.float64) * 2 + 1
+        exact, scale = wide.sum(axis=1), np.abs(wide).sum(axis=1)
+        for got in (whole, chunked):
+            assert np.all(np.abs(got.astype(np.float64) - exact) <= half_unit * np.abs(exact) + 48 * 2.0**-24 * scale)
+    g = pt.jit(lambda x: x - x.max(axis=1, keepdims=True))
+    np.testing.assert_array_equal(np.asarray(g(da.from_array(x, chunks=(16, 24))).compute()), g(x))

@@ -299,7 +299,7 @@ class Planner:
 
     def reduction(self, r: Reduce) -> Expr:
         """Layers computing ``r`` over its chunked axes; returns the load that reads the combined value."""
-        dtype = self.typer(r).dtype
+        dtype = self.typer(r).dtype.compute  # 16-bit partials are kept in float32, as in one kernel
         free = sorted(free_axes(r))
         cut = [a for a in r.axes if self.chunked(a)]
         pair = self._pair(r)
