@@ -140,3 +140,23 @@ def test_half_tensors_forward_and_backward_match_torch(dt):
     want.sum().backward()
     assert x.grad.dtype == dt
     torch.testing.assert_close(x.grad.float(), x32.grad.to(dt).float(), rtol=4 * eps, atol=4 * eps)
+
+
+@pytest.mark.parametrize("dt", ["int8", "uint8", "int16", "uint16", "uint32", "uint64"])
+def test_integer_tensors_wrap_around_like_torch(dt):
+    """Integer tensors pass without copies; arithmetic wraps as torch's does, sums widen as the array API says."""
+    tdt = getattr(torch, dt)
+    op = pt.torch.op(pt.jit(lambda a, b: (a * b - a, (a + b).sum(axis=1))))
+    g = torch.Generator().manual_seed(5)
+    a = torch.randint(0, 250, (6, 40), generator=g).to(tdt)
+    b = torch.randint(0, 250, (6, 40), generator=g).to(tdt)
+    y, s = op(a, b)
+    assert y.dtype == tdt
+    if dt not in ("uint16", "uint32", "uint64"):  # torch has no arithmetic for these three on the CPU
+        assert torch.equal(y, a * b - a)
+    np.testing.assert_array_equal(y.numpy(), a.numpy() * b.numpy() - a.numpy())
+    wide = np.uint32 if dt.startswith("uint") and dt != "uint64" else np.int32 if dt in ("int8", "int16") else None
+    total = (a.numpy() + b.numpy()).astype(np.int64).sum(axis=1)  # the sum wraps in the type, then widens
+    if wide is not None:
+        assert s.numpy().dtype == wide
+    np.testing.assert_array_equal(s.numpy(), total.astype(s.numpy().dtype))

@@ -2,22 +2,7 @@
 
 from __future__ import annotations
 
-from pypto.dtypes import (
-    DType,
-    bfloat16,
-    bool_,
-    float16,
-    float32,
-    float64,
-    int8,
-    int16,
-    int32,
-    int64,
-    uint8,
-    uint16,
-    uint32,
-    uint64,
-)
+from pypto.dtypes import INTEGER_DTYPES, DType, bfloat16, bool_, float16, float32, float64, int8, integer_spellings
 from pypto.ir.reducers import identity
 from pypto.targets.simt.plan import LocalBuffer
 from pypto.targets.simt.render import SimtRenderer
@@ -57,24 +42,16 @@ class CudaRenderer(SimtRenderer):
     types = {
         float32: "float",
         float64: "double",
-        int32: "int",
-        int64: "long long",
         bool_: "bool",
         float16: "unsigned short",
         bfloat16: "unsigned short",
-        int8: "signed char",
-        int16: "short",
-        uint8: "unsigned char",
-        uint16: "unsigned short",
-        uint32: "unsigned int",
-        uint64: "unsigned long long",
+        **integer_spellings({8: "char", 16: "short", 32: "int", 64: "long long"}, "unsigned "),
+        int8: "signed char",  # (whether a plain char is signed is the compiler's choice)
     }  # fmt: skip  (16-bit floats: their bits)
     half_helpers = CUDA_HALF_HELPERS
     buffer_types: dict[DType, str] = {}
     scalar_types = {bool_: "unsigned char"}  # passed as one byte by the launcher
-    unsigned_types = {int8: "unsigned int", int16: "unsigned int", int32: "unsigned int", int64: "unsigned long long",
-                      uint8: "unsigned int", uint16: "unsigned int", uint32: "unsigned int",
-                      uint64: "unsigned long long"}  # fmt: skip
+    unsigned_types = {d: "unsigned long long" if d.bits == 64 else "unsigned int" for d in INTEGER_DTYPES}
     reinterpret: dict[DType, str] = {}  # a C cast: nvcc converts unsigned to signed modulo 2^n
     int64_suffix = "LL"
     local_id = "(long long)threadIdx.x"

@@ -101,6 +101,15 @@ ALL_DTYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, f
 HALF_DTYPES = (float16, bfloat16)
 SMALL_INT_DTYPES = (int8, int16, uint8, uint16, uint32, uint64)
 """The integer types beside the default int32 and int64."""
+INTEGER_DTYPES = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+
+
+def integer_spellings(names: dict[int, str], unsigned: str) -> dict[DType, str]:
+    """A language's names of the integer types, from its signed name per width and its unsigned prefix:
+    ``integer_spellings({8: "char", 16: "short", 32: "int", 64: "long"}, "u")`` spells OpenCL's."""
+    return {d: (unsigned if d.is_unsigned else "") + names[d.bits] for d in INTEGER_DTYPES}
+
+
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int32
 INDEX = int64  # the type of axis values and dimension values used in expressions

@@ -96,7 +96,7 @@ class Evaluator:
         if isinstance(node, Select):
             c = self(node.cond)
             a, b = self.typed(node.a, node.dtype), self.typed(node.b, node.dtype)
-            v = np.where(c.v, a.v, b.v).astype(node.dtype)
+            v = np.where(c.v, a.v, b.v).astype(_c(node.dtype))
             e = np.where(np.isinf(c.e), np.inf, np.where(c.v, a.e, b.e))
             return Approx(v, e)
         if isinstance(node, Convert):
@@ -127,7 +127,7 @@ class Evaluator:
                 v = np.abs(x.v)
             else:
                 v = np.logical_not(x.v) if node.dtype == "bool" else np.invert(x.v)
-            return Approx(v.astype(node.dtype), x.e)
+            return Approx(v.astype(_c(node.dtype)), x.e)
         x = self.typed(node.x, node.dtype)
         x64, ex = np.asarray(x.v, F64), x.e
         op = node.op
@@ -160,11 +160,11 @@ class Evaluator:
             r, e = 1.0 / (1.0 + np.exp(-x64)), np.minimum(0.25 * ex, 1.0)
         else:
             raise ValueError(op)
-        v = r.astype(node.dtype)
+        v = r.astype(_c(node.dtype))
         scale = np.abs(v.astype(F64))
         if op in ("tanh", "sin", "cos", "erf", "sigmoid", "log"):
             scale = np.maximum(scale, 1.0)  # accuracy is absolute near the function's zeros
-        return Approx(v, e + FUNCTION_ULPS * rules.unit_roundoff(node.dtype) * scale)
+        return Approx(v, e + FUNCTION_ULPS * _u(node.dtype) * scale)
 
     def binary(self, node: Binary) -> Approx:
         op = node.op
@@ -180,7 +180,7 @@ class Evaluator:
         if not rules.is_float(t):
             return self.integer_binary(node, a, b)
         a64, b64 = np.asarray(a.v, F64), np.asarray(b.v, F64)
-        u = rules.unit_roundoff(node.dtype)
+        u = _u(node.dtype)
         if op in ("floordiv", "mod"):
             return self.float_floor(node, a, b, a64, b64, u)
         if op == "add":
@@ -194,12 +194,12 @@ class Evaluator:
             d = np.abs(b64) - b.e
             e = np.where(d > 0, (a.e + np.abs(r) * b.e) / np.where(d > 0, d, 1.0), np.inf)
         elif op == "maximum":
-            return Approx(np.maximum(a.v, b.v).astype(node.dtype), np.maximum(a.e, b.e))
+            return Approx(np.maximum(a.v, b.v).astype(_c(node.dtype)), np.maximum(a.e, b.e))
         elif op == "minimum":
-            return Approx(np.minimum(a.v, b.v).astype(node.dtype), np.maximum(a.e, b.e))
+            return Approx(np.minimum(a.v, b.v).astype(_c(node.dtype)), np.maximum(a.e, b.e))
         else:
             raise ValueError(op)
-        v = r.astype(node.dtype)
+        v = r.astype(_c(node.dtype))
         return Approx(v, e + u * np.abs(v.astype(F64)))
 
     def float_floor(self, node: Binary, a: Approx, b: Approx, a64, b64, u: float) -> Approx:
@@ -210,10 +210,12 @@ class Evaluator:
         width = width + 4 * (u + rules.unit_roundoff("float64")) * np.abs(q)
         exact = (a.e == 0) & (b.e == 0) & (np.fmod(a64, b64) == 0)
         ambiguous = (np.abs(q - np.round(q)) <= width) & ~exact
+        ct = _c(node.dtype)
+        av, bv = np.asarray(a.v).astype(ct), np.asarray(b.v).astype(ct)
         if node.op == "floordiv":
-            v = np.floor_divide(a.v, b.v).astype(node.dtype)
+            v = np.floor_divide(av, bv)
             return Approx(v, np.where(ambiguous, np.inf, 0.0))
-        v = np.remainder(a.v, b.v).astype(node.dtype)
+        v = np.remainder(av, bv)
         k = np.floor(q)
         e = a.e + np.abs(k) * b.e + 2 * u * (np.abs(k * b64) + np.abs(b64) + np.abs(v.astype(F64)))
         return Approx(v, np.where(ambiguous, np.inf, e))
@@ -258,8 +260,8 @@ class Evaluator:
         else:
             d = np.abs(x64) - ex
             e = np.where(d > 0, n * np.where(d > 0, d, 1.0) ** (-n - 1) * ex, np.inf)
-        v = r.astype(node.dtype)
-        return Approx(v, e + (2 * n + 1) * rules.unit_roundoff(node.dtype) * np.abs(v.astype(F64)))
+        v = r.astype(_c(node.dtype))
+        return Approx(v, e + (2 * n + 1) * _u(node.dtype) * np.abs(v.astype(F64)))
 
     def convert(self, node: Convert) -> Approx:
         x = self(node.x)
@@ -285,7 +287,7 @@ class Evaluator:
         xv = np.broadcast_to(np.asarray(x.v), shape)
         xe = np.broadcast_to(x.e, shape)
         kept = tuple(1 if k in axes else s for k, s in enumerate(shape))
-        t, op = node.dtype, node.op
+        t, op = _c(node.dtype), node.op
         if node.count == 0:
             return Approx(np.full(kept, _identity(op, t), dtype=t), np.zeros(kept))
         unknown = np.isinf(np.max(xe, axis=axes, keepdims=True))
@@ -314,6 +316,17 @@ class Evaluator:
             s, e = s / node.count, e / node.count
         v = s.astype(t)
         return Approx(v, e + 2 * u * np.abs(v.astype(F64)))
+
+
+def _c(t: str) -> str:
+    """The type a node's value is computed in (float32 for the 16-bit floats: they are rounded only where
+    stored or converted)."""
+    return rules.compute(t)
+
+
+def _u(t: str) -> float:
+    """The unit roundoff of one operation on values of type ``t``."""
+    return rules.unit_roundoff(rules.compute(t))
 
 
 def _wide(t: str) -> type:

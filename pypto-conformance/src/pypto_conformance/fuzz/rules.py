@@ -5,17 +5,21 @@ wider, a signed with an unsigned integer the narrowest signed type holding both 
 float64); Python scalars and axis values are weak and take the other operand's type (a Python float
 meeting an integer gives float32); ``/`` on integers gives float32; the functions compute in the
 operand's float type (float32 for integers); arithmetic on booleans gives int32; integer arithmetic
-wraps around; a float converted to an integer saturates at the type's bounds (NaN gives 0).
+wraps around; a float converted to an integer saturates at the type's bounds (NaN gives 0); the 16-bit
+floats are computed in float32 and rounded only where stored or explicitly converted.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import ml_dtypes  # noqa: F401 - registers NumPy's name "bfloat16" (the fuzzer's dtypes are names)
 
-FLOAT_TYPES = ("float32", "float64")
+FLOAT_TYPES = ("float32", "float64", "float16", "bfloat16")
+HALF_TYPES = ("float16", "bfloat16")  # stored in 16 bits, computed in float32, rounded where stored or cast
 INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-KIND = {"bool": 0, **{t: 1 for t in INT_TYPES}, "float32": 2, "float64": 2}
-BITS = {"bool": 8, **{t: int(t.removeprefix("u").removeprefix("int")) for t in INT_TYPES}, "float32": 32, "float64": 64}
+KIND = {"bool": 0, **{t: 1 for t in INT_TYPES}, **{t: 2 for t in FLOAT_TYPES}}
+BITS = {"bool": 8, **{t: int(t.removeprefix("u").removeprefix("int")) for t in INT_TYPES}, "float32": 32, "float64": 64,
+        "float16": 16, "bfloat16": 16}  # fmt: skip
+EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
 
 FUNCTIONS = ("exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf", "sigmoid")
 ARITH = ("add", "sub", "mul", "div", "floordiv", "mod", "maximum", "minimum")
@@ -66,7 +70,14 @@ def promote(a: str, b: str) -> str:
         if BITS[s] > BITS[u]:
             return s
         return f"int{2 * BITS[u]}" if BITS[u] < 64 else "float64"
+    if BITS[a] == BITS[b]:  # float16 and bfloat16: neither holds the other
+        return "float32"
     return a if BITS[a] >= BITS[b] else b
+
+
+def compute(dt: str) -> str:
+    """The type values of type ``dt`` are computed in: float32 for the 16-bit floats."""
+    return "float32" if dt in HALF_TYPES else dt
 
 
 def with_weak(strong: str, weak_kind: str, value: float = 0) -> str:
@@ -96,4 +107,4 @@ def function_type(dt: str) -> str:
 
 def unit_roundoff(dt: str) -> float:
     """Half a unit in the last place relative to 1: the error bound of one correctly rounded operation."""
-    return float(np.finfo(dt).eps) / 2 if is_float(dt) else 0.0
+    return EPS[dt] / 2 if is_float(dt) else 0.0

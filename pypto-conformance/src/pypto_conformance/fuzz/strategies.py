@@ -41,12 +41,15 @@ FLOAT_CONSTS = (2.0, 0.5, -1.5, 0.1, 3.0, 0.25, -0.75, 1.0)
 INT_CONSTS = (2, 3, -1, 5, 1, 7, -3)
 LIMIT = {"float": 1e4, "int": 2.0**20}
 MAX_TENSORS = 5
-FAMILIES = ("float32", "float64", "int32", "int64", "int8", "int16", "uint8", "uint16", "uint32", "uint64")
+FAMILIES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "int16", "uint8", "uint16", "uint32",
+            "uint64")  # fmt: skip
 
 # the tensor dtypes a family's kernels read: its own first, then others it mixes with
 LEAF_DTYPES = {
     "float32": ("float32", "int32"),
     "float64": ("float64", "float32", "int64"),
+    "float16": ("float16", "float32", "int32"),
+    "bfloat16": ("bfloat16", "float16", "int8"),
     "int32": ("int32", "int64"),
     "int64": ("int64", "int32"),
     "int8": ("int8", "int32", "uint8"),

@@ -306,7 +306,9 @@ class _Scheduler:
             self.allowed.append(f"{where}: {self.name(c.rows)}, {self.name(c.cols)}, {self.name(c.red)} (recorded)")
             tiles = tuple((a, n) for a, n in sizes if n is not None)
             return replace(sched, tiles=tiles)
-        dt = g.stores[0].value.dtype
+        # the accumulators' type (a 16-bit result is rounded from float32 ones: its tile is float32's)
+        reds = top_reduces(g.stores[0].value)
+        dt = reds[0].dtype if reds else g.stores[0].value.dtype
         itemsize = dt.itemsize if dt is not None else 4
         lanes = self.machine.lanes(itemsize)
         mr, nr = register_tile(self.machine, itemsize)

@@ -16,22 +16,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from pypto.dtypes import (
-    DType,
-    bfloat16,
-    bool_,
-    float16,
-    float32,
-    float64,
-    int8,
-    int16,
-    int32,
-    int64,
-    uint8,
-    uint16,
-    uint32,
-    uint64,
-)
+from pypto.dtypes import DType, bfloat16, bool_, float16, float32, float64, int64, integer_spellings
 from pypto.ir.loops import (
     Alloc,
     Argument,
@@ -116,9 +101,8 @@ class CRenderer:
     buffer_qualifier = ""  # OpenCL: "__global "
     index_type = "int64_t"
     # float16 and bfloat16 values are their bits; the half_compute pass leaves them only in casts
-    types = {float32: "float", float64: "double", int32: "int32_t", int64: "int64_t", bool_: "bool",
-             float16: "uint16_t", bfloat16: "uint16_t", int8: "int8_t", int16: "int16_t", uint8: "uint8_t",
-             uint16: "uint16_t", uint32: "uint32_t", uint64: "uint64_t"}  # fmt: skip
+    types = {float32: "float", float64: "double", bool_: "bool", float16: "uint16_t", bfloat16: "uint16_t",
+             **integer_spellings({n: f"int{n}_t" for n in (8, 16, 32, 64)}, "u")}  # fmt: skip
     buffer_types: dict[DType, str] = {}  # element types of buffers when they differ from ``types``
     # 16-bit floats held as their bits: (widening helper, narrowing helper) each, sources in ``half_helpers``
     half_conversions: dict[DType, tuple[str, str]] = {

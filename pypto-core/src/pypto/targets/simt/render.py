@@ -37,19 +37,16 @@ from dataclasses import dataclass, field, replace
 
 from pypto._hashing import source_digest
 from pypto.dtypes import (
+    INTEGER_DTYPES,
     DType,
     bfloat16,
     bool_,
     float16,
     float32,
     float64,
-    int8,
-    int16,
     int32,
     int64,
-    uint8,
-    uint16,
-    uint32,
+    integer_spellings,
     uint64,
 )
 from pypto.ir.device import DeviceStep
@@ -156,16 +153,14 @@ class SimtRenderer(GroupSharing, CRenderer):
     index_type = "long"
     # 16-bit floats are held as their bits (a ushort) and converted where loaded and stored: vload_half and
     # vstore_half_rte are core OpenCL 1.2 (no cl_khr_fp16 needed), bfloat16 is a shift and a rounding
-    types = {float32: "float", float64: "double", int32: "int", int64: "long", bool_: "bool", float16: "ushort",
-             bfloat16: "ushort", int8: "char", int16: "short", uint8: "uchar", uint16: "ushort", uint32: "uint",
-             uint64: "ulong"}  # fmt: skip
+    types = {float32: "float", float64: "double", bool_: "bool", float16: "ushort", bfloat16: "ushort",
+             **integer_spellings({8: "char", 16: "short", 32: "int", 64: "long"}, "u")}  # fmt: skip
     half_conversions = {float16: ("pt_f16_f32", "pt_f32_f16"), bfloat16: ("pt_bf16_f32", "pt_f32_bf16")}
     half_helpers = OPENCL_HALF_HELPERS
     buffer_types = {bool_: "uchar"}  # OpenCL has no bool buffers or kernel arguments
     scalar_types = {bool_: "uchar"}
     # wrap-around arithmetic of each integer type is computed in (narrower types: in 32 bits, converted back)
-    unsigned_types = {int8: "uint", int16: "uint", int32: "uint", int64: "ulong", uint8: "uint", uint16: "uint",
-                      uint32: "uint", uint64: "ulong"}  # fmt: skip
+    unsigned_types = {d: "ulong" if d.bits == 64 else "uint" for d in INTEGER_DTYPES}
     reinterpret = {int32: "as_int", int64: "as_long"}  # unsigned bits -> signed; None: a C cast
     int64_suffix = "L"
     local_id = "(long)get_local_id(0)"
