@@ -62,8 +62,8 @@ class Evaluator:
     def typed(self, node: Node, t: str) -> Approx:
         """The node's value converted to ``t`` as the language converts operands."""
         x = self(node)
-        if node.weak:  # a Python scalar or an axis value takes the type exactly
-            return Approx(np.asarray(x.v).astype(t), x.e)
+        if node.weak:  # a Python scalar or an axis value takes the type (its compute type: 0.1 meeting a float16
+            return Approx(np.asarray(x.v).astype(_c(t)), x.e)  # value is float32's 0.1, not float16's)
         if node.dtype == t:
             return x
         return self.converted(x, t)
