@@ -24,7 +24,6 @@ a plain contraction.
 
 from __future__ import annotations
 
-from pypto import dtypes
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import Group, KernelIR
 from pypto.ir.nodes import Cast, Expr, Load, Store, load_accesses, top_reduces
@@ -33,13 +32,11 @@ from pypto.passes.schedule import _axes, _factors, contraction
 
 
 def _plain(e: Expr) -> bool:
-    """A load, possibly converted: what a contraction kernel reads as it is. A value rounded through a 16-bit
-    float and widened again (a float32 operand under ``pt.set_precision("mixed")``) is not: it is rounded
-    once, into a temporary, not once per multiply-add; so is a value converted to another type of its kind
-    (float32 to float64 under ``"highest"``, int8 to int32): the contraction then reads its own type."""
+    """A load, possibly converted: what a contraction kernel reads as it is. A value converted to another type
+    of its kind is not (bfloat16 to float32; float32 rounded to bfloat16 and widened again under
+    ``pt.set_precision("mixed")``; float32 to float64 under ``"highest"``; int8 to int32): it is converted once,
+    into a temporary, not once per multiply-add, and the contraction reads its own type."""
     while isinstance(e, Cast):
-        if isinstance(e.x, Cast) and e.x.dtype is not None and e.x.dtype.is_half and e.dtype == dtypes.float32:
-            return False
         src = e.x.dtype
         if src is not None and e.dtype is not None and src.kind == e.dtype.kind:
             return False
