@@ -210,7 +210,7 @@ def test_every_conformance_kernel_compiles(arch):
     for name, k in _catalogue():
         # the variant for aliased calls on one architecture; the kernels of the 16-bit floats and the other
         # integer types (the same helpers and conversions on every architecture) once
-        once = any(f"[{t}" in name for t in ("float16", "bfloat16", "int8", "int16", "uint"))
+        once = any(f"[{t}" in name for t in ("float16", "bfloat16", "int8", "int16", "uint", "complex"))
         for noalias in (True, False) if arch == "sm_90" and not once else (True,):
             if once and arch != "sm_90":
                 continue

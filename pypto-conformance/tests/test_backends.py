@@ -43,7 +43,7 @@ def test_declaration_problems():
     assert declaration_problems(target("ok")) == []
     assert declaration_problems(target("f32", dtypes={"float32"}, fp64=False)) == []
     problems = declaration_problems(
-        target("odd", dtypes={"float32", "complex64"}, tolerances={"float64": (1e-3,), "int8": (0, 0)})
+        target("odd", dtypes={"float32", "complex256"}, tolerances={"float64": (1e-3,), "int8": (0, 0)})
     )
     text = "\n".join(problems)
-    assert "complex64" in text and "fp64 is True" in text and "int8" in text and "(rtol, atol)" in text
+    assert "complex256" in text and "fp64 is True" in text and "int8" in text and "(rtol, atol)" in text

@@ -7,7 +7,7 @@ def test_capabilities_skips_and_declarations(plugin_site, run_cli):
     limited = 'Capabilities(dtypes=frozenset({"float32"}), fp64=False)'
     plugin_site("limited", plugin_source("limited", capabilities=limited))
     plugin_site("skipper", plugin_source("skipper", launch=SKIPPING_LAUNCH))
-    plugin_site("odd", plugin_source("odd", capabilities='Capabilities(dtypes=frozenset({"float32", "complex64"}))'))
+    plugin_site("odd", plugin_source("odd", capabilities='Capabilities(dtypes=frozenset({"float32", "complex256"}))'))
     site = plugin_site("offline", plugin_source("offline", probe='Availability(False, "no fake device attached")'))
     run = run_cli("--backend", "all", "-k", "add- or declaration or fuzz-int32", "--max-examples", "5", site=site)
     assert run.returncode == 1, run
@@ -32,7 +32,7 @@ def test_capabilities_skips_and_declarations(plugin_site, run_cli):
 
     # declarations are checked; an unavailable backend is reported with its reason, not run
     odd = outcome("declaration", "-", "odd")
-    assert odd["outcome"] == "failed" and "complex64" in odd["message"] and "fp64" in odd["message"]
+    assert odd["outcome"] == "failed" and "complex256" in odd["message"] and "fp64" in odd["message"]
     assert outcome("declaration", "-", "limited")["outcome"] == "passed"
     offline = outcome("declaration", "-", "offline")
     assert offline["outcome"] == "skipped" and "no fake device attached" in offline["reason"]

@@ -41,7 +41,7 @@ def test_override_file_replaces_named_entries(tmp_path):
 @pytest.mark.parametrize(
     "data,problem",
     [
-        ({"dtype": {"complex64": {"rtol": 1}}}, "unknown dtype"),
+        ({"dtype": {"complex256": {"rtol": 1}}}, "unknown dtype"),
         ({"dtype": {"float32": {"rtol": -1}}}, "must be a number >= 0"),
         ({"dtype": {"float32": {"rtol": "big"}}}, "must be a number >= 0"),
         ({"dtype": {"float32": {"rtol": 1, "slack": 2}}}, "unknown key"),

@@ -311,7 +311,7 @@ def test_dim_and_annotation_validation():
     with pytest.raises(pt.TracingError):
         pt.Tensor[float]
     with pytest.raises(pt.DTypeError, match="not a pypto data type"):
-        pt.Tensor["complex", (N,)]
+        pt.Tensor["quaternion", (N,)]
     with pytest.raises(pt.TracingError):
         pt.axis(-1)
     with pytest.raises(TypeError):

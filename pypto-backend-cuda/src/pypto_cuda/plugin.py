@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pypto.backend_api import (
     BASE_DTYPES,
+    COMPLEX_DTYPES,
     HALF_DTYPES,
     PLUGIN_API_VERSION,
     SMALL_INT_DTYPES,
@@ -49,7 +50,7 @@ class CudaBackend(SimtBackend):
         return open_device()
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(dtypes=BASE_DTYPES | HALF_DTYPES | SMALL_INT_DTYPES, max_threads=1024,
+        return Capabilities(dtypes=BASE_DTYPES | HALF_DTYPES | SMALL_INT_DTYPES | COMPLEX_DTYPES, max_threads=1024,
                             notes="CUDA C through nvcc; blocks share rows, warp shuffles")  # fmt: skip
 
     def availability(self) -> Availability:

@@ -194,8 +194,8 @@ class DeviceCapabilities:
 
     @property
     def dtypes(self) -> frozenset[str]:
-        base = {"bool", "int32", "int64", "float32"} | HALF_DTYPES | SMALL_INT_DTYPES  # 16-bit floats: stored only
-        return frozenset(base | ({"float64"} if self.fp64 else set()))
+        base = {"bool", "int32", "int64", "float32", "complex64"} | HALF_DTYPES | SMALL_INT_DTYPES
+        return frozenset(base | ({"float64", "complex128"} if self.fp64 else set()))  # complex: pairs of floats
 
     @property
     def max_threads(self) -> int | None:

@@ -5,7 +5,15 @@ Kept light: nothing here imports cffi or runs a compiler until a hook needs it.
 
 from __future__ import annotations
 
-from pypto.backend_api import BASE_DTYPES, HALF_DTYPES, PLUGIN_API_VERSION, SMALL_INT_DTYPES, Backend, Capabilities
+from pypto.backend_api import (
+    BASE_DTYPES,
+    COMPLEX_DTYPES,
+    HALF_DTYPES,
+    PLUGIN_API_VERSION,
+    SMALL_INT_DTYPES,
+    Backend,
+    Capabilities,
+)
 from pypto.hookspecs import hookimpl
 from pypto.targets.cpu.backend import NativeBackend
 
@@ -58,7 +66,8 @@ BACKEND = OpenMPBackend(
     package="pypto-backend-openmp",
     description="C99 + OpenMP, compiled with $CC (gcc or clang)",
     capabilities=Capabilities(
-        dtypes=BASE_DTYPES | HALF_DTYPES | SMALL_INT_DTYPES, notes="OpenMP threads over outer loops, SIMD inner loops"
+        dtypes=BASE_DTYPES | HALF_DTYPES | SMALL_INT_DTYPES | COMPLEX_DTYPES,
+        notes="OpenMP threads over outer loops, SIMD inner loops",
     ),
     codegen_modules=("pypto_openmp.renderer", "pypto_openmp.load"),
 )

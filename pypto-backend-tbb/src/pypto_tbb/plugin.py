@@ -5,7 +5,15 @@ Kept light: nothing here imports cffi, looks for TBB or runs a compiler until a 
 
 from __future__ import annotations
 
-from pypto.backend_api import BASE_DTYPES, HALF_DTYPES, PLUGIN_API_VERSION, SMALL_INT_DTYPES, Backend, Capabilities
+from pypto.backend_api import (
+    BASE_DTYPES,
+    COMPLEX_DTYPES,
+    HALF_DTYPES,
+    PLUGIN_API_VERSION,
+    SMALL_INT_DTYPES,
+    Backend,
+    Capabilities,
+)
 from pypto.hookspecs import hookimpl
 
 from . import __version__
@@ -48,7 +56,7 @@ BACKEND = TBBBackend(
     package="pypto-backend-tbb",
     description="C++17 + oneTBB (tbb-devel wheel), compiled with $CXX (g++ or clang++)",
     capabilities=Capabilities(
-        dtypes=BASE_DTYPES | HALF_DTYPES | SMALL_INT_DTYPES,
+        dtypes=BASE_DTYPES | HALF_DTYPES | SMALL_INT_DTYPES | COMPLEX_DTYPES,
         notes="tbb::parallel_for over outer loops (a few chunks per thread), SIMD inner loops",
     ),
     # libtbb stays mapped until the process exits: the core's loader pins it (RTLD_NODELETE) once loaded

@@ -1,7 +1,8 @@
 """Comparing a backend's output with the NumPy reference, with errors a person can read.
 
 Floats: NaN must be NaN, an infinity the same infinity, finite values within ``atol + rtol*|want|``
-(plus an optional per-element ``allowance``). Integers and booleans must be equal. The result
+(plus an optional per-element ``allowance``). Complex numbers: each part so, ``|want|`` the magnitude of the
+complex value (a part that cancels to near zero is held to the precision of the whole number). Integers and booleans must be equal. The result
 carries the largest absolute and relative errors seen, for the report.
 """
 
@@ -100,6 +101,20 @@ def compare_arrays(
     total = int(mask.sum())
     if got.dtype.kind in "biu" and want.dtype.kind in "biu":
         return _compare_exact(output, got, want, mask, total)
+    if want.dtype.kind == "c":
+        if got.dtype.kind != "c":
+            return Comparison(output, False, problem=f"output '{output}' is {got.dtype}, expected a complex array")
+        with np.errstate(all="ignore"):
+            magnitude = np.abs(want.astype(np.complex128))
+        scale = tol.rtol * np.where(np.isfinite(magnitude), magnitude, 0.0)
+        extra = scale if allowance is None else scale + np.broadcast_to(np.asarray(allowance, np.float64), want.shape)
+        parts = [_compare_float(f"{output}.{p}", getattr(got, p), getattr(want, p), tol, mask, total, extra)
+                 for p in ("real", "imag")]  # fmt: skip
+        worst = LargestErrors()
+        for c in parts:
+            worst.absorb(c.max_abs, c.max_rel)
+        bad = [c.problem for c in parts if not c.ok]
+        return Comparison(output, not bad, worst.max_abs, worst.max_rel, "; ".join(bad))
     return _compare_float(output, got, want, tol, mask, total, allowance)
 
 

@@ -23,7 +23,7 @@ import pypto as pt
 from .cases import all_cases
 from .cases.arrays import all_array_cases
 from .compare import compare_arrays
-from .runner import array_inputs, case_data, describe_exception
+from .runner import array_inputs, array_reference, case_data, describe_exception, expected_as
 from .tolerances import default_table
 
 CHUNKINGS = ("one", "uneven", "ones")
@@ -138,9 +138,7 @@ def run_array_case(case: Any, how: str, executor: str | None = None) -> MatrixRe
     if index is None:
         return None
     inputs = array_inputs(case, dtype, index)
-    with np.errstate(all="ignore"):
-        want = case.reference(*(x.astype(np.float64) for x in inputs))
-    want = want if isinstance(want, tuple) else (want,)
+    want = array_reference(case, inputs)
     fn = pt.jit(case.fn, executor=executor)
     got, raised = _compute(
         lambda: fn(*(da.from_array(x, chunks=chunks_for(x.shape, how)) if x.ndim else x for x in inputs))
@@ -149,7 +147,7 @@ def run_array_case(case: Any, how: str, executor: str | None = None) -> MatrixRe
         return MatrixResult(case.name, how, False, raised)
     problems = []
     for k, (g, w) in enumerate(zip(got, want)):
-        p = _compare(f"result {k}", g, np.asarray(w).astype(dtype), dtype, case.functions, case.name)
+        p = _compare(f"result {k}", g, expected_as(w, dtype), dtype, case.functions, case.name)
         if p:
             problems.append(p)
     return MatrixResult(case.name, how, not problems, "; ".join(problems))

@@ -20,7 +20,7 @@ from .tolerances import Tolerance
 
 # Outputs start out holding values no correct kernel produces, so an element the backend never
 # writes is reported instead of passing by luck. Booleans start as the negated expected value.
-UNWRITTEN = {"f": -7.25e33, "i": -123456789, "h": -30000.0}  # "h": the 16-bit floats
+UNWRITTEN = {"f": -7.25e33, "i": -123456789, "h": -30000.0, "c": complex(-7.25e33, 7.25e33)}  # "h": 16-bit floats
 
 ToleranceFor = Callable[[str], Tolerance]
 
@@ -167,11 +167,26 @@ def array_inputs(case: Any, dtype: str, index: int) -> list[np.ndarray]:
     rng = np.random.default_rng(zlib.crc32(f"{case.name}/{dtype}/{index}".encode()))
     out = []
     for name, shape in case.shapes[index].items():
-        if name in case.positive:
+        if np.dtype(dtype).kind == "c":
+            out.append((rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype))
+        elif name in case.positive:
             out.append(rng.uniform(0.1, 2.0, shape).astype(dtype))
         else:
             out.append(rng.standard_normal(shape).astype(dtype))
     return out
+
+
+def array_reference(case: Any, inputs: list[np.ndarray]) -> tuple:
+    """The NumPy reference of an array case on float64 (complex128) copies of its inputs, as a tuple."""
+    with np.errstate(all="ignore"):
+        want = case.reference(*(x.astype(np.complex128 if x.dtype.kind == "c" else np.float64) for x in inputs))
+    return want if isinstance(want, tuple) else (want,)
+
+
+def expected_as(w: Any, dtype: str) -> np.ndarray:
+    """A reference result rounded to the case's ``dtype`` (to its part type when the result is real: ``abs(z)``)."""
+    w = np.asarray(w)
+    return w.astype(dtype if w.dtype.kind == "c" else np.zeros((), dtype).real.dtype)
 
 
 def run_array_case(case: Any, dtype: str, backend: str, tolerance_for: Callable[..., Tolerance]) -> Outcome:
@@ -182,9 +197,7 @@ def run_array_case(case: Any, dtype: str, backend: str, tolerance_for: Callable[
     for index, shapes in enumerate(case.shapes):
         inputs = array_inputs(case, dtype, index)
         where = ", ".join(f"{k}{list(v)}" for k, v in shapes.items())
-        with np.errstate(all="ignore"):
-            expected = case.reference(*(x.astype(np.float64) for x in inputs))
-        expected = expected if isinstance(expected, tuple) else (expected,)
+        expected = array_reference(case, inputs)
         try:
             got = fn(*(x.copy() for x in inputs))
         except (KeyboardInterrupt, SystemExit):
@@ -199,7 +212,7 @@ def run_array_case(case: Any, dtype: str, backend: str, tolerance_for: Callable[
         for k, (g, w) in enumerate(zip(got, expected)):
             tol = tolerance_for(dtype, case.functions)
             outcome.tolerances[dtype] = tol
-            want = np.asarray(w).astype(dtype)
+            want = expected_as(w, dtype)
             if g.shape != want.shape:
                 problems.append((where, f"result {k} has shape {g.shape}, the reference {want.shape}"))
                 continue

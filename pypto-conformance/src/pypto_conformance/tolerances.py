@@ -18,7 +18,7 @@ from typing import Any
 from .datafile import DataFileError, load_data_file
 
 DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64",
-               "float16", "bfloat16")  # fmt: skip
+               "float16", "bfloat16", "complex64", "complex128")  # fmt: skip
 
 
 @dataclass(frozen=True)

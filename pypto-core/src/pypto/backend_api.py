@@ -44,6 +44,9 @@ HALF_DTYPES = frozenset({"float16", "bfloat16"})
 """The 16-bit floats (stored in 16 bits, computed in float32: the ``half_compute`` pass)."""
 SMALL_INT_DTYPES = frozenset({"int8", "int16", "uint8", "uint16", "uint32", "uint64"})
 """The integer types beside int32 and int64 (arithmetic wraps around in each)."""
+COMPLEX_DTYPES = frozenset({"complex64", "complex128"})
+"""The complex types: the core writes them as pairs of floats (the ``complex_pairs`` pass), so a backend that
+computes float32 and float64 declares them and has nothing else to do."""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@
 GPUs run fastest. Promotion never invents float64: mixing an integer with a float gives that float
 type, and Python scalars are *weak* (``x * 2.0`` keeps ``x``'s type). Integers of mixed signedness
 follow NumPy 2 (``int8 + uint8 -> int16``, ``int64 + uint64 -> float64``); integer arithmetic wraps
-around in every type.
+around in every type. Complex numbers (complex64, complex128) beat every real kind; a complex value with a
+float of another width takes the wider part (``complex64 + float64 -> complex128``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pypto.errors import DTypeError
 
 @dataclass(frozen=True)
 class DType:
-    """A scalar element type: ``kind`` is 'b' (bool), 'i' (signed integer), 'u' (unsigned integer) or 'f' (float)."""
+    """A scalar element type: ``kind`` is 'b' (bool), 'i' (signed integer), 'u' (unsigned integer), 'f' (float)
+    or 'c' (complex: ``bits`` counts both parts)."""
 
     name: str
     kind: str
@@ -47,6 +49,20 @@ class DType:
     @property
     def is_float(self) -> bool:
         return self.kind == "f"
+
+    @property
+    def is_complex(self) -> bool:
+        return self.kind == "c"
+
+    @property
+    def is_inexact(self) -> bool:
+        """A float or a complex type (the array API's "floating-point": true division, transcendentals)."""
+        return self.kind in "fc"
+
+    @property
+    def part(self) -> DType:
+        """The type of each part of a complex type (complex64 -> float32); a real type's own type."""
+        return _PARTS.get(self, self)
 
     @property
     def is_int(self) -> bool:
@@ -96,8 +112,13 @@ float32 = DType("float32", "f", 32)
 float64 = DType("float64", "f", 64)
 float16 = DType("float16", "f", 16)
 bfloat16 = DType("bfloat16", "f", 16)
+complex64 = DType("complex64", "c", 64)
+complex128 = DType("complex128", "c", 128)
 
-ALL_DTYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64, float16, bfloat16)
+ALL_DTYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64, float16, bfloat16,
+              complex64, complex128)  # fmt: skip
+COMPLEX_DTYPES = (complex64, complex128)
+_PARTS = {complex64: float32, complex128: float64}
 HALF_DTYPES = (float16, bfloat16)
 SMALL_INT_DTYPES = (int8, int16, uint8, uint16, uint32, uint64)
 """The integer types beside the default int32 and int64."""
@@ -156,13 +177,20 @@ def as_dtype(spec: object, *, what: str = "dtype") -> DType:
 
 
 def from_numpy(npd: np.dtype) -> DType | None:
-    """The DType of a NumPy dtype, or None when pypto has no such type (e.g. complex64, a big-endian type)."""
+    """The DType of a NumPy dtype, or None when pypto has no such type (e.g. float128, a big-endian type)."""
     if npd.byteorder not in "=|":
         return None
     return _BY_NAME.get(npd.name if npd.name != "bool" else "bool")
 
 
-_RANK = {"b": 0, "i": 1, "u": 1, "f": 2}
+_RANK = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
+
+
+def complex_of(d: DType) -> DType:
+    """The complex type whose parts hold ``d``'s values: complex128 for float64 (and complex128), else complex64."""
+    return complex128 if d in (float64, complex128) else complex64
+
+
 _SIGNED = {8: int8, 16: int16, 32: int32, 64: int64}
 
 
@@ -175,12 +203,17 @@ def promote(a: DType, b: DType) -> DType:
         return a
     ka, kb = _RANK[a.kind], _RANK[b.kind]
     if ka != kb:
+        if a.is_complex or b.is_complex:  # complex64 + float64 -> complex128, like NumPy
+            c, r = (a, b) if a.is_complex else (b, a)
+            return complex128 if r == float64 else c
         return a if ka > kb else b
     if a.kind != b.kind:  # a signed and an unsigned integer
         s, u = (a, b) if a.kind == "i" else (b, a)
         if s.bits > u.bits:
             return s
         return _SIGNED[2 * u.bits] if u.bits < 64 else float64
+    if a.is_complex:
+        return complex128
     if a.bits == b.bits:  # float16 and bfloat16
         return float32
     return a if a.bits >= b.bits else b
@@ -192,6 +225,8 @@ def weak_scalar_type(value: object) -> DType:
         return bool_
     if isinstance(value, int):
         return int32 if -(2**31) <= value < 2**31 else int64
+    if isinstance(value, complex):
+        return complex64
     return float32
 
 
@@ -215,8 +250,10 @@ def promote_weak(strong: DType, value: object) -> DType:
                     fix=f"cast the array first (pt.cast(x, pt.int64)) or use a value that fits {strong}",
                 )
         return strong
+    if isinstance(value, complex):  # x * 1j: the complex type of x's precision
+        return strong if strong.is_complex else complex_of(strong)
     # a Python float
-    return strong if strong.is_float else DEFAULT_FLOAT
+    return strong if strong.is_inexact else DEFAULT_FLOAT
 
 
 def can_store(value: DType, target: DType) -> bool:
@@ -226,9 +263,9 @@ def can_store(value: DType, target: DType) -> bool:
     return _KIND_ORDER[value.kind] <= _KIND_ORDER[target.kind]
 
 
-_KIND_ORDER = {"b": 0, "u": 1, "i": 2, "f": 3}  # NumPy's: a signed value is not stored into an unsigned array
+_KIND_ORDER = {"b": 0, "u": 1, "i": 2, "f": 3, "c": 4}  # NumPy's: a signed value is not stored into an unsigned array
 
 
 def float_type_for(d: DType) -> DType:
-    """The float type transcendental functions compute in for an operand of type ``d``."""
-    return d if d.is_float else DEFAULT_FLOAT
+    """The type transcendental functions compute in for an operand of type ``d`` (a complex type keeps its own)."""
+    return d if d.is_inexact else DEFAULT_FLOAT

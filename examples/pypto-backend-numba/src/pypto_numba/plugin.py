@@ -12,6 +12,7 @@ from typing import Any
 
 from pypto.backend_api import (
     BASE_DTYPES,
+    COMPLEX_DTYPES,
     PLUGIN_API_VERSION,
     Artifact,
     Availability,
@@ -55,9 +56,9 @@ SPEC = BackendSpec(
     version=__version__,
     plugin_api=PLUGIN_API_VERSION,
     priority=10,  # above the NumPy reference, below the C backends: "auto" prefers OpenMP
-    # not the 16-bit floats, nor uint64 (Numba computes uint64 with int64 in float64)
+    # not the 16-bit floats, nor uint64 (Numba computes uint64 with int64 in float64); complex: pairs of floats
     capabilities=Capabilities(
-        dtypes=BASE_DTYPES | {"int8", "int16", "uint8", "uint16", "uint32"},
+        dtypes=BASE_DTYPES | COMPLEX_DTYPES | {"int8", "int16", "uint8", "uint16", "uint32"},
         notes="loop IR rendered as Python; prange loops on Numba's thread pool",
     ),
     probe=probe,

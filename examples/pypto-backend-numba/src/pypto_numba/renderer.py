@@ -36,8 +36,8 @@ from pypto.ir.loops import (
     walk,
 )
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where, postorder
+from pypto.ir.ops import FUNCTIONS2, binary_symbols
 from pypto.ir.ops import MATH as FUNCTIONS
-from pypto.ir.ops import binary_symbols
 
 from .helpers import helper_name, helper_source
 
@@ -188,6 +188,8 @@ class NumbaRenderer:
         op = e.op
         if op in ("maximum", "minimum", "floordiv", "mod"):
             return f"{self.helper(op, dt)}({self.top(e.a)}, {self.top(e.b)})", True
+        if op in FUNCTIONS2:  # atan2, hypot: math-module functions of the same C name
+            return f"_math.{FUNCTIONS2[op].function}({self.top(e.a)}, {self.top(e.b)})", True
         sym = INFIX[op]
         b = e.b
         if op == "add" and isinstance(b, Const) and dt.is_int and -(2 ** (dt.bits - 1)) < b.value < 0:

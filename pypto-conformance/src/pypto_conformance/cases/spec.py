@@ -31,6 +31,7 @@ NUMERIC = FLOATS + INTS
 # the other integer types (arithmetic wraps around in each): the cases of the operations that treat them
 # differently (narrow types computed in int and converted back, unsigned division and comparisons)
 SMALL_INTS = ("int8", "int16", "uint8", "uint16", "uint32", "uint64")
+COMPLEX = ("complex64", "complex128")  # pairs of floats after the complex_pairs pass
 
 SIZES_1D: tuple[dict[str, int], ...] = ({"N": 0}, {"N": 1}, {"N": 7}, {"N": 24}, {"N": 127}, {"N": 1031})
 SIZES_2D: tuple[dict[str, int], ...] = (
@@ -111,7 +112,7 @@ _DTYPES = {
     "bfloat16": pt.bfloat16,
     "int32": pt.int32,
     "int64": pt.int64,
-    **{name: getattr(pt, name) for name in SMALL_INTS},
+    **{name: getattr(pt, name) for name in SMALL_INTS + COMPLEX},
     "bool": pt.bool_,
 }
 

@@ -166,11 +166,23 @@ def by_kind(floats: ValueGen, ints: ValueGen) -> ValueGen:
     return gen
 
 
+def complex_normal(scale: float = 1.0) -> ValueGen:
+    """Complex values with normal real and imaginary parts (``scale`` standard deviation each)."""
+
+    def gen(rng: np.random.Generator, shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
+        return (scale * (rng.standard_normal(shape) + 1j * rng.standard_normal(shape))).astype(dt)
+
+    return gen
+
+
 def default_for(dt: np.dtype) -> ValueGen:
-    """The generator used when a case names none: normal floats, integers in [-100, 100], coin flips."""
+    """The generator used when a case names none: normal floats (and complex parts), integers in [-100, 100],
+    coin flips."""
     dt = np.dtype(dt)
     if dt.kind == "b":
         return bools()
+    if dt.kind == "c":
+        return complex_normal()
     if floating(dt):
         return normal()
     return normal(int_range=100)

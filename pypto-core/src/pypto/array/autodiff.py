@@ -350,6 +350,15 @@ def backward(outputs: Sequence[Array], cotangents: Sequence[Array], wrt: Sequenc
         g = adj.get(id(node))
         if g is None or not node.dtype.is_float:
             continue
+        if any(isinstance(a, Array) and a.dtype.is_complex for a in node.args):
+            raise TracingError(
+                f"gradients through complex values are not supported yet "
+                f"({node.attrs if node.op in ('unary', 'binary') else node.op} of a complex array lies on the path "
+                "from the differentiated arguments to the result)",
+                node.loc or user_loc(),
+                "compute that part with real arrays (the real and imaginary parts separately), or wrap it in "
+                "pt.stop_gradient if no gradient should flow through it",
+            )
         for x, gx in _adjoints(node, g):
             if gx.dtype != x.dtype:
                 gx = cast(gx, x.dtype)

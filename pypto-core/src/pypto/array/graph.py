@@ -78,6 +78,8 @@ def _operand(x: Any, what: str) -> Array | Scalar:
         return int(x)
     if isinstance(x, numbers.Real):
         return float(x)
+    if isinstance(x, numbers.Complex):
+        return complex(x)
     if isinstance(x, np.ndarray) or hasattr(x, "__array_interface__"):
         raise TracingError(
             f"{what}: a NumPy array captured from outside the @pt.jit function",
@@ -334,6 +336,22 @@ class Array:
     def astype(self, dtype) -> Array:
         return cast(self, dtype)
 
+    @property
+    def real(self) -> Array:
+        """The real part (``pt.real``)."""
+        return unary("real", self)
+
+    @property
+    def imag(self) -> Array:
+        """The imaginary part (``pt.imag``)."""
+        return unary("imag", self)
+
+    def conj(self) -> Array:
+        """The complex conjugate (``pt.conj``)."""
+        return unary("conj", self)
+
+    conjugate = conj
+
 
 def input_array(name: str, shape: tuple[int, ...], dtype: DType) -> Array:
     return Array("input", (), name, shape, dtype, loc=None)
@@ -435,7 +453,13 @@ def reduce(op: str, x: Any, axis: Any = None, keepdims: bool = False) -> Array:
         if counted is None:
             raise TracingError(f"{op}() of a boolean array", user_loc(), "convert first: x.astype(pt.int32)")
         dt = dtypes.as_dtype(counted)
-    if op == "mean" and not dt.is_float:
+    if dt.is_complex and base != "sum":
+        raise TracingError(
+            f"{op}() of a complex array (complex numbers have no order, and a product of them is not supported yet)",
+            user_loc(),
+            "reduce the real parts (x.real), the magnitudes (pt.abs(x)) or the logarithms (pt.log(x)) instead",
+        )
+    if op == "mean" and not dt.is_inexact:
         dt = dtypes.DEFAULT_FLOAT
     if base in ("sum", "prod") and dt.is_narrow_int:  # the array API standard's rule: the default integer's width
         dt = dtypes.uint32 if dt.is_unsigned else dtypes.DEFAULT_INT

@@ -13,6 +13,7 @@ from typing import Any
 from pypto._version import __version__
 from pypto.backend_api import (
     BASE_DTYPES,
+    COMPLEX_DTYPES,
     HALF_DTYPES,
     PLUGIN_API_VERSION,
     SMALL_INT_DTYPES,
@@ -38,7 +39,8 @@ class ReferenceBackend(Backend):
         plugin_api=PLUGIN_API_VERSION,
         priority=0,
         capabilities=Capabilities(
-            dtypes=BASE_DTYPES | HALF_DTYPES | SMALL_INT_DTYPES, notes="NumPy, whole arrays at a time; single-threaded"
+            dtypes=BASE_DTYPES | HALF_DTYPES | SMALL_INT_DTYPES | COMPLEX_DTYPES,
+            notes="NumPy, whole arrays at a time; single-threaded",
         ),
         info=lambda: {"device": "cpu (NumPy)", "threads": 1},
         description="NumPy reference implementation (always available)",

@@ -184,6 +184,19 @@ class CallContract(ParamViews):
                         fix="declare the parameter as pt.int64",
                     )
                 return npt(int(v))
+        elif p.dtype.is_complex:
+            if isinstance(v, (numbers.Number, np.number)) and not isinstance(v, (bool, np.bool_)):
+                with np.errstate(over="ignore"):
+                    r = npt(v)
+                if np.isinf(r.real) + np.isinf(r.imag) and math.isfinite(abs(complex(v))):
+                    raise DTypeError(
+                        f"{self.name}(): scalar '{p.name}' = {v!r} does not fit in {p.dtype} (it would become inf)",
+                        param=p.name,
+                        expected=f"parts within ±{float(np.finfo(p.dtype.part.numpy).max):.6g}",
+                        got=v,
+                        fix="scale the value, or declare the parameter as pt.complex128",
+                    )
+                return r
         elif (
             isinstance(v, (numbers.Real, np.floating, np.integer)) or type(v) is npt  # a bfloat16 scalar
         ) and not isinstance(v, (bool, np.bool_)):
@@ -204,7 +217,7 @@ class CallContract(ParamViews):
             param=p.name,
             expected=str(p.dtype),
             got=type(v).__name__,
-            fix=f"pass a Python {'bool' if p.dtype.is_bool else 'int' if p.dtype.is_int else 'number'}",
+            fix=f"pass a Python {'bool' if p.dtype.is_bool else 'int' if p.dtype.is_int else 'complex' if p.dtype.is_complex else 'number'}",
         )
 
 

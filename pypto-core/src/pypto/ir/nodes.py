@@ -15,9 +15,15 @@ from typing import Any
 from pypto.dtypes import DType
 from pypto.errors import SourceLoc
 from pypto.ir.affine import Affine
-from pypto.ir.ops import BINARY, MATH, REDUCERS
+from pypto.ir.ops import BINARY, COMPLEX_PARTS, MATH, REDUCERS
 
-UNARY_OPS = ("neg", "abs", "invert", *MATH)  # the math functions come from the op table (pypto.ir.ops)
+UNARY_OPS = (
+    "neg",
+    "abs",
+    "invert",
+    *MATH,
+    *COMPLEX_PARTS,
+)  # math functions and complex parts: the op table (pypto.ir.ops)
 TRANSCENDENTAL = frozenset(MATH)
 ARITH_OPS = tuple(n for n, o in BINARY.items() if o.kind == "arith")  # the binary operators: pypto.ir.ops
 COMPARE_OPS = tuple(n for n, o in BINARY.items() if o.kind == "compare")

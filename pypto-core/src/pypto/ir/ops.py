@@ -136,7 +136,7 @@ def numpy_spelling(f: MathFunction) -> str:
 
 def c_names() -> frozenset[str]:
     """The <math.h> names generated code may call for the table's functions (with C's ``f`` forms)."""
-    names = {f.c_name for f in FUNCTIONS if f.c_name}
+    names = {f.c_name for f in FUNCTIONS if f.c_name} | {op.function for op in FUNCTIONS2.values()}
     return frozenset(names | {n + "f" for n in names})
 
 
@@ -156,7 +156,8 @@ class BinaryOp:
     every type the operator takes (C's ``/`` and ``%`` on integers truncate, so ``div``, ``floordiv`` and
     ``mod`` go through helpers); ``folds`` whether constant operands are folded at compile time (integer
     division and remainder by a constant zero are left for the kernel's own rule); ``adjoint`` its rule
-    for ``pt.grad``.
+    for ``pt.grad``; ``function`` the ``<math.h>`` function two-operand functions are spelled with
+    (``atan2``, ``hypot``: printed as calls, integer operands computed in float32, like the math functions).
     """
 
     name: str
@@ -168,6 +169,8 @@ class BinaryOp:
     adjoint: BinaryAdjoint | None = None  # None: no gradient flows through it (comparisons, logic, floordiv)
     flops: int = 1  # operations per point pt.profile counts
     work: int = 1  # estimated cost per point in multiply-adds, for the compiler's decisions (pypto.passes.hoist)
+    function: str | None = None  # a <math.h> function of two floats (atan2, hypot)
+    doc: str = ""  # the docstring of pt.<name> for the functions
 
 
 def _extreme_adjoint(g: Any, a_wins: Any, a: Any, b: Any, ops: Any) -> tuple[Any, Any]:
@@ -188,6 +191,12 @@ BINARY_TABLE: tuple[BinaryOp, ...] = (
              adjoint=lambda g, a, b, y, ops: _extreme_adjoint(g, a > b, a, b, ops)),
     BinaryOp("minimum", "arith", None, np.minimum,
              adjoint=lambda g, a, b, y, ops: _extreme_adjoint(g, a < b, a, b, ops)),
+    BinaryOp("atan2", "arith", None, np.arctan2, function="atan2", flops=1, work=16,
+             doc="Elementwise arc tangent of a / b in radians, in [-pi, pi], by the signs of both (numpy.arctan2).",
+             adjoint=lambda g, a, b, y, ops: (g * b / (a * a + b * b), -g * a / (a * a + b * b))),
+    BinaryOp("hypot", "arith", None, np.hypot, function="hypot", flops=1, work=8,
+             doc="Elementwise sqrt(a**2 + b**2), without overflow or underflow on the way (numpy.hypot).",
+             adjoint=lambda g, a, b, y, ops: (g * a / y, g * b / y)),
     BinaryOp("lt", "compare", "<", np.less, c_infix=True),
     BinaryOp("le", "compare", "<=", np.less_equal, c_infix=True),
     BinaryOp("gt", "compare", ">", np.greater, c_infix=True),
@@ -201,6 +210,10 @@ BINARY_TABLE: tuple[BinaryOp, ...] = (
 
 BINARY: dict[str, BinaryOp] = {op.name: op for op in BINARY_TABLE}
 """The binary operators by name, in the order the IR lists them (arithmetic, comparisons, logic)."""
+
+
+FUNCTIONS2: dict[str, BinaryOp] = {op.name: op for op in BINARY_TABLE if op.function is not None}
+"""The two-operand math functions (``pt.atan2``, ``pt.hypot``), printed as calls of ``function``."""
 
 
 def binary_symbols(*, c_infix: bool = False, also: tuple[str, ...] = ()) -> dict[str, str]:
@@ -304,3 +317,33 @@ def _astype(value: Any, np_dtype: Any) -> Any:
 
 CAST = Conversion(_astype, lambda g, x, ops: ops.cast(g, x.dtype) if x.dtype.is_float else None)
 """The conversion's entry (see :class:`Conversion`)."""
+
+
+@dataclass(frozen=True)
+class ComplexPart:
+    """One function of complex numbers that picks or flips a part (``pt.real``, ``pt.conj`` ...).
+
+    ``part`` says whether the result has the part type (``real``, ``imag``, ``angle``: float32 for a
+    complex64 operand) or the operand's type (``conj``). These exist in the tensor IR only until the
+    ``complex_pairs`` pass (:mod:`pypto.passes.complex`) writes every complex value as two floats; on a
+    real operand they mean what NumPy's do (``imag(x)`` is 0, ``angle(x)`` is 0 or pi).
+    """
+
+    name: str
+    doc: str
+    numpy: Callable[[Any], Any]
+    part: bool
+
+
+COMPLEX_PARTS: dict[str, ComplexPart] = {c.name: c for c in (
+    ComplexPart("real", "The real part (elementwise; a real value itself).", np.real, True),
+    ComplexPart("imag", "The imaginary part (elementwise; 0 for a real value).", np.imag, True),
+    ComplexPart("conj", "The complex conjugate (elementwise; a real value itself).", np.conj, False),
+    ComplexPart("angle", "The argument in radians, in [-pi, pi] (elementwise, numpy.angle; atan2(imag, real)).",
+                np.angle, True),
+)}  # fmt: skip
+"""The complex part functions by name (IR ``Unary`` operators until ``complex_pairs``)."""
+
+COMPLEX_FUNCTIONS = frozenset({"exp", "log", "sqrt"})
+"""The math functions of the table that also take complex operands (the ``complex_pairs`` pass writes each
+over real ones)."""

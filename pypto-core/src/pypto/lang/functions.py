@@ -11,7 +11,7 @@ import numpy as np
 from pypto import dtypes
 from pypto.errors import TracingError
 from pypto.ir.nodes import Binary, Cast, Extent, Reduce, Unary, Where, free_axes
-from pypto.ir.ops import FUNCTIONS, MATH, REDUCERS
+from pypto.ir.ops import COMPLEX_PARTS, FUNCTIONS, FUNCTIONS2, MATH, REDUCERS
 from pypto.lang.context import active_tracer
 from pypto.lang.location import user_loc
 from pypto.lang.values import NUMPY_UFUNCS, Axis, Dim, ExprProxy, to_node
@@ -56,11 +56,14 @@ def _unary(op: str, doc: str):
             from pypto.array.graph import unary
 
             return unary(op, x)  # type: ignore[return-value]
-        if isinstance(x, numbers.Real) and not isinstance(x, (bool, np.generic)) and not _in_kernel():
+        if isinstance(x, numbers.Number) and not isinstance(x, (bool, np.generic)) and not _in_kernel():
             if op == "abs":
                 return builtins.abs(x)  # type: ignore[return-value]
             with np.errstate(all="ignore"):  # a Python number outside a kernel body: a Python number
-                return float(MATH[op].numpy(np.float64(x)))  # type: ignore[return-value]
+                if op in COMPLEX_PARTS:
+                    return np.asarray(COMPLEX_PARTS[op].numpy(x)).item()  # type: ignore[return-value]
+                r = MATH[op].numpy(np.complex128(x) if isinstance(x, complex) else np.float64(x))
+                return complex(r) if isinstance(x, complex) else float(r)  # type: ignore[return-value]
         return ExprProxy(Unary(op, to_node(x, what=f"pt.{name}"), loc=user_loc()))
 
     name = {"abs": "abs"}.get(op, op)
@@ -73,7 +76,39 @@ def _unary(op: str, doc: str):
 for _f in FUNCTIONS:
     globals()[_f.name] = _unary(_f.name, _f.doc)
 del _f
-abs = _unary("abs", "Elementwise absolute value (same as the builtin abs on a traced value).")  # noqa: A001
+abs = _unary(
+    "abs",
+    "Elementwise absolute value (same as the builtin abs on a traced value); of a complex value its "  # noqa: A001
+    "magnitude, hypot(real, imag).",
+)
+# the complex part functions: pt.real, pt.imag, pt.conj, pt.angle
+for _c in COMPLEX_PARTS.values():
+    globals()[_c.name] = _unary(_c.name, _c.doc)
+del _c
+conjugate = conj  # type: ignore[name-defined]  # noqa: F821 - NumPy's other spelling
+
+
+def _binary_function(op: str):
+    def fn(a: Any, b: Any) -> ExprProxy:
+        if _arrays(a, b):
+            from pypto.array.graph import binary
+
+            return binary(op, a, b)  # type: ignore[return-value]
+        real = (numbers.Real, np.generic)
+        if isinstance(a, real) and isinstance(b, real) and not isinstance(a, bool) and not _in_kernel():
+            return float(FUNCTIONS2[op].numpy(np.float64(a), np.float64(b)))  # type: ignore[return-value]
+        return ExprProxy(Binary(op, to_node(a, what=f"pt.{op}"), to_node(b, what=f"pt.{op}"), loc=user_loc()))
+
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = FUNCTIONS2[op].doc
+    return fn
+
+
+# the two-operand functions of the op table: pt.atan2, pt.hypot
+for _b in FUNCTIONS2.values():
+    globals()[_b.name] = _binary_function(_b.name)
+del _b
+arctan2 = atan2  # type: ignore[name-defined]  # noqa: F821 - NumPy's spelling
 
 
 def maximum(a: Any, b: Any) -> ExprProxy:
@@ -176,7 +211,7 @@ reduce_mean = _make_reduce(
 # NumPy ufuncs applied to traced values inside a kernel: the op table's (np.exp, np.log1p, np.arctan ...), then
 NUMPY_UFUNCS.update({f.numpy.__name__: globals()[f.name] for f in FUNCTIONS if isinstance(f.numpy, np.ufunc)})
 NUMPY_UFUNCS.update({
-    "absolute": abs,
+    "absolute": abs, "conjugate": conj, "arctan2": atan2, "hypot": hypot,  # noqa: F821
     "maximum": maximum, "minimum": minimum, "negative": lambda x: -ExprProxy(to_node(x)),
     "add": lambda a, b: ExprProxy(to_node(a)) + b, "subtract": lambda a, b: ExprProxy(to_node(a)) - b,
     "multiply": lambda a, b: ExprProxy(to_node(a)) * b, "divide": lambda a, b: ExprProxy(to_node(a)) / b,

@@ -61,6 +61,8 @@ def to_node(value: Any, *, what: str = "operand") -> Expr:
         return Const(int(value), weak=True, loc=user_loc())
     if isinstance(value, numbers.Real):
         return Const(float(value), weak=True, loc=user_loc())
+    if isinstance(value, numbers.Complex):
+        return Const(complex(value), weak=True, loc=user_loc())
     if isinstance(value, TensorProxy):
         raise TracingError(
             f"tensor '{value.name}' is used as a value without an index",
@@ -244,6 +246,22 @@ class ExprProxy(_Operators):
 
     def __ne__(self, o):  # type: ignore[override]
         return _binary("ne", self, o)
+
+    @property
+    def real(self) -> ExprProxy:
+        """The real part (``pt.real``)."""
+        return ExprProxy(Unary("real", self.node, loc=user_loc()))
+
+    @property
+    def imag(self) -> ExprProxy:
+        """The imaginary part (``pt.imag``)."""
+        return ExprProxy(Unary("imag", self.node, loc=user_loc()))
+
+    def conj(self) -> ExprProxy:
+        """The complex conjugate (``pt.conj``)."""
+        return ExprProxy(Unary("conj", self.node, loc=user_loc()))
+
+    conjugate = conj
 
     def __getitem__(self, idx):
         raise TracingError(

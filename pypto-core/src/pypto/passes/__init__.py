@@ -19,6 +19,7 @@ from pypto import _env
 from pypto.ir.kernel import KernelIR
 from pypto.ir.loops import LoopKernel
 from pypto.ir.printer import format_kernel, format_loops
+from pypto.passes.complex import complex_pairs
 from pypto.passes.fuse import fuse
 from pypto.passes.halves import half_compute
 from pypto.passes.hoist import hoist_broadcasts
@@ -39,6 +40,7 @@ PASSES: list[tuple[str, Callable[[KernelIR], KernelIR]]] = [
     ("infer_types", infer_types),            # dtypes, weak scalars, explicit casts
     ("half_compute", half_compute),          # float16/bfloat16: computed in float32, rounded once on store
     ("infer_shapes", infer_shapes),          # axis extents, size and bounds checks
+    ("complex_pairs", complex_pairs),        # complex values: pairs of floats (real, imaginary)
     ("simplify", simplify),                  # constant folding, identities, CSE
     ("fuse", fuse),                          # stores over one domain share a loop nest
     ("materialize", materialize_temporaries),  # temporaries for misplaced reductions, self-reads

@@ -29,7 +29,9 @@ from pypto.ir.nodes import (
     Unary,
     Where,
 )
-from pypto.ir.ops import REDUCERS
+from pypto.ir.ops import COMPLEX_FUNCTIONS, COMPLEX_PARTS, FUNCTIONS2, REDUCERS
+
+_COMPLEX_BINARY = frozenset({"add", "sub", "mul", "div", "eq", "ne"})
 
 
 def _is_weak(e: Expr) -> bool:
@@ -49,7 +51,9 @@ def _fix_const(e: Expr, dt: DType) -> Expr:
         return e
     if isinstance(e, Const):
         v = e.value
-        if dt.is_float:
+        if dt.is_complex:
+            v = complex(v)
+        elif dt.is_float:
             v = float(v)
         elif dt.is_int:
             if isinstance(v, float) and not v.is_integer():
@@ -86,6 +90,8 @@ def _common(a: Expr, b: Expr) -> DType:
         # Both adapt: a float constant makes the result float32; integer values stay int64 for
         # axis/dim arithmetic and int32 for small literals.
         kinds = {a.dtype, b.dtype}
+        if any(d.is_complex for d in kinds):
+            return dtypes.complex64
         if any(d.is_float for d in kinds):
             return dtypes.DEFAULT_FLOAT
         if dtypes.int64 in kinds:
@@ -128,6 +134,12 @@ class _Typer:
             x = self(e.x)
             if x.dtype == e.dtype:
                 return x
+            if x.dtype.is_complex and not (e.dtype.is_complex or e.dtype.is_bool):
+                raise self.err(
+                    e,
+                    f"pt.cast of a {x.dtype} value to {e.dtype} would drop its imaginary part",
+                    f"take the part you mean first: pt.cast(pt.real(z), pt.{e.dtype.name}) (or pt.abs(z))",
+                )
             return Cast(x, dtype=e.dtype, loc=e.loc)
         if isinstance(e, Unary):
             return self.unary(e)
@@ -146,6 +158,13 @@ class _Typer:
         if isinstance(e, Reduce):
             body = self(e.body)
             dt = body.dtype
+            if dt.is_complex and e.op != "sum":
+                raise self.err(
+                    e,
+                    f"reduce_{e.op} of a complex expression (complex numbers have no order, and a product of "
+                    "them is not supported yet)",
+                    "reduce the real parts, the magnitudes (pt.abs) or the logarithms (pt.log) instead",
+                )
             if dt.is_bool:  # the op table says what a reduction of booleans gives (a count) or that it is refused
                 counted = REDUCERS[e.op].on_bool
                 if counted is None:
@@ -158,13 +177,27 @@ class _Typer:
     def unary(self, e: Unary) -> Expr:
         x = self(e.x)
         dt = x.dtype
+        if e.op in COMPLEX_PARTS:
+            if dt.is_complex:
+                rt = dt.part if COMPLEX_PARTS[e.op].part else dt
+            else:  # NumPy's meaning on a real value: real(x) = conj(x) = x, imag(x) = 0, angle(x) = 0 or pi
+                rt = dtypes.float_type_for(dt) if e.op == "angle" else dt
+                x = _fix_const(x, rt) if e.op == "angle" else x
+            return Unary(e.op, x, dtype=rt, loc=e.loc)
         if e.op in TRANSCENDENTAL:
             if dt.is_bool:
                 raise self.err(e, f"pt.{e.op} of a boolean value", "convert first: pt.cast(b, float)")
+            if dt.is_complex and e.op not in COMPLEX_FUNCTIONS:
+                raise self.err(
+                    e,
+                    f"pt.{e.op} of a complex value is not supported",
+                    f"complex values take {', '.join(f'pt.{n}' for n in sorted(COMPLEX_FUNCTIONS))}, pt.abs, "
+                    "pt.conj, pt.real, pt.imag and pt.angle; apply pt.{e.op} to a part (pt.real(z)) if that is meant",
+                )
             ft = dtypes.float_type_for(dt)
             return Unary(e.op, _fix_const(x, ft), dtype=ft, loc=e.loc)
         if e.op == "invert":
-            if dt.is_float:
+            if dt.is_inexact:
                 raise self.err(e, "'~' applies to bool (logical not) and integers (bitwise not), not floats")
             return Unary("invert", x, dtype=dt, loc=e.loc)
         if e.op in ("neg", "abs"):
@@ -174,10 +207,10 @@ class _Typer:
                     f"{'unary minus' if e.op == 'neg' else 'abs'} of a boolean value",
                     "use ~b for logical not, or pt.cast(b, pt.int32)",
                 )
-            if isinstance(x, Const) and x.weak:
+            if isinstance(x, Const) and x.weak and not (e.op == "abs" and dt.is_complex):
                 v = -x.value if e.op == "neg" else abs(x.value)
                 return Const(v, weak=True, dtype=x.dtype, loc=e.loc)
-            return Unary(e.op, x, dtype=dt, loc=e.loc)
+            return Unary(e.op, x, dtype=dt.part if e.op == "abs" else dt, loc=e.loc)
         raise TypeError(e.op)
 
     def binary(self, e: Binary) -> Expr:
@@ -187,8 +220,19 @@ class _Typer:
             # pt.reduce_mean of integers: their sum is taken exactly (in int64) before the division
             a = Reduce("sum", _fix_const(a.body, dtypes.int64), a.axes, dtype=dtypes.int64, loc=a.loc)
         dt = _common(a, b)
+        if dt.is_complex and op not in _COMPLEX_BINARY:
+            what = "ordered" if op in COMPARE_OPS or op in ("maximum", "minimum") else "supported"
+            raise self.err(
+                e,
+                f"'{op}' of complex values is not {what} (complex values take +, -, *, /, == and !=)",
+                "compare or combine real parts (pt.real(z)) or magnitudes (pt.abs(z))",
+            )
+        if op in FUNCTIONS2 and not dt.is_float:
+            dt = dtypes.DEFAULT_FLOAT  # like the math functions: integers are computed in float32
+            if a.dtype.is_bool or b.dtype.is_bool:
+                raise self.err(e, f"pt.{op} of a boolean value", "convert first: pt.cast(b, float)")
         if op in LOGIC_OPS:
-            if dt.is_float:
+            if dt.is_inexact:
                 sym = {"and": "&", "or": "|", "xor": "^"}[op]
                 raise self.err(
                     e, f"'{sym}' applies to bool and integer values, not {dt}", "combine comparisons: (x > 0) & (x < 1)"
@@ -201,7 +245,7 @@ class _Typer:
             if op in ("maximum", "minimum"):
                 return Binary(op, a, b, dtype=dt, loc=e.loc)
             dt = dtypes.int32
-        if op == "div" and not dt.is_float:
+        if op == "div" and not dt.is_inexact:
             dt = dtypes.DEFAULT_FLOAT  # true division of integers gives float32
         return Binary(op, _fix_const(a, dt), _fix_const(b, dt), dtype=dt, loc=e.loc)
 

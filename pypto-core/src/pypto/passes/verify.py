@@ -22,9 +22,11 @@ from pypto.ir.nodes import (
     children,
     postorder,
 )
+from pypto.ir.ops import COMPLEX_PARTS
 
 TYPED_AFTER = "infer_types"
 SHAPED_AFTER = "infer_shapes"
+REAL_AFTER = "complex_pairs"  # from here on no value, tensor or parameter is complex
 
 
 def _fail(stage: str, msg: str) -> IRVerificationError:
@@ -39,6 +41,12 @@ def verify_kernel(k: KernelIR, stage: str, done: set[str]) -> None:
     axes = {a.index for a in k.axes}
     typed = TYPED_AFTER in done
     shaped = SHAPED_AFTER in done
+    if REAL_AFTER in done:
+        complex_left = [p.name for p in (*k.params, *k.temps) if p.dtype.is_complex]
+        complex_left += [type(e).__name__ for s in k.stores for e in postorder(s.value) if e.dtype.is_complex or (
+            isinstance(e, Unary) and e.op in COMPLEX_PARTS)]  # fmt: skip
+        if complex_left:
+            raise _fail(stage, f"complex values left: {', '.join(complex_left[:4])}")
     stores = k.stores if k.groups is None else tuple(s for g in k.groups for s in g.stores)
     for s in stores:
         if s.tensor not in buffers:
@@ -97,9 +105,10 @@ def _check_expr(e: Expr, stage, buffers, scalars, axes, typed: bool, shaped: boo
         if not e.cond.dtype.is_bool or e.a.dtype != e.b.dtype or e.a.dtype != e.dtype:
             raise _fail(stage, "where: condition not boolean or branch types differ")
     elif isinstance(e, Unary):
-        if e.op in TRANSCENDENTAL and not e.x.dtype.is_float:
+        if e.op in TRANSCENDENTAL and not e.x.dtype.is_inexact:
             raise _fail(stage, f"{e.op} of a non-float")
-        if e.dtype != e.x.dtype:
+        part = e.x.dtype.is_complex and (e.op == "abs" or (e.op in COMPLEX_PARTS and COMPLEX_PARTS[e.op].part))
+        if e.dtype != (e.x.dtype.part if part else e.dtype if e.op == "angle" else e.x.dtype):
             raise _fail(stage, f"{e.op}: result type differs from operand")
     elif isinstance(e, Cast) and e.x.dtype == e.dtype:
         pass

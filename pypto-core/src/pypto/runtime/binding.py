@@ -203,6 +203,7 @@ class Binder:
         copyback = []
         ready = []
         copied = []
+        by_name: dict[str, Any] = {}
         for p in self.tensor_params:
             a = arrays[p.name]
             if not (a.flags.c_contiguous and a.flags.aligned):
@@ -212,13 +213,17 @@ class Binder:
                 if a.size > 1:
                     copied.append((p, a))
                 a = work
+            by_name[p.name] = a
+            if p.dtype.is_complex:  # the kernel reads the parts (pypto.passes.complex): the same memory as floats
+                a = a[..., np.newaxis].view(p.dtype.part.numpy)
             ready.append(a)
         if copied and not self.warned_copies:
             self._warn_copies(copied)
         outputs = [user[p.name] for p in self.tensor_params if p.role != "in"]
-        by_name = dict(zip([p.name for p in self.tensor_params], ready))
         by_name.update({p.name: s.item() for p, s in zip(self.scalar_params, scalars)})
         in_order = tuple(by_name[p.name] for p in self.params)
+        if any(p.dtype.is_complex for p in self.scalar_params):  # a complex scalar: its two parts
+            scalars = [x for s in scalars for x in ((s.real, s.imag) if np.iscomplexobj(s) else (s,))]
         return BoundCall(ready, scalars, [dims[d] for d in self.dims], noalias, outputs, copyback, in_order)
 
     def _warn_copies(self, copied: list[tuple[Any, np.ndarray]]) -> None:

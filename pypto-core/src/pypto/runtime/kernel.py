@@ -390,7 +390,7 @@ def _poison(outputs: list[Any]) -> bool:
     poisoned = False
     for out in outputs:
         try:
-            if out.dtype.kind == "f":
+            if out.dtype.kind in "fc":
                 out[...] = float("nan")
                 poisoned = True
         except Exception:

@@ -34,7 +34,7 @@ from pypto.ir.loops import (
     Write,
 )
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
-from pypto.ir.ops import FUNCTIONS, MATH, binary_symbols
+from pypto.ir.ops import FUNCTIONS, FUNCTIONS2, MATH, binary_symbols
 
 _INFIX = binary_symbols(c_infix=True)
 _PREC = {"*": 13, "/": 13, "%": 13, "+": 12, "-": 12, "<": 10, "<=": 10, ">": 10, ">=": 10, "==": 9, "!=": 9,
@@ -114,6 +114,7 @@ class CRenderer:
     math_suffix_f32 = "f"  # expf, logf ...; OpenCL uses overloads (no suffix)
     math_names = {
         **{f.name: f.c_name for f in FUNCTIONS if f.c_name},  # the op table's <math.h> functions
+        **{op.function: op.function for op in FUNCTIONS2.values()},  # atan2, hypot
         "abs": "fabs",
         "floor": "floor",
         "fmod": "fmod",
@@ -335,6 +336,8 @@ class CRenderer:
             return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})", 100
         if op in ("floordiv", "mod"):
             return f"{self.helper(op, dt)}({self.expr(e.a)}, {self.expr(e.b)})", 100
+        if op in FUNCTIONS2:  # atan2, hypot
+            return f"{self.math_fn(FUNCTIONS2[op].function, dt)}({self.expr(e.a)}, {self.expr(e.b)})", 100
         sym = "/" if op == "div" else _INFIX[op]
         p = _PREC[sym]
         if op == "add" and isinstance(e.b, Const) and e.b.dtype.is_int and not dt.is_unsigned and e.b.value < 0:

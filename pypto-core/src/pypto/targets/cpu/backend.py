@@ -148,7 +148,8 @@ class NativeBackend(Backend):
         renderer = self.make_renderer(tc, program)
         source = renderer.render(program.loops)
         entry = ""
-        if program.noalias and tc.python_include:
+        complex_scalar = any(p.dtype.is_complex for p in program.contract.scalar_params)  # the checked path splits it
+        if program.noalias and tc.python_include and not complex_scalar:
             entry = "\n/* fast-call entry point for Python */\n" + render_entry(
                 program.contract, program.loops.name, renderer.types, tuple(a.name for a in program.loops.args)
             )

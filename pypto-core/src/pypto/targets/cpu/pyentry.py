@@ -51,8 +51,10 @@ static int pt_overlap(pt_span *s, int n) {
 }"""
 
 _FORMATS = {"float32": "f", "float64": "d", "int32": "il", "int64": "lq", "bool": "?", "float16": "e", "bfloat16": "E",
-            "int8": "b", "int16": "h", "uint8": "B", "uint16": "H", "uint32": "IL", "uint64": "LQ"}  # fmt: skip
-"""Buffer-protocol formats accepted per dtype (a bfloat16 array exports no buffer: it takes the checked path)."""
+            "int8": "b", "int16": "h", "uint8": "B", "uint16": "H", "uint32": "IL", "uint64": "LQ",
+            "complex64": "Zf", "complex128": "Zd"}  # fmt: skip
+"""Buffer-protocol formats accepted per dtype (a bfloat16 array exports no buffer: it takes the checked path); a
+complex type's is its two characters."""
 
 
 def _c_affine(a: Affine, axis_value: dict[int, str] | None = None) -> str:
@@ -87,6 +89,7 @@ def render_entry(k: CallContract, function: str, c_types: dict[DType, str], arg_
     w("static int pt_format_ok(const char *f, const char *accepted) {")
     w("    if (f == NULL) return 0;")
     w("    if (*f == '@' || *f == '=' || *f == '<') f++;")
+    w("    if (accepted[0] == 'Z') return strcmp(f, accepted) == 0;")
     w("    return f[0] != 0 && f[1] == 0 && strchr(accepted, f[0]) != NULL;")
     w("}")
     w("")
@@ -198,7 +201,7 @@ def render_entry(k: CallContract, function: str, c_types: dict[DType, str], arg_
         p = by_name.get(a)
         if isinstance(p, TensorParam):
             const = "const " if p.role == "in" else ""
-            call_args.append(f"({const}{c_types[p.dtype]} *)pb_{a}.buf")
+            call_args.append(f"({const}{c_types[p.dtype.part]} *)pb_{a}.buf")  # a complex array: its parts
         elif isinstance(p, ScalarParam):
             call_args.append(f"ps_{a}")
         else:

@@ -18,6 +18,7 @@ import numpy as np
 from pypto.backend_api import Program
 from pypto.errors import AliasingError, ArgumentError, DTypeError, ShapeError
 from pypto.ir.kernel import TensorParam
+from pypto.ir.names import complex_part_names
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class DeviceBinder:
         self.params = self.core.params
         self.order = [a.name for a in program.loops.args]
         self.kinds = {a.name: a.kind for a in program.loops.args}
+        self.parts = complex_part_names(self.params, self.core.dims)
 
     def bind(self, args: Sequence[Any], view: View) -> tuple[list[Any], list[Any]] | None:
         """Launcher arguments (loop-IR order) and the outputs for ``args`` (in parameter order).
@@ -68,6 +70,10 @@ class DeviceBinder:
                     return None
                 self.check(p, d)
                 arrays[p.name] = d
+            elif p.dtype.is_complex:  # its two parts (pypto.passes.complex)
+                z = self.core.scalar(p, v)
+                re, im = self.parts[p.name]
+                values[re], values[im] = z.real.item(), z.imag.item()
             else:
                 values[p.name] = self.core.scalar(p, v).item()
         dims = self.core.bind_dims({n: tuple(a.shape) for n, a in arrays.items()}, {})

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pypto.dtypes import DType, int64
 from pypto.ir.loops import Assign, Block, Comment, Let, Read, Stmt, Var, Write
 from pypto.ir.nodes import COMPARE_OPS, Binary, Cast, Expr, Unary, Where
-from pypto.ir.ops import MATH, binary_symbols
+from pypto.ir.ops import FUNCTIONS2, MATH, binary_symbols
 from pypto.ir.reducers import COMBINE_OP, identity
 from pypto.targets.simt.analysis import Unsupported, coefficient, deep
 
@@ -163,6 +163,8 @@ class LaneWriter:
             return f"({a} {_INFIX[op]} {b})"
         if op in ("maximum", "minimum"):
             return self.extreme(op, dt, a, b)
+        if op in FUNCTIONS2 and dt.is_float:  # atan2, hypot: OpenCL's built-ins take vectors
+            return f"{self.r.math_names[FUNCTIONS2[op].function]}({a}, {b})"
         raise _unsupported(f"'{op}'")
 
     def wrap(self, sym: str, dt: DType, a: str, b: str | None) -> str:
