@@ -229,14 +229,16 @@ def run_array_case(case: Any, dtype: str, backend: str, tolerance_for: Callable[
 
 
 def _finite_differences(f: Callable[..., float], args: list[np.ndarray], k: int, eps: float = 1e-6) -> np.ndarray:
-    """Central differences of the scalar ``f`` with respect to ``args[k]`` (float64)."""
+    """Central differences of the scalar ``f`` with respect to ``args[k]`` (float64); of a complex ``args[k]``,
+    ``df/dx - i df/dy`` (JAX's convention)."""
     x = args[k]
     out = np.zeros_like(x)
-    for idx in np.ndindex(x.shape):
-        hi, lo = x.copy(), x.copy()
-        hi[idx] += eps
-        lo[idx] -= eps
-        out[idx] = (f(*args[:k], hi, *args[k + 1 :]) - f(*args[:k], lo, *args[k + 1 :])) / (2 * eps)
+    for step, weight in ((eps, 1.0), (1j * eps, -1j)) if x.dtype.kind == "c" else ((eps, 1.0),):
+        for idx in np.ndindex(x.shape):
+            hi, lo = x.copy(), x.copy()
+            hi[idx] += step
+            lo[idx] -= step
+            out[idx] += weight * (f(*args[:k], hi, *args[k + 1 :]) - f(*args[:k], lo, *args[k + 1 :])) / (2 * eps)
     return out
 
 
@@ -247,7 +249,7 @@ def run_gradient_case(case: Any, dtype: str, backend: str) -> Outcome:
     outcome = Outcome(ok=True)
     inputs = array_inputs(case, dtype, 0)
     names = list(case.shapes[0])
-    wide = [x.astype(np.float64) for x in inputs]
+    wide = [x.astype(np.complex128 if x.dtype.kind == "c" else np.float64) for x in inputs]
     problems: list[tuple[str, str]] = []
     try:
         fn = pt.grad(pt.jit(case.fn, executor=backend), argnums=tuple(range(len(inputs))))
@@ -261,7 +263,7 @@ def run_gradient_case(case: Any, dtype: str, backend: str) -> Outcome:
     for k, g in enumerate(grads):
         want = _finite_differences(case.reference, wide, k)
         scale = max(1.0, float(np.abs(want).max(initial=0.0)))
-        err = float(np.abs(np.asarray(g, np.float64) - want).max(initial=0.0))
+        err = float(np.abs(np.asarray(g, want.dtype) - want).max(initial=0.0))
         outcome.absorb(err, err / scale)
         if g.shape != want.shape or g.dtype != np.dtype(dtype):
             problems.append((names[k], f"gradient {g.dtype}{list(g.shape)}, expected {dtype}{list(want.shape)}"))

@@ -10,6 +10,7 @@ import numpy as np
 import pypto as pt
 
 from .arrays import array_case
+from .gradients import gradient_case
 from .spec import COMPLEX, FLOATS, INTS, SIZES_1D, SIZES_2D, SIZES_3D, K, M, N, case
 from .values import by_kind, complex_normal, normal, span, with_specials, with_values
 
@@ -244,3 +245,16 @@ def atan2_hypot(dt):
 def complex_program(a, b):
     """A complex matrix product and its magnitudes' mean, an einsum with a conjugate, a weak complex scalar."""
     return pt.abs(a @ b).mean(axis=1), pt.einsum("ik,kj->j", a, pt.conj(b)), (a * 1j - pt.real(a) * 2).sum(0)
+
+
+def _chain_ref(z, w):
+    e = np.exp(z * 0.3) / (z + 3) + np.sqrt(z) * np.log(z + 5j) + np.conj(z)
+    return float((np.abs(e @ w) ** 2).sum() + np.angle(z).sum() + (e.real * e.imag).sum())
+
+
+@gradient_case(shape={"z": (5,), "w": (5, 3)}, reference=_chain_ref, dtypes=COMPLEX)
+def complex_chain(z, w):
+    """The gradient (JAX's convention) through exp, division, sqrt, log, conj, a complex matrix product, abs,
+    angle and the parts."""
+    e = pt.exp(z * 0.3) / (z + 3) + pt.sqrt(z) * pt.log(z + 5j) + pt.conj(z)
+    return (pt.abs(e @ w) ** 2).sum() + pt.angle(z).sum() + (e.real * e.imag).sum()

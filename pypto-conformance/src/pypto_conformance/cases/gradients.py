@@ -4,7 +4,8 @@ A gradient case is a scalar-valued function of arrays written with the public ar
 its inputs, and a NumPy version of the same function. On every backend the gradient with respect to
 every input (``pt.grad(pt.jit(fn, executor=...), argnums=...)``, one compiled kernel) is compared with
 central differences of the NumPy function in float64 (step 1e-6): within 1e-6 of the gradient's
-largest element (at least 1) in float64, 1e-4 in float32.
+largest element (at least 1) in float64, 1e-4 in float32. Complex inputs follow JAX's convention: the
+gradient is ``dL/dx - i dL/dy`` for ``z = x + iy``, both parts by central differences.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import pypto as pt
 
 from .spec import FLOATS
 
-RELATIVE = {"float64": 1e-6, "float32": 1e-4, "float16": 1.6e-2, "bfloat16": 1.2e-1}
+RELATIVE = {"float64": 1e-6, "float32": 1e-4, "float16": 1.6e-2, "bfloat16": 1.2e-1, "complex128": 1e-6,
+            "complex64": 1e-4}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,11 @@ GRADIENT_REGISTRY: dict[str, GradientCase] = {}
 
 
 def gradient_case(
-    *, shape: Mapping[str, tuple[int, ...]], reference: Callable[..., float], positive: Sequence[str] = ()
+    *,
+    shape: Mapping[str, tuple[int, ...]],
+    reference: Callable[..., float],
+    positive: Sequence[str] = (),
+    dtypes: Sequence[str] = FLOATS,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated scalar-valued function of arrays as a gradient case named after it."""
 
@@ -55,8 +61,9 @@ def gradient_case(
         if name in GRADIENT_REGISTRY:
             raise ValueError(f"gradient case '{name}' is defined twice")
         GRADIENT_REGISTRY[name] = GradientCase(
-            name, fn, reference, (dict(shape),), positive=frozenset(positive), doc=(fn.__doc__ or "").strip()
-        )
+            name, fn, reference, (dict(shape),), tuple(dtypes), positive=frozenset(positive),
+            doc=(fn.__doc__ or "").strip(),
+        )  # fmt: skip
         return fn
 
     return register

@@ -21,7 +21,13 @@ Rules where the derivative is not unique, stated once:
 - ``prod`` is differentiated exactly through zeros: with one zero, its element gets the product of
   the others; with two or more, every element gets 0;
 - comparisons, integer and boolean values, ``//`` (piecewise constant) and ``where``'s condition
-  carry no gradient.
+  carry no gradient;
+- complex values follow JAX's convention: the gradient of a real result ``L`` with respect to a complex
+  ``z = x + iy`` is ``dL/dx - i dL/dy`` (the conjugate of PyTorch's; a step of gradient descent is
+  ``z - lr * conj(grad)``); the rules of holomorphic operations (``*``, ``/``, ``exp``, ``log``, ``sqrt``,
+  contractions) are the real ones, unchanged; ``abs``, ``angle``, ``real``, ``imag`` and ``conj`` have their
+  own; a real operand of a complex result gets the real part of its cotangent. The differentiated function
+  must return a real value.
 """
 
 from __future__ import annotations
@@ -99,7 +105,7 @@ def full(shape: tuple[int, ...], value: float, dtype: dtypes.DType) -> Array:
 
 
 def _differentiable(x: Any) -> bool:
-    return isinstance(x, Array) and x.dtype.is_float
+    return isinstance(x, Array) and x.dtype.is_inexact  # floats and complex values
 
 
 def unbroadcast(g: Array, shape: tuple[int, ...]) -> Array:
@@ -218,7 +224,18 @@ def _contract_adjoint(node: Array, g: Array, k: int) -> Array:
     return r
 
 
-_ARRAY_OPS = SimpleNamespace(where=where, binary=binary, cast=cast)  # what the op table's adjoints build with
+_ARRAY_OPS = SimpleNamespace(where=where, binary=binary, cast=cast, unary=unary)  # what the op table's adjoints use
+
+# The cotangent of a complex operand z of the functions that are not holomorphic, in JAX's convention: the
+# cotangent c of z pairs with a change dz as Re(c * dz), so a holomorphic f has c_z = c_y * f'(z) (the real
+# formulas of the op table, unchanged) and a real result L of z = x + iy gets dL/dx - i dL/dy.
+_COMPLEX_ADJOINTS: dict[str, Any] = {
+    "abs": lambda g, x, y: where(y == 0, 0.0, g * unary("conj", x) / y),  # d|z| = Re(conj(z) dz) / |z|
+    "conj": lambda g, x, y: unary("conj", g),
+    "real": lambda g, x, y: cast(g, x.dtype),
+    "imag": lambda g, x, y: g * -1j,  # Im(dz) = Re(-i dz)
+    "angle": lambda g, x, y: g * -1j / x,  # d angle = Im(dz / z) = Re(-i dz / z)
+}
 
 
 def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
@@ -232,7 +249,13 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
             "neg": lambda: -g,
             "abs": lambda: where(x > 0, g, where(x < 0, -g, 0.0)),
             **{f.name: (lambda f=f: f.adjoint(g, x, y, unary)) for f in FUNCTIONS},  # the op table's adjoints
+            "real": lambda: g,
+            "conj": lambda: g,
         }.get(node.attrs)
+        if x.dtype.is_complex:  # JAX's convention (module docstring)
+            rule = _COMPLEX_ADJOINTS.get(node.attrs, rule)
+            if rule is not None:
+                return [(x, rule(g, x, y) if node.attrs in _COMPLEX_ADJOINTS else rule())]
         if rule is not None and _differentiable(x):
             out.append((x, rule()))
         return out
@@ -348,18 +371,11 @@ def backward(outputs: Sequence[Array], cotangents: Sequence[Array], wrt: Sequenc
         adj[id(y)] = adj[id(y)] + g if id(y) in adj else g
     for node in reversed(walk(list(outputs))):
         g = adj.get(id(node))
-        if g is None or not node.dtype.is_float:
+        if g is None or not node.dtype.is_inexact:
             continue
-        if any(isinstance(a, Array) and a.dtype.is_complex for a in node.args):
-            raise TracingError(
-                f"gradients through complex values are not supported yet "
-                f"({node.attrs if node.op in ('unary', 'binary') else node.op} of a complex array lies on the path "
-                "from the differentiated arguments to the result)",
-                node.loc or user_loc(),
-                "compute that part with real arrays (the real and imaginary parts separately), or wrap it in "
-                "pt.stop_gradient if no gradient should flow through it",
-            )
         for x, gx in _adjoints(node, g):
+            if gx.dtype.is_complex and not x.dtype.is_complex:  # a real operand of a complex result: Re(c * dx)
+                gx = unary("real", gx)
             if gx.dtype != x.dtype:
                 gx = cast(gx, x.dtype)
             adj[id(x)] = adj[id(x)] + gx if id(x) in adj else gx
@@ -415,7 +431,7 @@ class GradFunction:
             if k >= len(args):
                 raise ArgumentError(f"{self.what}: argnums has {k}, but only {len(args)} argument(s) were given",
                                     param="argnums", expected=f"ints below {len(args)}", got=k)  # fmt: skip
-            if not isinstance(args[k], Array) or not args[k].dtype.is_float:
+            if not isinstance(args[k], Array) or not args[k].dtype.is_inexact:
                 got = args[k].dtype.name if isinstance(args[k], Array) else type(args[k]).__name__
                 raise TracingError(
                     f"{self.what}: argument {k} is {got}; gradients are taken with respect to float arrays",
@@ -431,7 +447,13 @@ class GradFunction:
                 "reduce the result first (.sum() or .mean()), or use pt.vjp for a non-scalar result",
             )
         if not y.dtype.is_float:
-            raise TracingError(f"{self.what}: the function returned {y.dtype.name}, not a float", user_loc())
+            raise TracingError(
+                f"{self.what}: the function returned {y.dtype.name}, not a float",
+                user_loc(),
+                "gradients are taken of a real result: of a complex value take pt.abs(z) ** 2 or pt.real(z)"
+                if y.dtype.is_complex
+                else None,
+            )
         grads = backward([y], [full((), 1.0, y.dtype)], [args[k] for k in self.argnums])
         return (y, *grads) if self.with_value else tuple(grads)
 
@@ -538,7 +560,7 @@ class _Pullbacks:
                 args, cts = xs[:n_args], xs[n_args:]
                 ys = fn(*args)
                 ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
-                wrt = [a for a in args if isinstance(a, Array) and a.dtype.is_float]
+                wrt = [a for a in args if isinstance(a, Array) and a.dtype.is_inexact]
                 return tuple(backward(ys, list(cts), wrt))
 
             params = [inspect.Parameter(f"x{k}", inspect.Parameter.POSITIONAL_ONLY) for k in range(n_args)]

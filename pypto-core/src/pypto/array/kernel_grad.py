@@ -187,7 +187,7 @@ def kernel_vjp(kernel: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
             dtype = next(p.dtype for p in outs if p.name == s.tensor)
             written[s.tensor] = env[s.tensor] = cast(arr, dtype)
         ys = [written[p.name] for p in outs]
-        wrt = [a for a in arrays if a.dtype.is_float]
+        wrt = [a for a in arrays if a.dtype.is_inexact]
         return tuple(backward(ys, list(cts), wrt))
 
     key = (tuple(sorted(dims.items())), tuple(sorted(scalars.items())))

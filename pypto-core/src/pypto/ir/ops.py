@@ -315,7 +315,15 @@ def _astype(value: Any, np_dtype: Any) -> Any:
         return np.asarray(value).astype(np_dtype)
 
 
-CAST = Conversion(_astype, lambda g, x, ops: ops.cast(g, x.dtype) if x.dtype.is_float else None)
+def _cast_adjoint(g: Any, x: Any, ops: Any) -> Any:
+    if not x.dtype.is_inexact:  # no gradient flows into an integer or boolean x
+        return None
+    if g.dtype.is_complex and not x.dtype.is_complex:  # a real value made complex: the real part (Re(c * dx))
+        g = ops.unary("real", g)
+    return ops.cast(g, x.dtype)
+
+
+CAST = Conversion(_astype, _cast_adjoint)
 """The conversion's entry (see :class:`Conversion`)."""
 
 
