@@ -160,3 +160,26 @@ def test_integer_tensors_wrap_around_like_torch(dt):
     if wide is not None:
         assert s.numpy().dtype == wide
     np.testing.assert_array_equal(s.numpy(), total.astype(s.numpy().dtype))
+
+
+def test_complex_tensors_forward_and_backward_match_torch():
+    """Complex tensors are shared like real ones; torch's complex gradients are the conjugates of pypto's (JAX's
+    convention), converted at the boundary so autograd sees its own."""
+    rng = np.random.default_rng(3)
+
+    def f(z, x, lib):
+        return lib.exp(z * 0.5) * x + z * z - 2j
+
+    op = pt.torch.op(lambda z, x: f(z, x, pt))
+    z0 = rng.standard_normal(9) + 1j * rng.standard_normal(9)
+    x0 = rng.standard_normal(9)
+    grads = []
+    for fn in (op, lambda z, x: f(z, x, torch)):
+        z = torch.tensor(z0, dtype=torch.complex128, requires_grad=True)
+        x = torch.tensor(x0, dtype=torch.float64, requires_grad=True)
+        y = fn(z, x)
+        (torch.abs(y) ** 2 + y.real).sum().backward()
+        grads.append((y.detach().numpy(), z.grad.numpy(), x.grad.numpy()))
+    for ours, theirs in zip(*grads):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(op, (torch.tensor(z0, requires_grad=True), torch.tensor(x0, requires_grad=True)))

@@ -143,13 +143,14 @@ class TorchOp:
                     b = outs_meta.plan.buffers[pos]
                     zero = np.zeros(outs_meta.shape_of(pos, None), b.dtype.numpy)
                     cts.append(torch.from_numpy(zero).to(inputs[0].device) if inputs[0].is_cuda else zero)
-                else:
-                    cts.append(me._array(g, 0))
+                else:  # torch's complex gradients are the conjugates of pypto's (JAX's convention)
+                    cts.append(_conj(me._array(g, 0)))
             res = me.pullbacks.pullback_jit(n_in, n_out)(*arrays, *cts)
             res = list(res) if isinstance(res, tuple) else [res]
             out: list[Any] = []
             for t in inputs:
-                out.append(me._tensor(res.pop(0)) if t.dtype.is_floating_point else None)
+                differentiable = t.dtype.is_floating_point or t.dtype.is_complex
+                out.append(me._tensor(_conj(res.pop(0))) if differentiable else None)
             return tuple(out)
 
         op.register_autograd(backward, setup_context=setup_context)
@@ -172,6 +173,11 @@ class TorchOp:
 
     def __repr__(self) -> str:
         return f"<pypto torch operator pypto::{self.name}>"
+
+
+def _conj(a: Any) -> Any:
+    """The conjugate of a complex array (what converts between torch's and pypto's complex gradients)."""
+    return np.conj(a) if np.iscomplexobj(a) else a
 
 
 def _numpy_dtype(t: Any) -> np.dtype:
