@@ -180,3 +180,24 @@ def test_gradients_follow_jaxs_convention(pypto_executor, rng):
         np.testing.assert_allclose(ours, np.conj(theirs.numpy()), rtol=1e-10, atol=1e-10)
     y, pull = pt.vjp(lambda z: z * z + 1j, z)  # a complex result: any complex cotangent
     np.testing.assert_allclose(pull(z.conj())[0], z.conj() * 2 * z, rtol=1e-12)
+
+
+def test_in_place_updates_read_the_old_value(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def rotate_reverse(z: pt.Tensor[pt.complex64, (N,)], w: pt.Tensor[pt.complex64, (N,)]):
+        i = pt.axis(0)
+        z[i] = z[N - 1 - i] * w[i] + 1j  # both parts from the old z, at another point
+
+    z, w = cplx(rng, 33), cplx(rng, 33)
+    want = z[::-1] * w + 1j
+    rotate_reverse(z, w)
+    np.testing.assert_allclose(z, want, rtol=1e-6, atol=1e-6)
+    assert "_zre" in rotate_reverse.ir("complex_pairs")  # the real part waits in a temporary
+
+    @pt.kernel(executor=pypto_executor)
+    def times_i(a: pt.Tensor[pt.complex64, (N,)], y: pt.Tensor[pt.complex64, (N,)]):
+        i = pt.axis(0)
+        y[i] = a[i] * 1j
+
+    with pytest.raises(pt.AliasingError, match="'y' overlaps input 'a'"):  # its parts are written one by one
+        times_i(z, z)

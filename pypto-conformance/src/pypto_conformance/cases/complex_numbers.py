@@ -175,6 +175,20 @@ def complex_compare(dt):
     return complex_compare
 
 
+@case(dtypes=COMPLEX, sizes=SIZES_1D, inplace=("z",),
+      reference=lambda z, w: {"z": (c128(z)[::-1] * 1j) * c128(w) + np.conj(c128(z)[::-1] * 1j)})  # fmt: skip
+def complex_in_place(dt):
+    """In-place updates of complex values: each part is computed from the old value (the real part waits in a
+    temporary), reading other points of the output too; the second store sees the first."""
+
+    def complex_in_place(z: pt.Tensor[dt, (N,)], w: pt.Tensor[dt, (N,)]):
+        i = pt.axis(0)
+        z[i] = z[N - 1 - i] * 1j
+        z[i] = z[i] * w[i] + pt.conj(z[i])
+
+    return complex_in_place
+
+
 def _casts_ref(x, z):
     other = np.complex64 if z.dtype == np.complex128 else np.complex128
     return {"w": c128(x), "o": c128(z).astype(other).astype(np.complex128), "b": c128(z) != 0}

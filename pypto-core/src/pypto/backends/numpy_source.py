@@ -183,6 +183,9 @@ class NumpyRenderer:
             self.emit(f"# axis {a.name} -> array dimension {self.pos[a.index]}, extent {self.extent(a.index)}")
         for p in k.outputs:
             self.emit(f"_w_{p.name} = {p.name}.copy()")
+        for t in k.temps:  # a pass's temporaries (complex_pairs: the real part of an in-place update)
+            shape = ", ".join(self.affine_scalar(d) for d in t.shape)
+            self.emit(f"{t.name} = _np.empty(({shape},), {_NP_DTYPE[t.dtype.name]})")
         for s in k.stores:
             if s.loc:
                 self.emit(f"# {s.loc.filename.rsplit('/', 1)[-1]}:{s.loc.lineno}: {s.loc.text.strip()}")

@@ -189,13 +189,7 @@ class CallContract(ParamViews):
                 with np.errstate(over="ignore"):
                     r = npt(v)
                 if np.isinf(r.real) + np.isinf(r.imag) and math.isfinite(abs(complex(v))):
-                    raise DTypeError(
-                        f"{self.name}(): scalar '{p.name}' = {v!r} does not fit in {p.dtype} (it would become inf)",
-                        param=p.name,
-                        expected=f"parts within ±{float(np.finfo(p.dtype.part.numpy).max):.6g}",
-                        got=v,
-                        fix="scale the value, or declare the parameter as pt.complex128",
-                    )
+                    raise self._overflow(p, repr(v), v, "parts", "pt.complex128")
                 return r
         elif (
             isinstance(v, (numbers.Real, np.floating, np.integer)) or type(v) is npt  # a bfloat16 scalar
@@ -204,13 +198,7 @@ class CallContract(ParamViews):
                 r = npt(v)
             if np.isinf(r) and math.isfinite(float(v)):  # 1e300 for a float32: it would become inf
                 shown = repr(v) if len(repr(v)) <= 24 else f"{float(v):.6g}"
-                raise DTypeError(
-                    f"{self.name}(): scalar '{p.name}' = {shown} does not fit in {p.dtype} (it would become inf)",
-                    param=p.name,
-                    expected=f"a finite value within ±{float(np.finfo(p.dtype.numpy).max):.6g}",
-                    got=v,
-                    fix="scale the value, or declare the parameter as pt.float64",
-                )
+                raise self._overflow(p, shown, v, "a finite value", "pt.float64")
             return r
         raise DTypeError(
             f"{self.name}(): scalar '{p.name}' must be a {p.dtype} value, got {type(v).__name__} {v!r}",
@@ -218,6 +206,16 @@ class CallContract(ParamViews):
             expected=str(p.dtype),
             got=type(v).__name__,
             fix=f"pass a Python {'bool' if p.dtype.is_bool else 'int' if p.dtype.is_int else 'complex' if p.dtype.is_complex else 'number'}",
+        )
+
+    def _overflow(self, p: ScalarParam, shown: str, v: Any, what: str, wider: str) -> DTypeError:
+        """The error for a finite scalar that would become infinite in ``p``'s type."""
+        return DTypeError(
+            f"{self.name}(): scalar '{p.name}' = {shown} does not fit in {p.dtype} (it would become inf)",
+            param=p.name,
+            expected=f"{what} within ±{float(np.finfo(p.dtype.part.numpy).max):.6g}",
+            got=v,
+            fix=f"scale the value, or declare the parameter as {wider}",
         )
 
 

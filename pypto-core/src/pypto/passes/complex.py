@@ -28,7 +28,7 @@ from dataclasses import replace
 from pypto.dtypes import DType, bool_
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import KernelIR, ScalarParam, Temp, TensorParam
-from pypto.ir.names import complex_part_names
+from pypto.ir.names import NameGen, complex_part_names
 from pypto.ir.nodes import (
     Binary,
     Cast,
@@ -40,6 +40,7 @@ from pypto.ir.nodes import (
     Store,
     Unary,
     Where,
+    loads,
     map_children,
     postorder,
 )
@@ -275,12 +276,24 @@ def complex_pairs(k: KernelIR) -> KernelIR:
     )
     split = _Split(tensors, scalars)
     stores: list[Store] = []
+    names = NameGen({p.name for p in (*k.params, *k.temps)} | set(k.dims))
     for s in k.stores:
         if s.tensor in tensors:
             re, im = split.pair(s.value)
             dt = re.dtype
-            for c, part in ((0, re), (1, split.zero(im, dt))):
-                stores.append(Store(s.tensor, (*s.index, Affine.constant(c)), part, loc=s.loc))
+            im = split.zero(im, dt)
+            at = lambda c: (*s.index, Affine.constant(c))  # noqa: E731
+            if any(n.tensor == s.tensor for n in loads(s.value)):
+                # an in-place update (z[i] = z[i] * w[i]): both parts are computed from the old value, so the real
+                # part waits in a temporary while the imaginary one is stored (the store after it would read it)
+                buffer = k.buffer(s.tensor)
+                held = Temp(names.fresh("_zre"), dt, tuple(buffer.shape))
+                temps += (held,)
+                stores.append(Store(held.name, s.index, re, loc=s.loc))
+                stores.append(Store(s.tensor, at(1), im, loc=s.loc))
+                stores.append(Store(s.tensor, at(0), Load(held.name, s.index, dtype=dt), loc=s.loc))
+            else:
+                stores += [Store(s.tensor, at(0), re, loc=s.loc), Store(s.tensor, at(1), im, loc=s.loc)]
         else:
             stores.append(Store(s.tensor, s.index, split.real(s.value), loc=s.loc))
     return k.replace(params=tuple(params), temps=temps, stores=tuple(stores))
