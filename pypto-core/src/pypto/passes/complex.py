@@ -282,7 +282,7 @@ def complex_pairs(k: KernelIR) -> KernelIR:
             re, im = split.pair(s.value)
             dt = re.dtype
             im = split.zero(im, dt)
-            at = lambda c: (*s.index, Affine.constant(c))  # noqa: E731
+            at = lambda c, index=s.index: (*index, Affine.constant(c))  # noqa: E731
             if any(n.tensor == s.tensor for n in loads(s.value)):
                 # an in-place update (z[i] = z[i] * w[i]): both parts are computed from the old value, so the real
                 # part waits in a temporary while the imaginary one is stored (the store after it would read it)
