@@ -110,17 +110,23 @@ TORCH_PAIRS = [
 @given(rows=st.integers(1, 6), cols=st.integers(1, 9), which=st.integers(0, len(TORCH_PAIRS) - 1),
        seed=st.integers(0, 2**16))  # fmt: skip
 def test_gradients_agree_with_torch_autograd_in_float32(rows, cols, which, seed):
-    """float32 gradients within 1e-4 (relative to the largest) of torch.autograd's on random shapes."""
+    """float32 gradients against torch.autograd's in float64 on random shapes: within 1e-4 (relative to the
+    largest), or within twice torch's own float32 error where the problem is that ill-conditioned (a layer
+    norm over two nearly equal values loses that much in any float32 implementation)."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((rows, cols)).astype(np.float32)
     w = rng.standard_normal(cols).astype(np.float32)
     ours, theirs = TORCH_PAIRS[which]
     gx, gw = pt.grad(ours, argnums=(0, 1))(x, w)
-    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
-    theirs(tx, tw).backward()
-    for got, want in ((gx, tx.grad.numpy()), (gw, tw.grad.numpy())):
+    grads = {}
+    for dt in (torch.float32, torch.float64):
+        tx, tw = (torch.tensor(a, dtype=dt, requires_grad=True) for a in (x, w))
+        theirs(tx, tw).backward()
+        grads[dt] = (tx.grad.numpy().astype(np.float64), tw.grad.numpy().astype(np.float64))
+    for got, want, torch32 in zip((gx, gw), grads[torch.float64], grads[torch.float32]):
         scale = max(1.0, float(np.abs(want).max()))
-        assert float(np.abs(got - want).max()) <= 1e-4 * scale
+        torch_error = float(np.abs(torch32 - want).max())
+        assert float(np.abs(got - want).max()) <= max(1e-4 * scale, 2 * torch_error)
 
 
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
