@@ -93,3 +93,74 @@ def test_campaign_on_the_reference_backend():
     )
     assert outcome.ok, outcome.message
     assert outcome.details["examples"] == 30 and outcome.details["elements_compared"] > 0
+
+
+def test_complex_typing_rules_agree_with_pypto():
+    from pypto import dtypes
+
+    names = [*rules.COMPLEX_TYPES, "float16", "float32", "float64", "int8", "int32", "int64", "uint64", "bool"]
+    for a in names:
+        for b in names:
+            if "complex" in a or "complex" in b:
+                assert rules.promote(a, b) == dtypes.promote(dtypes.as_dtype(a), dtypes.as_dtype(b)).name, (a, b)
+    assert rules.with_weak("float32", "complex") == "complex64"  # x * 1j
+    assert rules.with_weak("float64", "complex") == "complex128"
+    assert rules.with_weak("int64", "complex") == "complex64"
+    assert rules.with_weak("complex64", "float") == "complex64"
+    assert rules.arith_result("div", "complex64") == "complex64"
+    assert rules.function_type("complex128") == "complex128" and rules.unit_roundoff("complex64") == 2.0**-24
+
+
+def test_complex_evaluation_matches_numpy():
+    z = load(Tensor("x0", "complex64", "full", "complex_signed"))
+    w = load(Tensor("r1", "complex64", "row", "complex_signed"))
+    d = load(Tensor("c2", "float32", "col", "positive"))
+    shifted = binary("add", binary("mul", w, const(0.125)), const(1.5))  # modulus at least 1
+    root = binary("add", binary("mul", z, d), binary("div", unary("log", shifted), const(0.5 + 1j)))
+    p = _program(root)
+    arrays = program_inputs(p)
+    got = evaluate(p, arrays)
+    z64, w64, d64 = (arrays[k].astype(np.complex128) for k in ("x0", "r1", "c2"))
+    want = z64 * d64[:, None] + np.log(w64[None, :] * 0.125 + 1.5) / (0.5 + 1j)
+    assert got.v.dtype == np.complex64
+    np.testing.assert_allclose(got.v, want, rtol=1e-6, atol=1e-6)
+    assert np.all(np.abs(got.v - want) <= got.e) and np.all(got.e < 1e-4)
+
+
+def test_complex_branch_cuts_are_ambiguous():
+    # grid values put points exactly on the negative real axis, where the sign of a zero imaginary part picks
+    # the result of sqrt, log and angle: those elements are not compared; the rest are, with finite bounds
+    z = load(Tensor("x0", "complex128", "full", "complex_grid"))
+    for op in ("sqrt", "angle"):
+        p = _program(unary(op, z), m=17, n=17)
+        arrays = program_inputs(p)
+        e = evaluate(p, arrays).e
+        v = arrays["x0"]
+        on_cut = (v.imag == 0) & (v.real < 0)
+        assert on_cut.any() and np.all(np.isinf(e[on_cut])), op
+        assert np.all(np.isfinite(e[~on_cut & (v != 0)])), op
+
+
+def test_complex_kernels_are_drawn():
+    sources = []
+
+    @settings(max_examples=150, derandomize=True, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(programs("complex64"))
+    def collect(program):
+        sources.append(program.source())
+
+    collect()
+    text = "\n".join(sources)
+    for spelling in ("pt.complex64", "pt.log(", "pt.sqrt(", "pt.exp(", " / ", "pt.reduce_sum", "j)"):
+        assert spelling in text, spelling
+
+
+def test_complex_campaign_on_the_reference_backend():
+    tol = default_table()
+    for family in rules.COMPLEX_TYPES:
+        outcome = run_campaign(
+            "reference", family, frozenset(rules.KIND), 30, lambda dt, fns: tol.resolve(dt, functions=fns)
+        )
+        assert outcome.ok, outcome.message
+        assert outcome.details["examples"] == 30 and outcome.details["elements_compared"] > 0

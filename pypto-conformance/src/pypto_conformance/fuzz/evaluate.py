@@ -5,7 +5,9 @@ integers) and ``e``, a per-element bound on how far any correct implementation m
 value: rounding of each operation, libm accuracy of functions, summation order in reductions,
 amplified by each operation's local sensitivity. Where a discontinuous operation (a comparison,
 a floor, a float-to-int cast) could go either way within that bound, ``e`` is infinite and the
-element is not compared.
+element is not compared. For a complex node ``e`` bounds the modulus of the error (values computed
+in complex128); ``log``, ``sqrt`` and ``angle`` are ambiguous within ``e`` of their branch cut
+(where the sign of a zero imaginary part decides the result).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from . import rules
 from .tree import AxisValue, Binary, Const, Convert, Load, Node, Power, Program, Reduce, Select, Unary
 
 F64 = np.float64
+C128 = np.complex128
 FUNCTION_ULPS = 8  # libm accuracy allowed per function call, in units of roundoff
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -73,8 +76,8 @@ class Evaluator:
         """A strong value converted to ``t`` (the conversion itself is exact or correctly rounded)."""
         v = np.asarray(x.v).astype(t)
         e = x.e
-        if rules.is_float(t) and np.any(e > 0):  # an uncertain input may round either way
-            e = e + np.where(e > 0, rules.unit_roundoff(t) * np.abs(v.astype(F64)), 0.0)
+        if rules.is_inexact(t) and np.any(e > 0):  # an uncertain input may round either way
+            e = e + np.where(e > 0, rules.unit_roundoff(t) * np.abs(v).astype(F64), 0.0)
         return Approx(v, e)
 
     # -- nodes ---------------------------------------------------------------------------------
@@ -119,6 +122,8 @@ class Evaluator:
         return Approx(v, _exact_like(v))
 
     def unary(self, node: Unary) -> Approx:
+        if rules.is_complex(node.x.dtype):
+            return self.complex_unary(node)
         if node.op in ("neg", "abs", "invert"):
             x = self(node.x)
             if node.op == "neg":
@@ -175,8 +180,11 @@ class Evaluator:
             fn |= {"eq": np.equal, "ne": np.not_equal}
             v = fn[op](a.v, b.v)
             spread = a.e + b.e
-            diff = np.abs(np.asarray(a.v, F64) - np.asarray(b.v, F64))
+            wide = C128 if rules.is_complex(t) else F64
+            diff = np.abs(np.asarray(a.v, wide) - np.asarray(b.v, wide))
             return Approx(v, np.where((spread > 0) & (diff <= spread), np.inf, 0.0))
+        if rules.is_complex(t):
+            return self.complex_binary(node, a, b)
         if not rules.is_float(t):
             return self.integer_binary(node, a, b)
         a64, b64 = np.asarray(a.v, F64), np.asarray(b.v, F64)
@@ -249,6 +257,16 @@ class Evaluator:
             v = np.ones((1, 1), node.dtype)
             return Approx(v, _exact_like(v))
         x = self.typed(node.x, node.dtype)
+        if rules.is_complex(node.dtype):  # |z**n - w**n| <= n max(|z|, |w|)**(n - 1) |z - w|
+            z, ex, n = np.asarray(x.v, C128), x.e, abs(k)
+            r = z**k
+            if k > 0:
+                e = n * (np.abs(z) + ex) ** (n - 1) * ex
+            else:  # the products of z**n, then one division
+                d = np.abs(z) - ex
+                e = np.where(d > 0, n * np.where(d > 0, d, 1.0) ** (-n - 1) * ex, np.inf)
+            v = r.astype(node.dtype)
+            return Approx(v, e + 4 * (2 * n + 1) * _u(node.dtype) * np.abs(v.astype(C128)))
         if not rules.is_float(node.dtype):
             r = np.asarray(x.v, _wide(node.dtype)) ** k
             return Approx(r.astype(node.dtype), np.where(np.isfinite(x.e), 0.0, np.inf))
@@ -291,6 +309,15 @@ class Evaluator:
         if node.count == 0:
             return Approx(np.full(kept, _identity(op, t), dtype=t), np.zeros(kept))
         unknown = np.isinf(np.max(xe, axis=axes, keepdims=True))
+        if rules.is_complex(t):  # sum and mean: each part a float sum
+            u = rules.unit_roundoff(t)
+            z = xv.astype(C128)
+            s = np.sum(z, axis=axes, keepdims=True)
+            e = np.sum(xe, axis=axes, keepdims=True) + 2 * node.count * u * np.sum(np.abs(z), axis=axes, keepdims=True)
+            if op == "mean":
+                s, e = s / node.count, e / node.count
+            v = s.astype(t)
+            return Approx(v, e + 2 * u * np.abs(v.astype(C128)))
         if not rules.is_float(t):
             x64 = xv.astype(_wide(t))
             r = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[op](x64, axis=axes, keepdims=True)
@@ -317,6 +344,59 @@ class Evaluator:
         v = s.astype(t)
         return Approx(v, e + 2 * u * np.abs(v.astype(F64)))
 
+    # -- complex numbers (e bounds the modulus of the error) -------------------------------------
+    def complex_binary(self, node: Binary, a: Approx, b: Approx) -> Approx:
+        op = node.op
+        za, zb = np.asarray(a.v, C128), np.asarray(b.v, C128)
+        if op in ("add", "sub"):
+            r, e, rounding = (za + zb if op == "add" else za - zb), a.e + b.e, 2
+        elif op == "mul":  # the parts' rounding is relative to |a||b| = |ab|
+            r, e, rounding = za * zb, np.abs(za) * b.e + np.abs(zb) * a.e + a.e * b.e, 4
+        elif op == "div":  # Smith's algorithm: a few roundings relative to |a / b|
+            r = za / zb
+            d = np.abs(zb) - b.e
+            e = np.where(d > 0, (a.e + np.abs(r) * b.e) / np.where(d > 0, d, 1.0), np.inf)
+            rounding = 8
+        else:
+            raise ValueError(f"operator {op} on complex operands")
+        v = r.astype(node.dtype)
+        return Approx(v, e + rounding * _u(node.dtype) * np.abs(v.astype(C128)))
+
+    def complex_unary(self, node: Unary) -> Approx:
+        x = self(node.x)
+        z, ex, op = np.asarray(x.v, C128), x.e, node.op
+        u = _u(node.dtype)
+        if op in ("neg", "conj", "real", "imag"):  # exact
+            r = {"neg": np.negative, "conj": np.conj, "real": np.real, "imag": np.imag}[op](z)
+            return Approx(np.asarray(r).astype(node.dtype), ex)
+        size = np.abs(z)
+        # within ex of the negative real axis (or of 0) the result jumps: the sign of a zero decides it
+        cut = ((np.abs(z.imag) <= ex) & (z.real < ex)) | (size <= ex)
+        if op == "abs":
+            r, e = size, ex
+        elif op == "angle":
+            r = np.angle(z)
+            e = np.where(cut, np.inf, 0.5 * np.pi * ex / np.where(size > 0, size, 1.0))
+        elif op == "exp":  # |exp(z + d) - exp(z)| <= |exp(z)| (exp(|d|) - 1)
+            r = np.exp(z)
+            e = np.abs(r) * np.expm1(ex)
+        elif op == "log":  # |log(z + d) - log(z)| <= |d| / (|z| - |d|) away from the cut
+            r = np.log(z)
+            d = size - ex
+            e = np.where(cut | (d <= 0), np.inf, ex / np.where(d > 0, d, 1.0))
+        elif op == "sqrt":  # |sqrt(z + d) - sqrt(z)| <= 2|d| / sqrt|z| away from 0 and the cut
+            r = np.sqrt(z)
+            near0 = size <= 2 * ex
+            e = np.where(near0, 2 * np.sqrt(3 * ex), 2 * ex / np.sqrt(np.where(near0, 1.0, size)))
+            e = np.where(cut & ~near0 & (z.real < 0), np.inf, e)
+        else:
+            raise ValueError(f"function {op} of a complex operand")
+        v = np.asarray(r).astype(node.dtype)
+        scale = np.abs(v.astype(C128))
+        if op in ("log", "angle"):
+            scale = np.maximum(scale, 1.0)  # accuracy is absolute near the function's zeros
+        return Approx(v, e + FUNCTION_ULPS * u * scale)
+
 
 def _c(t: str) -> str:
     """The type a node's value is computed in (float32 for the 16-bit floats: they are rounded only where
@@ -340,7 +420,7 @@ def _identity(op: str, t: str):
     if op == "prod":
         return 1
     if op == "mean":
-        return np.nan
+        return complex(np.nan, np.nan) if rules.is_complex(t) else np.nan
     if rules.is_float(t):
         return -np.inf if op == "max" else np.inf
     info = np.iinfo(t)

@@ -8,6 +8,9 @@ value that grows past a limit is scaled back by a power of two (floats) or taken
 (integers), so nothing overflows in int32 and int64; the narrower integer types wrap around (the
 evaluator wraps the same way), and kernels with unsigned types use positive constants only (a
 negative Python integer does not fit them). Zero-size dims appear only without inner reductions.
+Complex kernels mix complex tensors (random and grid values, the latter with exact zero parts and
+points on the branch cut) with real ones and Python complex scalars; divisors and logarithms see
+``z * 2**-k + 1.5`` (modulus at least 1) and values are kept in range by scaling the modulus.
 """
 
 from __future__ import annotations
@@ -39,10 +42,11 @@ from .tree import (
 SIZES = (1, 2, 3, 5, 7, 8, 13, 16, 17, 24, 31, 33)
 FLOAT_CONSTS = (2.0, 0.5, -1.5, 0.1, 3.0, 0.25, -0.75, 1.0)
 INT_CONSTS = (2, 3, -1, 5, 1, 7, -3)
-LIMIT = {"float": 1e4, "int": 2.0**20}
+COMPLEX_CONSTS = (1j, 0.5 + 1j, -1.5 + 0.25j, 2 - 1j, 0.1 - 0.75j)
+LIMIT = {"float": 1e4, "int": 2.0**20, "complex": 1e4}
 MAX_TENSORS = 5
 FAMILIES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "int16", "uint8", "uint16", "uint32",
-            "uint64")  # fmt: skip
+            "uint64", "complex64", "complex128")  # fmt: skip
 
 # the tensor dtypes a family's kernels read: its own first, then others it mixes with
 LEAF_DTYPES = {
@@ -58,12 +62,20 @@ LEAF_DTYPES = {
     "uint16": ("uint16", "uint8", "uint32"),
     "uint32": ("uint32", "uint8", "int64"),
     "uint64": ("uint64", "uint32"),
+    "complex64": ("complex64", "float32", "int32"),
+    "complex128": ("complex128", "complex64", "float64"),
 }
 PREFIX = {"full": "x", "row": "r", "col": "c", "trans": "t", "shift": "s", "rev": "v", "stride": "w"}
-PROFILES = {"float": ("signed", "positive", "grid"), "int": ("int_signed", "int_positive")}
+PROFILES = {
+    "float": ("signed", "positive", "grid"),
+    "int": ("int_signed", "int_positive"),
+    "complex": ("complex_signed", "complex_grid"),
+}
 
 
 def _mode(dtype: str) -> str:
+    if rules.is_complex(dtype):
+        return "complex"
     return "float" if rules.is_float(dtype) else "int"
 
 
@@ -79,6 +91,7 @@ class Builder:
         # the family's own dtype comes first and three times as often as the ones it mixes with
         leaf = [d for d in LEAF_DTYPES[family] if d in dtypes]
         leaf = [family] * 2 + leaf if family in leaf else leaf
+        self.complex_types = [d for d in leaf if rules.is_complex(d)]
         self.float_types = [d for d in leaf if rules.is_float(d)]
         self.int_types = [d for d in leaf if rules.is_int(d)]
         unsigned = any(rules.is_unsigned(d) for d in self.int_types)
@@ -105,6 +118,8 @@ class Builder:
         return t
 
     def leaf(self, mode: str) -> Node:
+        if mode == "complex":
+            return load(self.tensor(self.choice(self.complex_types)))
         if mode == "float":
             if self.float_types:
                 return load(self.tensor(self.choice(self.float_types)))
@@ -114,6 +129,8 @@ class Builder:
     def weak(self, mode: str, axis_ok: bool = True) -> Node:
         if axis_ok and self.flag():
             return axis_value(self.choice(AXIS_FORMS), self.m, self.n)
+        if mode == "complex":
+            return const(self.choice(COMPLEX_CONSTS + FLOAT_CONSTS))
         return const(self.choice(FLOAT_CONSTS if mode == "float" else self.int_consts))
 
     # -- keeping values in range -----------------------------------------------------------------
@@ -121,7 +138,7 @@ class Builder:
         """``x`` scaled into ``[-limit, limit]``: by a power of two (floats) or ``% p`` for a prime p (integers)."""
         if x.bound <= limit:
             return x
-        if rules.is_float(x.dtype):
+        if rules.is_inexact(x.dtype):
             return binary("mul", x, const(2.0 ** -math.ceil(math.log2(x.bound / limit))))
         modulus = next(p for p in (97, 61, 7, 3) if p - 1 <= limit)
         return binary("mod", x, const(modulus))
@@ -140,11 +157,28 @@ class Builder:
         p = self.positive(x)
         return unary("neg", p) if self.flag() else p
 
+    def away_from_zero(self, x: Node) -> Node:
+        """A complex ``x`` if its modulus stays above 0.25, else ``±(x * 2**-k + 1.5)`` (modulus at least 1;
+        the negative form lies around the negative real axis, the branch cut of ``log`` and ``sqrt``)."""
+        if x.lo > 0.25:
+            return x
+        shifted = binary("add", self.fit(x, 0.5), const(1.5))
+        return unary("neg", shifted) if self.flag() else shifted
+
     def settle(self, x: Node, mode: str) -> Node:
         return self.fit(x, LIMIT[mode])
 
     # -- expressions -----------------------------------------------------------------------------
     def kinds(self, mode: str) -> list[str]:
+        if mode == "complex":
+            # arithmetic and the functions twice as often: they are where complex numbers differ from pairs
+            kinds = ["leaf", "scalar", "arith", "arith", "function", "function", "neg_conj", "power", "where", "reduce",
+                     "parts"]  # fmt: skip
+            if self.float_types or self.int_types:
+                kinds.append("mixed")
+            if len(self.complex_types) > 1 or self.float_types:
+                kinds.append("cast")
+            return [f"c_{k}" for k in kinds]
         if mode == "float":
             kinds = ["leaf", "scalar", "arith", "function", "neg_abs", "power", "where", "reduce", "floor_mod"]
             if self.int_types:
@@ -158,7 +192,7 @@ class Builder:
         return kinds
 
     def numeric(self, depth: int, mode: str) -> Node:
-        """A float (``mode="float"``) or integer expression of at most ``depth`` levels."""
+        """A float (``mode="float"``), integer or complex expression of at most ``depth`` levels."""
         if depth <= 0:
             return self.leaf(mode)
         kind = self.choice(self.kinds(mode))
@@ -231,10 +265,11 @@ class Builder:
         if kind == "combine":
             return binary(self.choice(rules.LOGIC), self.condition(depth - 1), self.condition(depth - 1))
         modes = (["float"] if self.has_float else []) + (["int"] if self.int_types else [])
+        modes += ["complex"] if self.complex_types else []
         mode = self.choice(modes)
         a = self.numeric(max(depth - 1, 0), mode)
         b = self.weak(mode) if self.flag() else self.numeric(max(depth - 1, 0), mode)
-        return binary(self.choice(rules.COMPARE), a, b)
+        return binary(self.choice(("eq", "ne") if mode == "complex" else rules.COMPARE), a, b)
 
     def _where(self, depth: int, mode: str) -> Node:
         cond = self.condition(depth)
@@ -285,6 +320,82 @@ class Builder:
         x = self.fit(self.numeric(depth, "float"), LIMIT["int"])
         return convert(x, self.choice(self.int_types))
 
+    # -- complex expressions ---------------------------------------------------------------------
+    def _c_leaf(self, depth: int, mode: str) -> Node:
+        return self.leaf(mode)
+
+    def _c_scalar(self, depth: int, mode: str) -> Node:
+        x = self.numeric(depth, mode)
+        op = self.choice(["add", "sub", "mul", "div"])
+        w = self.weak(mode, axis_ok=op != "div")
+        if self.flag():
+            return self.settle(binary(op, w, self.away_from_zero(x) if op == "div" else x), mode)
+        return self.settle(binary(op, x, w), mode)
+
+    def _c_arith(self, depth: int, mode: str) -> Node:
+        a, b = self.numeric(depth, mode), self.numeric(depth, mode)
+        op = self.choice(["add", "sub", "mul", "div"])
+        if op == "div":
+            b = self.away_from_zero(b)
+        return self.settle(binary(op, a, b), mode)
+
+    def _c_function(self, depth: int, mode: str) -> Node:
+        op = self.choice(rules.COMPLEX_FUNCTIONS)
+        x = self.numeric(depth, mode)
+        if op == "exp":
+            x = self.fit(x, 8.0)
+        elif op == "log":
+            x = self.away_from_zero(x)
+        return self.settle(unary(op, x), mode)
+
+    def _c_neg_conj(self, depth: int, mode: str) -> Node:
+        x = self.numeric(depth, mode)
+        op = self.choice(["neg", "pt.conj", ".conj()"])
+        return unary("neg", x) if op == "neg" else unary("conj", x, op)
+
+    def _c_power(self, depth: int, mode: str) -> Node:
+        k = self.choice((2, 3, 0, -1, -2))
+        x = self.numeric(depth, mode)
+        x = self.away_from_zero(x) if k < 0 else self.fit(x, LIMIT[mode] ** (1 / max(k, 1)))
+        return self.settle(power(x, k), mode)
+
+    def _c_where(self, depth: int, mode: str) -> Node:
+        return self._where(depth, mode)
+
+    def _c_reduce(self, depth: int, mode: str) -> Node:
+        x = self.numeric(depth, mode)
+        axes = [a for a in "ij" if a in x.sized and a in x.axes]
+        if not self.inner_reduce or not axes:
+            return x
+        return self.settle(reduce(self.choice(["sum", "mean"]), x, (self.choice(axes),), self.m, self.n), mode)
+
+    def _c_parts(self, depth: int, mode: str) -> Node:
+        """A real part of a complex value (abs, angle, real, imag) combined with a complex value."""
+        spelling = self.choice(["abs", "pt.abs", "pt.angle", "pt.real", ".real", "pt.imag", ".imag"])
+        op = spelling.removeprefix("pt.").removeprefix(".")
+        r = unary(op, self.numeric(depth, mode), spelling)
+        z = self.numeric(depth, mode)
+        op = self.choice(["add", "sub", "mul"])
+        return self.settle(binary(op, r, z) if self.flag() else binary(op, z, r), mode)
+
+    def _c_mixed(self, depth: int, mode: str) -> Node:
+        real = self.choice((["float"] if self.float_types else []) + (["int"] if self.int_types else []))
+        a, b = self.numeric(depth, mode), self.numeric(depth, real)
+        op = self.choice(["add", "sub", "mul", "div"])
+        if op == "div":
+            if self.flag():
+                return self.settle(binary(op, b, self.away_from_zero(a)), mode)
+            b = self.nonzero(b)
+        elif self.flag():
+            a, b = b, a
+        return self.settle(binary(op, a, b), mode)
+
+    def _c_cast(self, depth: int, mode: str) -> Node:
+        if self.float_types and (len(self.complex_types) < 2 or self.flag()):
+            return convert(self.numeric(depth, "float"), self.choice(self.complex_types))
+        x = self.numeric(depth, mode)
+        return convert(x, self.choice([t for t in self.complex_types if t != x.dtype] or self.complex_types))
+
     def near_one(self, x: Node, count: int) -> Node:
         """``x`` mapped into [1 - c, 1 + c] with c ~ 2 / count (floats) or [-1, 1] (integers), so a
         product of ``count`` of them stays within [e**-2, e**2] or [-1, 1]."""
@@ -323,7 +434,10 @@ def programs(draw: Callable, family: str, dtypes: frozenset[str] = frozenset(rul
         root = x
         if store not in ("full", "trans"):
             over = {"row": ("j",), "col": ("i",), "all": ("i", "j")}[store]
-            op = draw(st.sampled_from(["sum", "max", "min", "prod"] + (["mean"] if mode == "float" else [])))
+            if mode == "complex":
+                op = draw(st.sampled_from(["sum", "mean"]))
+            else:
+                op = draw(st.sampled_from(["sum", "max", "min", "prod"] + (["mean"] if mode == "float" else [])))
             if op == "prod":
                 x = b.near_one(x, (m if "i" in over else 1) * (n if "j" in over else 1))
             root = reduce(op, x, over, m, n)

@@ -1,7 +1,7 @@
 """Random kernels as data: expression nodes over two axes ``i`` (size M) and ``j`` (size N).
 
 Every node knows its dtype (by :mod:`.rules`), an interval bounding its values (for keeping
-generated values in safe domains), the axes it depends on, the axes a tensor it reads gives an
+generated values in safe domains; for a complex node, an interval bounding its modulus), the axes it depends on, the axes a tensor it reads gives an
 extent to, and the functions it calls. Builders compute all of that; ``render`` writes the node
 as kernel-language source.
 """
@@ -91,6 +91,17 @@ PROFILES = {
     "int_signed": ((-20.0, 20.0), lambda rng, shape: rng.integers(-20, 20, shape, endpoint=True)),
     "int_positive": ((1.0, 20.0), lambda rng, shape: rng.integers(1, 20, shape, endpoint=True)),
     "mask": ((0.0, 1.0), lambda rng, shape: rng.random(shape) < 0.5),
+    # complex profiles: bounds of the modulus; "complex_grid" has exact zero parts, ties and the negative real axis
+    "complex_signed": (
+        (0.0, 2.0 * math.sqrt(2.0)),
+        lambda rng, shape: rng.uniform(-2.0, 2.0, shape) + 1j * rng.uniform(-2.0, 2.0, shape),
+    ),
+    "complex_grid": (
+        (0.0, 2.0 * math.sqrt(2.0)),
+        lambda rng, shape: (
+            (rng.integers(-8, 8, shape, endpoint=True) + 1j * rng.integers(-8, 8, shape, endpoint=True)) / 4.0
+        ),
+    ),
 }
 
 # axis values usable in expressions: form -> (axis, bounds as a function of (M, N))
@@ -114,7 +125,7 @@ class Node:
     axes: frozenset[str] = frozenset()
     sized: frozenset[str] = frozenset()
     functions: frozenset[str] = frozenset()
-    weak: str | None = None  # "int" / "float" for Python scalars and axis values
+    weak: str | None = None  # "int" / "float" / "complex" for Python scalars and axis values
 
     @property
     def bound(self) -> float:
@@ -204,7 +215,9 @@ def load(t: Tensor) -> Load:
     return Load(dtype=t.dtype, lo=lo, hi=hi, axes=t.axes, sized=t.sized, tensor=t)
 
 
-def const(value: float) -> Const:
+def const(value: float | complex) -> Const:
+    if isinstance(value, complex):
+        return Const(dtype="complex64", lo=abs(value), hi=abs(value), weak="complex", value=value)
     kind = "int" if isinstance(value, int) else "float"
     return Const(dtype="int32" if kind == "int" else "float32", lo=value, hi=value, weak=kind, value=value)
 
@@ -226,6 +239,31 @@ def operand_type(a: Node, b: Node) -> str:
     return rules.promote(a.dtype, b.dtype)
 
 
+def modulus(x: Node) -> tuple[float, float]:
+    """Bounds of ``abs(x)``: a complex node's own interval, or derived from a real node's."""
+    if rules.is_complex(x.dtype):
+        return x.lo, x.hi
+    return (0.0 if x.lo <= 0 <= x.hi else min(abs(x.lo), abs(x.hi))), x.bound
+
+
+def _complex_binary(op: str, a: Node, b: Node, t: str) -> Binary:
+    """An operator on complex operands (either may be real): bounds of the result's modulus."""
+    if op in ("eq", "ne"):
+        return Binary(dtype="bool", lo=0, hi=1, op=op, a=a, b=b, operand=t, **_meta(a, b))
+    (alo, ahi), (blo, bhi) = modulus(a), modulus(b)
+    if op in ("add", "sub"):
+        lo, hi = max(0.0, alo - bhi, blo - ahi), ahi + bhi
+    elif op == "mul":
+        lo, hi = alo * blo, ahi * bhi
+    elif op == "div":
+        if blo <= 0:
+            raise ValueError("a divisor's modulus must be bounded away from 0")
+        lo, hi = alo / bhi, ahi / blo
+    else:
+        raise ValueError(f"operator {op} is not defined for complex operands")
+    return Binary(dtype=t, lo=lo, hi=hi, op=op, a=a, b=b, operand=t, **_meta(a, b))
+
+
 def _products(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
     p = [x * y for x in a for y in b]
     return min(p), max(p)
@@ -238,6 +276,8 @@ def _int_bits_bound(a: Node, b: Node) -> float:
 
 def binary(op: str, a: Node, b: Node) -> Binary:
     t = operand_type(a, b)
+    if rules.is_complex(t):
+        return _complex_binary(op, a, b, t)
     A, Bv = (a.lo, a.hi), (b.lo, b.hi)
     if op in rules.COMPARE:
         return Binary(dtype="bool", lo=0, hi=1, op=op, a=a, b=b, operand=t, **_meta(a, b))
@@ -287,7 +327,36 @@ def _sigmoid(v: float) -> float:
     return 0.5 * (1 + math.tanh(v / 2))
 
 
+def _complex_unary(op: str, x: Node, spelling: str) -> Unary:
+    """A function of a complex operand: the parts (``abs``, ``angle``, ``real``, ``imag``) are real, bounded
+    by the modulus; the rest are complex, with bounds of their modulus."""
+    meta = _meta(x)
+    lo, hi, dtype = x.lo, x.hi, x.dtype
+    if op in rules.PARTS:
+        dtype = rules.part(x.dtype)
+        if op == "angle":
+            lo, hi = -math.pi, math.pi
+        elif op != "abs":
+            lo = -hi
+        return Unary(dtype=dtype, lo=lo, hi=hi, op=op, x=x, spelling=spelling or f"pt.{op}", **meta)
+    if op in ("neg", "conj"):
+        return Unary(dtype=dtype, lo=lo, hi=hi, op=op, x=x, spelling=spelling or f"pt.{op}", **meta)
+    if op == "exp":  # |exp(z)| = exp(Re z), Re z within [-|z|, |z|]
+        lo, hi = math.exp(-hi), math.exp(hi)
+    elif op == "log":  # |log z| <= sqrt(log(|z|)**2 + pi**2)
+        if lo <= 0:
+            raise ValueError("log needs an operand bounded away from 0")
+        lo, hi = 0.0, math.hypot(max(abs(math.log(lo)), abs(math.log(hi))), math.pi)
+    elif op == "sqrt":
+        lo, hi = math.sqrt(lo), math.sqrt(hi)
+    else:
+        raise ValueError(f"function {op} is not defined for complex operands")
+    return Unary(dtype=dtype, lo=lo, hi=hi, op=op, x=x, **{**meta, "functions": meta["functions"] | {op}})
+
+
 def unary(op: str, x: Node, spelling: str = "") -> Unary:
+    if rules.is_complex(x.dtype):
+        return _complex_unary(op, x, spelling)
     meta = _meta(x)
     if op == "neg":
         return Unary(dtype=x.dtype, lo=-x.hi, hi=-x.lo, op=op, x=x, **meta)
@@ -330,6 +399,11 @@ def power(x: Node, k: int) -> Power:
     meta = _meta(x)
     if k == 0:
         return Power(dtype=x.dtype, lo=1, hi=1, x=x, k=k, **meta)
+    if rules.is_complex(x.dtype):  # the modulus of z**k is |z|**k
+        if k < 0 and x.lo <= 0:
+            raise ValueError("a negative power needs an operand away from 0")
+        lo, hi = (x.lo**k, x.hi**k) if k > 0 else (x.hi**k, x.lo**k)
+        return Power(dtype=x.dtype, lo=lo, hi=hi, x=x, k=k, **meta)
     lo_x, hi_x = x.lo, x.hi
     if k < 0:
         if lo_x <= 0 <= hi_x:
@@ -348,11 +422,12 @@ def power(x: Node, k: int) -> Power:
 
 def select(cond: Node, a: Node, b: Node) -> Select:
     t = operand_type(a, b)
-    return Select(dtype=t, lo=min(a.lo, b.lo), hi=max(a.hi, b.hi), cond=cond, a=a, b=b, **_meta(cond, a, b))
+    (alo, ahi), (blo, bhi) = (modulus(a), modulus(b)) if rules.is_complex(t) else ((a.lo, a.hi), (b.lo, b.hi))
+    return Select(dtype=t, lo=min(alo, blo), hi=max(ahi, bhi), cond=cond, a=a, b=b, **_meta(cond, a, b))
 
 
 def convert(x: Node, target: str) -> Convert:
-    lo, hi = x.lo, x.hi
+    lo, hi = modulus(x) if rules.is_complex(target) else (x.lo, x.hi)
     if rules.KIND[target] == 1 and rules.is_float(x.dtype):
         lo, hi = float(math.trunc(lo)), float(math.trunc(hi))
     if target == "bool":
@@ -368,7 +443,9 @@ def reduce(op: str, x: Node, over: tuple[str, ...], m: int, n: int) -> Reduce:
     meta["axes"] = meta["axes"] - set(over)
     dtype = x.dtype
     lo, hi = x.lo, x.hi
-    if op == "sum":
+    if rules.is_complex(dtype):  # sum and mean: bounds of the modulus
+        lo, hi = 0.0, (count * hi if op == "sum" else hi)
+    elif op == "sum":
         lo, hi = (count * lo, count * hi) if count else (0.0, 0.0)
     elif op == "mean":
         dtype = x.dtype if rules.is_float(x.dtype) else "float32"
@@ -392,6 +469,8 @@ def render(node: Node) -> str:
     if isinstance(node, Load):
         return f"{node.tensor.name}{node.tensor.index_source()}"
     if isinstance(node, Const):
+        if isinstance(node.value, complex):
+            return f"({node.value!r})".replace("((", "(").replace("))", ")")
         return f"({node.value!r})" if node.value < 0 else repr(node.value)
     if isinstance(node, AxisValue):
         return node.form if node.form in ("i", "j") else f"({node.form})"
@@ -401,8 +480,10 @@ def render(node: Node) -> str:
             return f"(-{x})"
         if node.op == "invert":
             return f"(~{x})"
-        if node.op == "abs":
+        if node.op == "abs" or node.spelling.startswith("pt."):
             return f"{node.spelling}({x})"
+        if node.spelling.startswith("."):  # z.real, z.imag, z.conj()
+            return f"{x}{node.spelling}"
         return f"pt.{node.op}({x})"
     if isinstance(node, Binary):
         a, b = render(node.a), render(node.b)
