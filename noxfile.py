@@ -58,6 +58,7 @@ def tests(session: nox.Session) -> None:
         "pypto-core/tests/test_array_api.py",
         "pypto-core/tests/test_autodiff.py",
         "pypto-core/tests/test_dask.py",
+        "pypto-core/tests/test_indirect.py",
         *session.posargs,
         env={"PYPTO_TEST_EXECUTOR": "openmp"},
     )

@@ -67,6 +67,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         CacheWarning,
         CompileError,
         DTypeError,
+        IndexError,
         IRVerificationError,
         LaunchError,
         PerformanceWarning,
@@ -113,6 +114,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         reduce_prod,
         reduce_sum,
         rsqrt,
+        scatter,
+        scatter_add,
+        scatter_max,
+        scatter_min,
         sigmoid,
         sin,
         sinh,
@@ -170,6 +175,7 @@ _LAZY: dict[str, str] = {
     "PyptoError": ".errors",
     "ScheduleError": ".errors",
     "ShapeError": ".errors",
+    "IndexError": ".errors",
     "TracingError": ".errors",
     # .hookspecs
     "hookimpl": ".hookspecs",
@@ -229,6 +235,10 @@ _LAZY: dict[str, str] = {
     "reduce_prod": ".lang.functions",
     "reduce_sum": ".lang.functions",
     "where": ".lang.functions",
+    "scatter": ".lang.functions",
+    "scatter_add": ".lang.functions",
+    "scatter_max": ".lang.functions",
+    "scatter_min": ".lang.functions",
     # .lang.tensor
     "Tensor": ".lang.tensor",
     # .lang.values
@@ -300,7 +310,7 @@ __all__ = [
     "DType", "bool_", "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
     "uint32", "uint64", "complex64", "complex128", "Tensor", "Axis", "Dim",
     # language
-    "kernel", "Kernel", "tile", "Schedule", "axis", "dim", "dims", "abs", "maximum", "minimum", "where", "cast",
+    "kernel", "Kernel", "tile", "Schedule", "axis", "dim", "dims", "abs", "maximum", "minimum", "where", "cast", "scatter", "scatter_add", "scatter_max", "scatter_min",
     # math functions (the op table, pypto.ir.ops)
     "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf", "sigmoid", "log1p", "expm1", "log2", "log10", "tan",
     "atan", "sinh", "cosh", "atan2", "arctan2", "hypot",
@@ -320,5 +330,5 @@ __all__ = [
     # errors
     "PyptoError", "TracingError", "DTypeError", "ShapeError", "AliasingError", "ArgumentError", "BackendNotFound",
     "BackendUnavailable", "CompileError", "LaunchError", "PluginError", "PluginWarning", "SpecializationWarning", "CacheWarning", "IRVerificationError",
-    "ScheduleError", "RechunkWarning", "PerformanceWarning",
+    "ScheduleError", "RechunkWarning", "PerformanceWarning", "IndexError",
 ]  # fmt: skip

@@ -118,6 +118,7 @@ class KernelOptions:
 
     fastmath: bool = False
     extra: tuple[tuple[str, Any], ...] = ()
+    boundscheck: bool = True  # check gathered indices before each call (pypto.ir.contract)
 
     def get(self, key: str, default: Any = None) -> Any:
         return dict(self.extra).get(key, default)

@@ -28,7 +28,7 @@ from pypto import plugins
 from pypto.backend_api import KernelOptions, Launcher, Program
 from pypto.errors import DTypeError
 from pypto.ir.contract import CallContract, alias_safe_pairs
-from pypto.ir.kernel import KernelIR
+from pypto.ir.kernel import GatherInBounds, KernelIR
 from pypto.ir.nodes import postorder
 from pypto.ir.printer import format_loops
 from pypto.ir.schedule import Schedule
@@ -43,9 +43,16 @@ def stages(ir: KernelIR, target: Target | None, *, noalias: bool = True, hints: 
     return run_pipeline(ir.replace(machine=machine, hints=hints), noalias=noalias)
 
 
-def contract(compilation: Compilation) -> CallContract:
-    """The rules every call satisfies (dtypes, dims, bounds, aliasing), from the typed and shaped IR."""
-    return CallContract.of(compilation.stages["infer_shapes"], alias_safe_pairs(compilation.final))
+def contract(compilation: Compilation, *, boundscheck: bool = True) -> CallContract:
+    """The rules every call satisfies (dtypes, dims, bounds, aliasing), from the typed and shaped IR; with
+    ``boundscheck``, the check of gathered indices (a NumPy function of the arguments) too."""
+    shaped = compilation.stages["infer_shapes"]
+    check = None
+    if boundscheck and any(isinstance(c, GatherInBounds) for c in shaped.checks):
+        from pypto.backends.numpy_source import compile_index_check
+
+        check = compile_index_check(shaped)
+    return CallContract.of(shaped, alias_safe_pairs(compilation.final), check)
 
 
 def program(compilation: Compilation, target: Target | None, options: KernelOptions, *, noalias: bool = True,

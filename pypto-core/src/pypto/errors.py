@@ -7,6 +7,7 @@ parameter they are about, what was expected, what was given and how to fix it, b
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 
 
@@ -50,6 +51,10 @@ class _ArgumentProblem(PyptoError):
 
 class DTypeError(_ArgumentProblem, TypeError):
     """An array or expression has a data type the kernel does not accept."""
+
+
+class IndexError(_ArgumentProblem, builtins.IndexError):  # noqa: A001 - pt.IndexError, also a built-in IndexError
+    """An index read from an argument is outside the dimension it indexes (a gather's bounds check)."""
 
 
 class ShapeError(_ArgumentProblem, ValueError):

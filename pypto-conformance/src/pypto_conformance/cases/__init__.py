@@ -6,13 +6,37 @@ stable order.
 
 from __future__ import annotations
 
-from . import complex_numbers, functions, fused, indexing, kernels, linalg, operators, reductions, select, special
+from . import (
+    complex_numbers,
+    functions,
+    fused,
+    gather,
+    indexing,
+    kernels,
+    linalg,
+    operators,
+    reductions,
+    select,
+    special,
+)
 from .spec import REGISTRY, Case, case
 
 # The order cases are listed and run in: simple features first, whole kernels last.
 MODULE_ORDER = [
     m.__name__
-    for m in (operators, functions, select, indexing, reductions, special, fused, linalg, complex_numbers, kernels)
+    for m in (
+        operators,
+        functions,
+        select,
+        indexing,
+        reductions,
+        special,
+        fused,
+        linalg,
+        complex_numbers,
+        gather,
+        kernels,
+    )
 ]
 
 

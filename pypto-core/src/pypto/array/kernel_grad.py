@@ -28,7 +28,7 @@ from pypto._lru import LRUCache
 from pypto.array import views
 from pypto.array.graph import Array, binary, cast, reduce, unary, where
 from pypto.errors import TracingError
-from pypto.ir.nodes import Binary, Cast, Const, Expr, Extent, Index, Load, Reduce, Scalar, Unary, Where
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Extent, Gather, Index, Load, Reduce, Scalar, Unary, Where
 
 Named = tuple[Any, tuple[int, ...]]  # an array (or a Python number) and the kernel axis of each of its dims
 
@@ -108,6 +108,11 @@ class _Reader:
                 raise self.fail(store, "a sum or product over an axis its body does not read")
             rest = tuple(a for a in axes if a not in e.axes)
             return (reduce(e.op, arr, over, False) if over else arr, rest)
+        if isinstance(e, Gather):
+            raise self.fail(
+                store,
+                f"a gather from '{e.tensor}' (its gradient is a scatter-add, which kernel.vjp does not build yet)",
+            )
         raise self.fail(store, f"{type(e).__name__} is not supported")
 
     def load(self, e: Load, env: dict[str, Array], store: Any) -> Named:
@@ -150,6 +155,13 @@ def kernel_vjp(kernel: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
 
     bound = kernel.bind(*args, **kwargs)
     ir = kernel.compilation().stages["infer_shapes"]
+    if ir.scatters:
+        raise TracingError(
+            f"kernel.vjp of '{kernel.name}': the kernel scatters into '{ir.scatters[0].tensor}' (kernel.vjp does not "
+            "differentiate scatters yet)",
+            ir.scatters[0].loc,
+            "write the computation as a @pt.jit function and use pt.grad or pt.vjp",
+        )
     dims = dict(zip(ir.dims, bound.dims))
     values = dict(zip([p.name for p in ir.params], bound.in_param_order))
     outputs = kernel(*args, **kwargs)

@@ -13,7 +13,21 @@ import math
 from pypto.dtypes import DType
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import KernelIR
-from pypto.ir.nodes import Binary, Cast, Const, Expr, Index, Load, Reduce, Scalar, Unary, Where
+from pypto.ir.nodes import (
+    Binary,
+    Cast,
+    Const,
+    Expr,
+    Gather,
+    Index,
+    Load,
+    Reduce,
+    Scalar,
+    Scatter,
+    Unary,
+    Where,
+    postorder,
+)
 from pypto.ir.ops import BINARY_TABLE, FUNCTIONS, MATH, REDUCERS, numpy_spelling
 from pypto.ir.reducers import identity
 
@@ -142,6 +156,9 @@ class NumpyRenderer:
             if view is not None:
                 return view
             return f"{self.buffer(e.tensor)}[{self.gather_index(e.index)}]"
+        if isinstance(e, Gather):  # NumPy's integer-array indexing (negative indices count from the end)
+            index = [self.affine_array(ix.affine) if isinstance(ix, Index) else self.value(ix) for ix in e.index]
+            return f"{self.buffer(e.tensor)}[{', '.join(index)}]"
         if isinstance(e, Index):
             return f"_np.asarray({self.affine_array(e.affine)}, dtype=_np.int64)"
         if isinstance(e, Scalar):
@@ -197,6 +214,11 @@ class NumpyRenderer:
                 self.emit(f"{self.buffer(s.tensor)}[{self.gather_index(s.index)}] = _np.reshape({v}, ())")
             else:
                 self.emit(f"{self.buffer(s.tensor)}[{self.gather_index(s.index)}] = {v}")
+        for c in k.scatters:
+            if c.loc:
+                self.emit(f"# {c.loc.filename.rsplit('/', 1)[-1]}:{c.loc.lineno}: {c.loc.text.strip()}")
+            index = [self.affine_array(ix.affine) if isinstance(ix, Index) else self.value(ix) for ix in c.index]
+            self.emit(f"_scatter({self.buffer(c.tensor)}, ({', '.join(index)},), {self.value(c.value)}, {c.op!r})")
         for p in k.outputs:
             self.emit(f"_np.copyto({p.name}, _w_{p.name})")
         header = [
@@ -205,6 +227,47 @@ class NumpyRenderer:
             "    with _np.errstate(all='ignore'):",
         ]
         return "\n".join(header + self.lines) + "\n"
+
+
+class IndexCheckRenderer(NumpyRenderer):
+    """Renders the check of a kernel's gathered indices (its ``GatherInBounds`` checks) as a NumPy function
+    with the kernel's arguments: every computed index, inner gathers first, is compared with its dimension
+    (``_bounds`` raises :class:`pypto.IndexError`); nothing is written."""
+
+    def render(self) -> str:
+        k = self.k
+        for p in k.outputs:  # an index may read an output's current values (never one the kernel writes)
+            self.emit(f"_w_{p.name} = {p.name}")
+        axis_names = {self.pos[a.index]: a.name for a in k.axes}
+        for s in (*k.stores, *k.scatters):
+            for e in (*postorder(s), s):
+                if not isinstance(e, (Gather, Scatter)):
+                    continue
+                for pos, ix in enumerate(e.index):
+                    if isinstance(ix, Index):
+                        continue
+                    size = self.affine_scalar(k.buffer(e.tensor).shape[pos])
+                    where = f"{e.loc.filename.rsplit('/', 1)[-1]}:{e.loc.lineno}" if e.loc else ""
+                    source = "a computed index"
+                    if isinstance(ix, Load):
+                        source = f"{ix.tensor}[{', '.join(a.format(k.axis_name) for a in ix.index)}]"
+                    args = f"{size}, {k.name!r}, {e.tensor!r}, {pos}, {source!r}, {axis_names!r}, {where!r}"
+                    self.emit(f"_bounds({self.value(ix)}, {args})")
+        header = [
+            f"def {k.name}_check_indices({', '.join(k.argument_names())}):",
+            "    with _np.errstate(all='ignore'):",
+        ]
+        return "\n".join(header + (self.lines or ["        pass"])) + "\n"
+
+
+def compile_index_check(k: KernelIR):
+    """The function checking ``k``'s gathered indices (see :class:`IndexCheckRenderer`)."""
+    from pypto.backends.numpy_support import namespace
+
+    source = IndexCheckRenderer(k).render()
+    ns = namespace(source)
+    exec(compile(source, f"<pypto index check of {k.name}>", "exec"), ns)
+    return ns[f"{k.name}_check_indices"]
 
 
 def render_numpy(k: KernelIR) -> str:

@@ -54,7 +54,42 @@ def full(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(a, np.broadcast_shapes(a.shape, shape))
 
 
-NAMESPACE = {"_np": np, "_erf": erf, "_full": full, "_saturate": saturate}
+def bounds(index, size: int, kernel: str, tensor: str, pos: int, source: str, axes: dict, where: str) -> None:
+    """Raise :class:`pypto.IndexError` for the first element of ``index`` (an array over the kernel's axes)
+    outside ``[-size, size)``, naming the tensor, the point and the value."""
+    v = np.asarray(index)
+    if v.size == 0:
+        return
+    bad = v >= size if v.dtype.kind == "u" else (v < -size) | (v >= size)
+    if not bad.any():
+        return
+    from pypto.errors import IndexError as IndexOutOfBounds
+
+    at = np.unravel_index(int(np.argmax(bad)), bad.shape)
+    value = v[at].item()
+    point = ", ".join(f"{axes[d]}={at[d]}" for d in range(v.ndim) if v.shape[d] > 1)
+    raise IndexOutOfBounds(
+        f"{where + ': ' if where else ''}{kernel}(): index {value} (from {source}"
+        f"{' at ' + point if point else ''}) is out of bounds for {tensor}.shape[{pos}] = {size}; nothing was "
+        "written",
+        param=tensor,
+        expected=f"indices in [{-size}, {size}) (negative ones count from the end)",
+        got=value,
+        fix=f"pass indices that are valid positions along {tensor}.shape[{pos}]",
+    )
+
+
+def scatter(buffer: np.ndarray, index: tuple, value, op: str) -> None:
+    """A scatter over the broadcast of its indices and value, point by point in C order (``np.add.at`` and its
+    kin: several points landing on one element all count)."""
+    *idx, v = np.broadcast_arrays(*index, value)
+    if op == "set":
+        buffer[tuple(idx)] = v
+    else:
+        {"add": np.add, "max": np.maximum, "min": np.minimum}[op].at(buffer, tuple(idx), v)
+
+
+NAMESPACE = {"_np": np, "_erf": erf, "_full": full, "_saturate": saturate, "_bounds": bounds, "_scatter": scatter}
 
 
 def namespace(source: str) -> dict:

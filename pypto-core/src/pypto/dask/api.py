@@ -7,9 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from pypto.dask.graph import WholeRun, dask_array
 from pypto.dask.plan import Planner
 from pypto.errors import ArgumentError, DTypeError, ShapeError
 from pypto.ir.kernel import ScalarParam
+from pypto.ir.nodes import Gather, postorder
 from pypto.runtime.foreign import is_dask_array
 from pypto.runtime.kernel import Kernel
 
@@ -101,9 +103,31 @@ def _kernel_plan(kernel: Any, args: tuple, kwargs: dict) -> tuple[Planner, dict[
                 ) from None
     dims = contract.bind_dims(shapes, explicit)
     contract.check(dims)
+    if ir.scatters or any(isinstance(n, Gather) for s in ir.stores for n in postorder(s.value)):
+        return _WholeCall(kernel, arrays, scalars, shapes), outputs
     planner = Planner(ir, arrays, scalars, dims, _extents(kernel, dims), kernel.executor, kernel.options.fastmath)
     planner.run()
-    return planner, outputs
+    return planner, outputs  # type: ignore[return-value]
+
+
+class _WholeCall:
+    """A kernel that gathers or scatters (reads and writes at indices taken from data, anywhere in its arrays)
+    as one task on whole arrays: what a planner gives the caller (``ir``, ``env``, ``da``)."""
+
+    def __init__(
+        self, kernel: Any, arrays: dict[str, Any], scalars: dict[str, Any], shapes: dict[str, tuple[int, ...]]
+    ):
+        import dask
+
+        self.da = dask_array()
+        self.ir = ir = kernel.traced
+        outs = ir.outputs
+        run = WholeRun(ir, kernel.executor, kernel.options.fastmath, tuple(arrays),
+                       tuple(shapes.items()), tuple(scalars.items()))  # fmt: skip
+        task = dask.delayed(run, nout=len(outs), pure=True)(*arrays.values())
+        self.env = {
+            p.name: self.da.from_delayed(task[k], shapes[p.name], dtype=p.dtype.numpy) for k, p in enumerate(outs)
+        }
 
 
 def _extents(kernel: Any, dims: dict[str, int]) -> dict[int, int]:
@@ -134,7 +158,7 @@ def call_kernel(kernel: Any, args: tuple, kwargs: dict) -> Any:
     ir = planner.ir
     results = []
     for p in ir.outputs:
-        if p.name not in {s.tensor for s in ir.stores}:
+        if p.name not in {s.tensor for s in (*ir.stores, *ir.scatters)}:
             raise ArgumentError(f"{ir.name}(): output {p.name} is never stored", param=p.name,
                                 expected="a stored output", got="no store")  # fmt: skip
         results.append(planner.env[p.name])

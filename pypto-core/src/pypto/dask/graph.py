@@ -90,6 +90,26 @@ class Run:
 
 
 @dataclass(frozen=True)
+class WholeRun:
+    """A kernel run once on whole arrays (one that gathers or scatters): its outputs, in order."""
+
+    ir: KernelIR
+    executor: str | None
+    fastmath: bool
+    inputs: tuple[str, ...]  # the tensor parameters given, in the order of the task's arguments
+    shapes: tuple[tuple[str, tuple[int, ...]], ...]  # every tensor parameter's shape
+    scalars: tuple[tuple[str, Any], ...] = ()
+
+    def __call__(self, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+        given, shapes = dict(zip(self.inputs, arrays)), dict(self.shapes)
+        values = {p.name: np.array(given[p.name]) if p.name in given else np.empty(shapes[p.name], p.dtype.numpy)
+                  for p in self.ir.tensor_params}  # fmt: skip
+        values.update(self.scalars)
+        kernel_for(self.ir, self.executor, self.fastmath)(*(values[p.name] for p in self.ir.params))
+        return tuple(values[p.name] for p in self.ir.outputs)
+
+
+@dataclass(frozen=True)
 class Combine:
     """A combine kernel as dask's ``combine``/``aggregate`` callback (partials concatenated along ``axis``)."""
 

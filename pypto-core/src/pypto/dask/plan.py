@@ -18,6 +18,7 @@ from pypto.ir.nodes import (
     Const,
     Expr,
     Extent,
+    Gather,
     Index,
     Load,
     Node,
@@ -154,6 +155,18 @@ class Planner:
         self.extents = dict(extents)  # axis -> its extent in this call
         self.axis_names = {a.index: a.name for a in ir.axes}
         self.env: dict[str, Any] = {}
+        gathered = sorted({n.tensor for s in ir.stores for n in postorder(s.value) if isinstance(n, Gather)})
+        gathered += [s.tensor for s in ir.scatters]
+        if gathered:
+            raise ArgumentError(
+                f"{ir.name}() on dask arrays: the kernel gathers from or scatters into {', '.join(gathered)} (at "
+                "indices taken from data), which pypto.dask cannot split into blocks yet",
+                param=gathered[0],
+                expected="NumPy arrays for a kernel that gathers",
+                got="dask arrays",
+                fix="call the kernel on NumPy arrays (dask.compute(...) the inputs first), or call it per block "
+                "with dask.array.map_blocks",
+            )
         self._chunking(arrays)
 
     # -- chunking ------------------------------------------------------------------------------------------

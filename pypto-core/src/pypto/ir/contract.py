@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from pypto.errors import ArgumentError, DTypeError, ShapeError
 from pypto.ir.affine import Affine
-from pypto.ir.kernel import Check, DimEqual, IndexInBounds, KernelIR, Param, ParamViews, ScalarParam
-from pypto.ir.nodes import load_accesses
+from pypto.ir.kernel import Check, DimEqual, GatherInBounds, IndexInBounds, KernelIR, Param, ParamViews, ScalarParam
+from pypto.ir.nodes import Gather, Load, load_accesses, postorder
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,17 @@ class CallContract(ParamViews):
     extents: tuple[tuple[int, Affine], ...]  # axis -> extent, for the bounds checks
     axis_names: tuple[tuple[int, str], ...]
     alias_ok: frozenset[tuple[str, str]]  # (input, output) pairs that may be the very same array
+    # the check of the gathered indices (GatherInBounds), called with the kernel's arguments (tensors, scalars,
+    # dims) before anything is written: raises pypto.IndexError. None without gathers or with boundscheck=False
+    index_check: Callable[..., None] | None = field(default=None, compare=False, repr=False)
+    index_inputs: frozenset[str] = frozenset()  # the tensors the gathered indices are computed from
 
     @staticmethod
-    def of(k: KernelIR, alias_ok: frozenset[tuple[str, str]] = frozenset()) -> CallContract:
+    def of(
+        k: KernelIR,
+        alias_ok: frozenset[tuple[str, str]] = frozenset(),
+        index_check: Callable[..., None] | None = None,
+    ) -> CallContract:
         """The contract of a kernel after shape inference (``k`` carries the checks)."""
         sources: list[DimSource] = []
         for plain in (True, False):
@@ -72,7 +80,20 @@ class CallContract(ParamViews):
             extents=tuple((a.index, a.extent) for a in k.axes if a.extent is not None),
             axis_names=tuple((a.index, a.name) for a in k.axes),
             alias_ok=alias_ok,
+            index_check=index_check,
+            index_inputs=frozenset(
+                n.tensor
+                for c in k.checks
+                if isinstance(c, GatherInBounds)
+                for n in postorder(c.index)
+                if isinstance(n, (Load, Gather))
+            ),
         )
+
+    @property
+    def gathers(self) -> bool:
+        """Whether the kernel reads at computed indices (its calls check them unless ``boundscheck=False``)."""
+        return any(isinstance(c, GatherInBounds) for c in self.checks)
 
     def axis_name(self, index: int) -> str:
         return dict(self.axis_names).get(index, f"axis{index}")
@@ -234,6 +255,9 @@ def alias_safe_pairs(k: KernelIR) -> frozenset[tuple[str, str]]:
             for t, ix, red in load_accesses(s.value):
                 if t in inputs:
                     reads.setdefault(t, []).append((gi, ix, red))
+            for n in postorder(s.value):  # a gather reads anywhere: never the same point
+                if isinstance(n, Gather):
+                    reads.setdefault(n.tensor, []).append((-1, (), True))
     for q in (p.name for p in k.outputs):
         where = {gi for gi, g in enumerate(k.groups) for s in g.stores if s.tensor == q}
         idxs = {s.index for g in k.groups for s in g.stores if s.tensor == q}

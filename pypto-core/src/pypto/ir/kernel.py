@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pypto.dtypes import DType
 from pypto.errors import SourceLoc
 from pypto.ir.affine import Affine
-from pypto.ir.nodes import Reduce, Store
+from pypto.ir.nodes import Expr, Reduce, Scatter, Store
 from pypto.ir.schedule import NestSchedule, Schedule
 from pypto.targets.machine import Machine
 
@@ -84,7 +84,20 @@ class IndexInBounds:
     loc: SourceLoc | None = None
 
 
-Check = DimEqual | IndexInBounds
+@dataclass(frozen=True)
+class GatherInBounds:
+    """Runtime check on the arguments' values: the computed ``index`` of a gather from ``tensor`` stays
+    inside ``[-size, size)`` (a negative index counts from the end) at every point of its axes. Checked
+    before the call writes anything; a kernel compiled with ``boundscheck=False`` skips it."""
+
+    tensor: str
+    position: int
+    index: Expr
+    size: Affine
+    loc: SourceLoc | None = None
+
+
+Check = DimEqual | IndexInBounds | GatherInBounds
 
 
 @dataclass(frozen=True)
@@ -163,6 +176,7 @@ class KernelIR(ParamViews):
     loc: SourceLoc | None = None
     machine: Machine | None = None  # what the schedule pass targets (None: a generic CPU)
     hints: Schedule | None = None  # the user's schedule hints
+    scatters: tuple[Scatter, ...] = ()  # run after the stores, in order (pypto.ir.nodes.Scatter)
 
     def replace(self, **changes) -> KernelIR:
         return dataclasses.replace(self, **changes)

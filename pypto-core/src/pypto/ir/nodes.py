@@ -119,6 +119,19 @@ class Load(Expr):
 
 
 @_node
+class Gather(Expr):
+    """An element of a tensor parameter at computed indices: ``index`` holds one integer expression per
+    dimension (an :class:`Index` for an affine one, anything integer for one read from data, as in
+    ``table[tok[b, s], d]``). A negative index counts from the end, as in NumPy; every gathered index is
+    checked against its dimension before a call writes anything (``pypto.passes.infer_shapes``)."""
+
+    tensor: str
+    index: tuple[Expr, ...]
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+@_node
 class Unary(Expr):
     """``op(x)`` for one of :data:`UNARY_OPS`."""
 
@@ -180,6 +193,24 @@ class Store(Node):
     loc: SourceLoc | None = _loc()
 
 
+SCATTER_OPS = ("add", "max", "min", "set")  # how a scatter combines a value with the element it lands on
+
+
+@_node
+class Scatter(Node):
+    """``tensor[index] op= value`` for every point of the axes ``index`` and ``value`` depend on, where
+    ``index`` holds one integer expression per dimension (as :class:`Gather`'s): several points may land on
+    the same element, and ``op`` ("add", "max", "min") accumulates them there; "set" stores, for indices the
+    user declared unique. A kernel's scatters run after its stores, in order, each over its points in order
+    (deterministic), and their indices are checked before the call writes anything."""
+
+    tensor: str
+    index: tuple[Expr, ...]
+    value: Expr
+    op: str
+    loc: SourceLoc | None = _loc()
+
+
 # ---------------------------------------------------------------------------------------------
 # Generic traversal: passes use these instead of knowing every node's fields.
 
@@ -197,6 +228,10 @@ def _field_names(cls: type) -> tuple[str, ...]:
 
 def children(node: Node) -> list[Expr]:
     """The direct sub-expressions of ``node``."""
+    if type(node) is Gather:
+        return list(node.index)
+    if type(node) is Scatter:
+        return [*node.index, node.value]
     out = []
     for name in _field_names(type(node)):
         v = getattr(node, name)
@@ -207,6 +242,13 @@ def children(node: Node) -> list[Expr]:
 
 def map_children(node: Node, fn: Callable[[Expr], Expr]) -> Node:
     """``node`` with each direct sub-expression replaced by ``fn(child)``; ``node`` itself if unchanged."""
+    if type(node) is Gather:
+        index = tuple(fn(ix) for ix in node.index)
+        return node if all(a is b for a, b in zip(index, node.index)) else replace(node, index=index)
+    if type(node) is Scatter:
+        index, value = tuple(fn(ix) for ix in node.index), fn(node.value)
+        same = value is node.value and all(a is b for a, b in zip(index, node.index))
+        return node if same else replace(node, index=index, value=value)
     changes = {}
     for name in _field_names(type(node)):
         v = getattr(node, name)

@@ -7,9 +7,24 @@ loop IR prints as indented pseudo-code.
 from __future__ import annotations
 
 from pypto.ir.affine import Affine
-from pypto.ir.kernel import DimEqual, IndexInBounds, KernelIR, TensorParam
+from pypto.ir.kernel import DimEqual, GatherInBounds, IndexInBounds, KernelIR, TensorParam
 from pypto.ir.loops import Alloc, Assign, Block, Comment, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write
-from pypto.ir.nodes import Binary, Cast, Const, Expr, Extent, Index, Load, Reduce, Scalar, Unary, Where, postorder
+from pypto.ir.nodes import (
+    Binary,
+    Cast,
+    Const,
+    Expr,
+    Extent,
+    Gather,
+    Index,
+    Load,
+    Reduce,
+    Scalar,
+    Scatter,
+    Unary,
+    Where,
+    postorder,
+)
 from pypto.ir.ops import binary_symbols
 
 _SYMBOL = binary_symbols()
@@ -54,6 +69,10 @@ def format_kernel(k: KernelIR) -> str:
             lines.append(f"  check {c.a_source} == {c.b_source}   (both size axis {c.axis})")
         elif isinstance(c, IndexInBounds):
             lines.append(f"  check 0 <= {c.index.format(name)} < {c.size}   ({c.tensor} dim {c.position})")
+        elif isinstance(c, GatherInBounds):
+            lines.append(
+                f"  check -{c.size} <= (gathered index) < {c.size}   ({c.tensor} dim {c.position}, before the call)"
+            )
 
     ids: dict[int, str] = {}
 
@@ -66,11 +85,15 @@ def format_kernel(k: KernelIR) -> str:
 
     def body(stores, indent: str) -> None:
         for s in stores:
-            for e in postorder(s.value):
+            for e in postorder(s):
                 if id(e) in ids or isinstance(e, (Const, Index)):
                     continue
                 ids[id(e)] = f"%{len(ids)}"
                 lines.append(f"{indent}{ids[id(e)]} = {_describe(e, ref, name)}{_dt(e)}")
+            if isinstance(s, Scatter):
+                op = {"add": "+=", "max": "max=", "min": "min=", "set": "= (unique)"}[s.op]
+                lines.append(f"{indent}scatter {s.tensor}[{', '.join(ref(ix) for ix in s.index)}] {op} {ref(s.value)}")
+                continue
             idx = ", ".join(ix.format(name) for ix in s.index)
             lines.append(f"{indent}{s.tensor}[{idx}] = {ref(s.value)}")
 
@@ -90,12 +113,18 @@ def format_kernel(k: KernelIR) -> str:
             lines.append(f"  nest {gi} {' '.join(attrs)}:")
             lines += [f"    # {note}" for note in g.notes]
             body(g.stores, "    ")
+    if k.scatters:
+        ids.clear()
+        lines.append("  scatters (after the stores, serial, in order):")
+        body(k.scatters, "    ")
     return "\n".join(lines)
 
 
 def _describe(e: Expr, ref, name) -> str:
     if isinstance(e, Load):
         return f"load {e.tensor}[{', '.join(ix.format(name) for ix in e.index)}]"
+    if isinstance(e, Gather):
+        return f"gather {e.tensor}[{', '.join(ref(ix) for ix in e.index)}]"
     if isinstance(e, Unary):
         return f"{e.op}({ref(e.x)})"
     if isinstance(e, Binary):

@@ -10,7 +10,7 @@ import numpy as np
 
 from pypto import dtypes
 from pypto.errors import TracingError
-from pypto.ir.nodes import Binary, Cast, Extent, Reduce, Unary, Where, free_axes
+from pypto.ir.nodes import Binary, Cast, Extent, Gather, Index, Load, Reduce, Unary, Where, free_axes
 from pypto.ir.ops import COMPLEX_PARTS, FUNCTIONS, FUNCTIONS2, MATH, REDUCERS
 from pypto.lang.context import active_tracer
 from pypto.lang.location import user_loc
@@ -143,6 +143,50 @@ def where(cond: Any, a: Any, b: Any) -> ExprProxy:
             loc=user_loc(),
         )
     )
+
+
+def _scatter(fname: str, op: str, target: Any, value: Any) -> None:
+    tracer = active_tracer()
+    node = target.node if isinstance(target, ExprProxy) else None
+    if tracer is None or not isinstance(node, (Gather, Load)):
+        raise TracingError(
+            f"{fname}: the first argument must be an element of a tensor parameter, inside a kernel",
+            user_loc(2),
+            f"write {fname}(counts[bins[i]], 1): the element (at indices computed or affine) the value goes to",
+        )
+    index = node.index if isinstance(node, Gather) else tuple(Index(a, loc=node.loc) for a in node.index)
+    tracer.record_scatter(node.tensor, index, to_node(value, what=fname), op, user_loc(2))
+
+
+def scatter_add(target: Any, value: Any) -> None:
+    """In a kernel: add ``value`` to the element ``target`` (``y[idx[i]]``) for every point, several points
+    accumulating into the same element (``y[idx[i]] += value`` says the same). Runs after the kernel's stores,
+    in order, so the result does not depend on threads; the indices are checked before anything is written."""
+    _scatter("pt.scatter_add", "add", target, value)
+
+
+def scatter_max(target: Any, value: Any) -> None:
+    """In a kernel: ``target = maximum(target, value)`` at computed indices, accumulating (see :func:`scatter_add`)."""
+    _scatter("pt.scatter_max", "max", target, value)
+
+
+def scatter_min(target: Any, value: Any) -> None:
+    """In a kernel: ``target = minimum(target, value)`` at computed indices, accumulating (see :func:`scatter_add`)."""
+    _scatter("pt.scatter_min", "min", target, value)
+
+
+def scatter(target: Any, value: Any, *, unique: bool = False) -> None:
+    """In a kernel: store ``value`` into ``target`` at computed indices, with ``unique=True`` declaring that no
+    two points share an element (a permutation, for example); a store that may collide is refused, since its
+    result would depend on the order of the writes: accumulate with :func:`scatter_add` and its kin instead."""
+    if unique is not True:
+        raise TracingError(
+            "pt.scatter stores at computed indices only when they are declared unique (unique=True)",
+            user_loc(),
+            "pass unique=True if no two points share an element; otherwise accumulate with pt.scatter_add, "
+            "pt.scatter_max or pt.scatter_min",
+        )
+    _scatter("pt.scatter", "set", target, value)
 
 
 def cast(x: Any, dtype: Any) -> ExprProxy:

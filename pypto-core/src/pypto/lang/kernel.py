@@ -42,6 +42,7 @@ def kernel(
     executor: str | None = None,
     fastmath: bool = False,
     schedule: Schedule | dict | None = None,
+    boundscheck: bool = True,
     **options: Any,
 ):
     """Decorate a function as a pypto kernel: ``@pt.kernel`` or ``@pt.kernel(executor="openmp")``.
@@ -50,7 +51,9 @@ def kernel(
     available backend); ``fastmath=True`` lets backends use faster, less exact math
     (reassociation, approximate functions, no NaN/inf guarantees); ``schedule`` (a
     :class:`pypto.Schedule` or a dict of its arguments) overrides the schedule pass's choices, laid
-    over any ``@pt.tile`` hints.
+    over any ``@pt.tile`` hints. ``boundscheck=False`` skips the check of indices read from data (a gather
+    such as ``table[tok[i], d]``) that every call otherwise makes before writing anything: an out-of-range
+    index then reads arbitrary memory (unsafe; for indices known to be valid).
     """
     if schedule is not None:
         Schedule.of(schedule)  # a bad schedule fails here, at the decorator
@@ -59,10 +62,13 @@ def kernel(
 
         check_options("pt.kernel", options, KERNEL_OPTIONS)
     if fn is None:
-        return lambda f: kernel(f, executor=executor, fastmath=fastmath, schedule=schedule, **options)
+        return lambda f: kernel(
+            f, executor=executor, fastmath=fastmath, schedule=schedule, boundscheck=boundscheck, **options
+        )
     if not callable(fn):
         raise ArgumentError(f"pt.kernel decorates a function, got {fn!r}", expected="a function", got=fn)
-    return KernelFunction(fn, executor=executor, fastmath=fastmath, schedule=schedule, **options)
+    return KernelFunction(fn, executor=executor, fastmath=fastmath, schedule=schedule, boundscheck=boundscheck,
+                          **options)  # fmt: skip
 
 
 def tile(size: int | None = None, **axes: int) -> Callable[[Any], Any]:

@@ -13,7 +13,7 @@ from pypto import dtypes
 from pypto.errors import SourceLoc, TracingError
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import AxisInfo, KernelIR, ScalarParam, TensorParam
-from pypto.ir.nodes import Expr, Index, Load, Scalar, Store, postorder
+from pypto.ir.nodes import Expr, Gather, Index, Load, Scalar, Scatter, Store, postorder
 from pypto.ir.ops import FUNCTIONS
 from pypto.lang import functions as _functions  # noqa: F401  (fills values.NUMPY_UFUNCS before any trace)
 from pypto.lang.context import active_tracer, set_active_tracer
@@ -148,6 +148,7 @@ class Tracer:
         self.fn = fn
         self.name = _c_identifier(name or getattr(fn, "__name__", "kernel"))
         self.stores: list[Store] = []
+        self.scatters: list[Scatter] = []
         self.params: list[TensorParam | ScalarParam] = []
         self.loc = _fn_loc(fn)
 
@@ -160,7 +161,18 @@ class Tracer:
             )
 
     def record_store(self, tensor: str, index: tuple[Affine, ...], value: Expr, loc: SourceLoc | None) -> None:
+        if self.scatters:
+            raise TracingError(
+                f"kernel '{self.name}': a store into '{tensor}' follows a scatter; a kernel's scatters run after its "
+                "stores",
+                loc,
+                "write the stores first, then the scatters (or use two kernels)",
+            )
         self.stores.append(Store(tensor, index, value, loc=loc))
+
+    def record_scatter(self, tensor: str, index: tuple[Expr, ...], value: Expr, op: str,
+                       loc: SourceLoc | None) -> None:  # fmt: skip
+        self.scatters.append(Scatter(tensor, index, value, op, loc=loc))
 
     # -- tracing ------------------------------------------------------------------------------
     def _signature(self) -> list[Any]:
@@ -230,7 +242,7 @@ class Tracer:
                 self.loc,
                 "assign to an output: y[i] = ...  (destination passing)",
             )
-        if not self.stores:
+        if not self.stores and not self.scatters:
             raise TracingError(
                 f"kernel '{self.name}' stores nothing",
                 self.loc,
@@ -239,8 +251,8 @@ class Tracer:
         return self._build()
 
     def _build(self) -> KernelIR:
-        stored = {s.tensor for s in self.stores}
-        loaded: set[str] = set()
+        stored = {s.tensor for s in self.stores} | {s.tensor for s in self.scatters}
+        loaded: set[str] = {s.tensor for s in self.scatters}  # a scatter reads the elements it lands on
         dims: list[str] = []
         axes: set[int] = set()
         for p in self.params:
@@ -249,10 +261,12 @@ class Tracer:
                     for d in s.dim_set():
                         if d not in dims:
                             dims.append(d)
-        for s in self.stores:
-            for ix in s.index:
-                axes |= ix.axis_set()
-            for e in postorder(s.value):
+        for s in (*self.stores, *self.scatters):
+            if isinstance(s, Store):
+                for ix in s.index:
+                    axes |= ix.axis_set()
+                    self._check_dims(ix.dim_set(), dims, s.loc)
+            for e in postorder(s):
                 if isinstance(e, Load):
                     loaded.add(e.tensor)
                     for ix in e.index:
@@ -261,8 +275,8 @@ class Tracer:
                 elif isinstance(e, Index):
                     axes |= e.affine.axis_set()
                     self._check_dims(e.affine.dim_set(), dims, e.loc)
-            for ix in s.index:
-                self._check_dims(ix.dim_set(), dims, s.loc)
+                elif isinstance(e, Gather):
+                    loaded.add(e.tensor)
         params = []
         for p in self.params:
             if isinstance(p, TensorParam) and p.name in stored:
@@ -279,7 +293,8 @@ class Tracer:
                     nm += "_"
             taken.add(nm)
             axis_infos.append(AxisInfo(k, nm))
-        return KernelIR(self.name, tuple(params), tuple(dims), tuple(axis_infos), tuple(self.stores), loc=self.loc)
+        return KernelIR(self.name, tuple(params), tuple(dims), tuple(axis_infos), tuple(self.stores), loc=self.loc,
+                        scatters=tuple(self.scatters))  # fmt: skip
 
     def _check_dims(self, used: frozenset[str], declared: list[str], loc: SourceLoc | None) -> None:
         for d in used:

@@ -17,7 +17,7 @@ import numpy as np
 from pypto import dtypes
 from pypto.errors import TracingError
 from pypto.ir.affine import Affine
-from pypto.ir.nodes import Binary, Const, Expr, Index, Load, Unary, Where
+from pypto.ir.nodes import Binary, Const, Expr, Gather, Index, Load, Unary, Where
 from pypto.lang.location import user_loc
 
 if TYPE_CHECKING:
@@ -27,6 +27,20 @@ _CONTROL_FLOW_HINT = (
     "a traced value has no Python truth value: use pt.where(cond, a, b) to choose between values, "
     "and pt.maximum / pt.minimum for clamps"
 )
+
+
+def _accumulation(value: Expr, target: Gather) -> tuple[str | None, Expr]:
+    """How a store of ``value`` into ``target``'s element accumulates: ``y[k] += v`` is ("add", v), ``y[k] -= v``
+    ("add", -v), ``y[k] = pt.maximum(y[k], v)`` ("max", v); (None, value) for anything else."""
+    if isinstance(value, Binary):
+        a, b = value.a, value.b
+        if value.op == "add" and (a == target or b == target):
+            return "add", b if a == target else a
+        if value.op == "sub" and a == target:
+            return "add", Unary("neg", b, loc=value.loc)
+        if value.op in ("maximum", "minimum") and (a == target or b == target):
+            return value.op[:3], b if a == target else a
+    return None, value
 
 
 def _no_concrete(what: str) -> TracingError:
@@ -434,7 +448,9 @@ class TensorProxy:
         """The declared shape: ints for static sizes, index expressions for symbolic ones."""
         return tuple(s.const if s.is_const else IndexExpr(s) for s in self.shape_affine)
 
-    def _index(self, idx: Any) -> tuple[Affine, ...]:
+    def _index(self, idx: Any) -> tuple[Affine | Expr, ...]:
+        """Affine indices, or (for a read) an integer expression where an index is computed from tensor
+        values (a gather); negative constants count from the end."""
         items = idx if isinstance(idx, tuple) else (idx,)
         if len(items) != self.ndim:
             raise TracingError(
@@ -454,11 +470,8 @@ class TensorProxy:
             a = _as_affine(it)
             if a is None:
                 if isinstance(it, ExprProxy):
-                    raise TracingError(
-                        f"tensor '{self.name}': index {pos} is computed from tensor values or non-affine arithmetic",
-                        user_loc(2),
-                        "indices must be affine in the axes: a*i + b*j + c with integer a, b, c (and dims)",
-                    )
+                    out.append(it.node)
+                    continue
                 raise TracingError(
                     f"tensor '{self.name}': index {pos} is a {type(it).__name__}",
                     user_loc(2),
@@ -471,13 +484,34 @@ class TensorProxy:
 
     def __getitem__(self, idx: Any) -> ExprProxy:
         self._tracer.check_active(self)
-        return ExprProxy(Load(self.name, self._index(idx), loc=user_loc()))
+        index = self._index(idx)
+        if all(isinstance(ix, Affine) for ix in index):
+            return ExprProxy(Load(self.name, index, loc=user_loc()))  # type: ignore[arg-type]
+        # a gather: the affine entries become Index values
+        entries = tuple(Index(ix, loc=user_loc()) if isinstance(ix, Affine) else ix for ix in index)
+        return ExprProxy(Gather(self.name, entries, loc=user_loc()))
 
     def __setitem__(self, idx: Any, value: Any) -> None:
         self._tracer.check_active(self)
-        self._tracer.record_store(
-            self.name, self._index(idx), to_node(value, what=f"value stored into '{self.name}'"), user_loc()
-        )
+        index = self._index(idx)
+        node = to_node(value, what=f"value stored into '{self.name}'")
+        if all(isinstance(ix, Affine) for ix in index):
+            self._tracer.record_store(self.name, index, node, user_loc())  # type: ignore[arg-type]
+            return
+        entries = tuple(Index(ix, loc=user_loc()) if isinstance(ix, Affine) else ix for ix in index)
+        op, v = _accumulation(node, Gather(self.name, entries))
+        if op is None:
+            pos = next(p for p, ix in enumerate(index) if not isinstance(ix, Affine))
+            raise TracingError(
+                f"tensor '{self.name}': index {pos} of a store is computed from tensor values; several points may "
+                "write the same element, so the result would depend on their order",
+                user_loc(),
+                f"accumulate instead: {self.name}[...] += v, or pt.scatter_max / pt.scatter_min "
+                f"({self.name}[...] = pt.maximum({self.name}[...], v) works too); pt.scatter({self.name}[...], v, "
+                "unique=True) stores where you know no two points share an element; a read at computed indices "
+                "(out[i] = table[idx[i]]) is a gather",
+            )
+        self._tracer.record_scatter(self.name, entries, v, op, user_loc())
 
     def _misuse(self, *_a, **_k):
         raise TracingError(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from pypto.dtypes import DType, bool_
+from pypto.dtypes import INDEX, DType, bool_
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import KernelIR, ScalarParam, Temp, TensorParam
 from pypto.ir.names import NameGen, complex_part_names
@@ -34,9 +34,12 @@ from pypto.ir.nodes import (
     Cast,
     Const,
     Expr,
+    Gather,
+    Index,
     Load,
     Reduce,
     Scalar,
+    Scatter,
     Store,
     Unary,
     Where,
@@ -54,8 +57,8 @@ def _needs_pass(k: KernelIR) -> bool:
         return True
     return any(
         e.dtype.is_complex or (isinstance(e, Unary) and e.op in COMPLEX_PARTS)
-        for s in k.stores
-        for e in postorder(s.value)
+        for s in (*k.stores, *k.scatters)
+        for e in postorder(s)
     )
 
 
@@ -108,6 +111,11 @@ class _Split:
         dt = e.dtype.part
         if isinstance(e, Load):
             re, im = (Load(e.tensor, (*e.index, Affine.constant(c)), dtype=dt, loc=e.loc) for c in (0, 1))
+            return re, im
+        if isinstance(e, Gather):  # the same computed indices, then the part
+            index = tuple(self.real(ix) for ix in e.index)
+            part = lambda c: Index(Affine.constant(c), dtype=INDEX, loc=e.loc)  # noqa: E731
+            re, im = (Gather(e.tensor, (*index, part(c)), dtype=dt, loc=e.loc) for c in (0, 1))
             return re, im
         if isinstance(e, Const):
             v = complex(e.value)
@@ -296,4 +304,14 @@ def complex_pairs(k: KernelIR) -> KernelIR:
                 stores += [Store(s.tensor, at(0), re, loc=s.loc), Store(s.tensor, at(1), im, loc=s.loc)]
         else:
             stores.append(Store(s.tensor, s.index, split.real(s.value), loc=s.loc))
-    return k.replace(params=tuple(params), temps=temps, stores=tuple(stores))
+    scatters: list[Scatter] = []
+    for c in k.scatters:
+        index = tuple(split.real(ix) for ix in c.index)
+        if c.tensor in tensors:  # a complex scatter-add (or store): one per part
+            re, im = split.pair(c.value)
+            im = split.zero(im, re.dtype)
+            part = lambda p, loc=c.loc: Index(Affine.constant(p), dtype=INDEX, loc=loc)  # noqa: E731
+            scatters += [Scatter(c.tensor, (*index, part(p)), v, c.op, loc=c.loc) for p, v in ((0, re), (1, im))]
+        else:
+            scatters.append(Scatter(c.tensor, index, split.real(c.value), c.op, loc=c.loc))
+    return k.replace(params=tuple(params), temps=temps, stores=tuple(stores), scatters=tuple(scatters))

@@ -27,14 +27,14 @@ from dataclasses import replace
 
 from pypto.dtypes import float32
 from pypto.ir.kernel import KernelIR
-from pypto.ir.nodes import Cast, Expr, Load, Node, Store, postorder, transform
+from pypto.ir.nodes import Cast, Expr, Gather, Load, Node, Store, postorder, transform
 
 
 def _widen(n: Node) -> Node | None:
     dt = getattr(n, "dtype", None)
     if dt is None or not dt.is_half:
         return None
-    if isinstance(n, Load):
+    if isinstance(n, (Load, Gather)):
         return Cast(n, dtype=float32, loc=n.loc)
     if isinstance(n, Cast):
         return Cast(n, dtype=float32, loc=n.loc)  # its operand is float32 already: it rounds, then widens
@@ -46,7 +46,9 @@ def half_compute(k: KernelIR) -> KernelIR:
     halves = {
         p.name: p.dtype for p in (*k.params, *k.temps) if getattr(p, "dtype", None) is not None and p.dtype.is_half
     }
-    if not halves and not any(isinstance(n, Cast) and n.dtype.is_half for s in k.stores for n in postorder(s.value)):
+    if not halves and not any(
+        isinstance(n, Cast) and n.dtype.is_half for s in (*k.stores, *k.scatters) for n in postorder(s)
+    ):
         return k
     memo: dict = {}
     stores = []
@@ -56,4 +58,6 @@ def half_compute(k: KernelIR) -> KernelIR:
             rounded = isinstance(v, Cast) and isinstance(v.x, Cast) and v.x.dtype == halves[s.tensor]
             v = v.x if rounded else Cast(v, dtype=halves[s.tensor], loc=s.loc)  # type: ignore[attr-defined]
         stores.append(Store(s.tensor, s.index, v, loc=s.loc))
-    return k.replace(stores=tuple(stores))
+    # a scatter's value stays in float32: the lowering combines it with the widened element and rounds once
+    scatters = tuple(transform(c, _widen, memo) for c in k.scatters)
+    return k.replace(stores=tuple(stores), scatters=scatters)

@@ -3,15 +3,17 @@
 An axis's extent is the size of a dimension it indexes *plainly* (``x[i]``, not ``x[i + 1]``),
 outputs first. Other plain uses must be at least as large: sizes declared with different dims
 become a :class:`DimEqual` check at call time, ``N + 1`` against ``N`` needs none. Every other index
-gets an :class:`IndexInBounds` check, so generated code never reads or writes out of bounds.
+gets an :class:`IndexInBounds` check, so generated code never reads or writes out of bounds. A gather's
+affine indices count as loads' do; each index it computes from data gets a :class:`GatherInBounds` check
+on the arguments' values.
 """
 
 from __future__ import annotations
 
 from pypto.errors import TracingError
 from pypto.ir.affine import Affine
-from pypto.ir.kernel import AxisInfo, DimEqual, IndexInBounds, KernelIR
-from pypto.ir.nodes import Expr, Extent, Index, Load, Store, free_axes, postorder, transform
+from pypto.ir.kernel import AxisInfo, DimEqual, GatherInBounds, IndexInBounds, KernelIR
+from pypto.ir.nodes import Expr, Extent, Gather, Index, Load, Scatter, Store, free_axes, postorder, transform
 
 
 def _describe(tensor: str, pos: int) -> str:
@@ -25,16 +27,23 @@ def infer_shapes(k: KernelIR) -> KernelIR:
     accesses: list[tuple[str, tuple[Affine, ...], object]] = []
     for s in k.stores:
         accesses.append((s.tensor, s.index, s.loc))
-    for s in k.stores:
-        for e in postorder(s.value):
+    # (tensor, position, affine index, loc) of every affine index of a gather
+    partial: list[tuple[str, int, Affine, object]] = []
+    for c in k.scatters:  # a scatter's affine indices count as a gather's
+        partial += [(c.tensor, pos, ix.affine, c.loc) for pos, ix in enumerate(c.index) if isinstance(ix, Index)]
+    for s in (*k.stores, *k.scatters):
+        for e in postorder(s):
             if isinstance(e, Load):
                 accesses.append((e.tensor, e.index, e.loc))
-    for tensor, index, loc in accesses:
-        shape = k.buffer(tensor).shape
-        for pos, ix in enumerate(index):
-            a = ix.plain_axis()
-            if a is not None:
-                plain[a].append((shape[pos], _describe(tensor, pos), loc))
+            elif isinstance(e, Gather):
+                partial += [
+                    (e.tensor, pos, ix.affine, e.loc) for pos, ix in enumerate(e.index) if isinstance(ix, Index)
+                ]
+    entries = [(tensor, pos, ix, loc) for tensor, index, loc in accesses for pos, ix in enumerate(index)] + partial
+    for tensor, pos, ix, loc in entries:
+        a = ix.plain_axis()
+        if a is not None:
+            plain[a].append((k.buffer(tensor).shape[pos], _describe(tensor, pos), loc))
 
     checks: list = []
     axes = []
@@ -82,25 +91,33 @@ def infer_shapes(k: KernelIR) -> KernelIR:
         assert isinstance(value, Expr)
         _validate_store(k, s, value, extents)
         stores.append(Store(s.tensor, s.index, value, loc=s.loc))
+    scatters = [transform(c, subst_extent, memo) for c in k.scatters]
 
     seen_checks = set()
-    for tensor, index, loc in accesses:
+    for tensor, pos, ix, loc in entries:
         shape = k.buffer(tensor).shape
-        for pos, ix in enumerate(index):
-            if ix.plain_axis() is not None:
-                continue
-            key = (tensor, pos, ix)
-            if key in seen_checks:
-                continue
-            seen_checks.add(key)
-            if not ix.has_axes and ix.is_const and shape[pos].is_const:
-                if not 0 <= ix.const < shape[pos].const:
-                    raise TracingError(
-                        f"index {ix.const} is out of bounds for {_describe(tensor, pos)} = {shape[pos].const}", loc
-                    )  # type: ignore[arg-type]
-                continue
-            checks.append(IndexInBounds(tensor, pos, ix, shape[pos], loc))  # type: ignore[arg-type]
-    return k.replace(stores=tuple(stores), checks=tuple(checks))
+        if ix.plain_axis() is not None:
+            continue
+        key = (tensor, pos, ix)
+        if key in seen_checks:
+            continue
+        seen_checks.add(key)
+        if not ix.has_axes and ix.is_const and shape[pos].is_const:
+            if not 0 <= ix.const < shape[pos].const:
+                raise TracingError(
+                    f"index {ix.const} is out of bounds for {_describe(tensor, pos)} = {shape[pos].const}", loc
+                )  # type: ignore[arg-type]
+            continue
+        checks.append(IndexInBounds(tensor, pos, ix, shape[pos], loc))  # type: ignore[arg-type]
+    gathered = set()
+    for s in (*stores, *scatters):
+        for e in (*postorder(s), s):
+            if isinstance(e, (Gather, Scatter)):
+                for pos, ix in enumerate(e.index):
+                    if not isinstance(ix, Index) and (e.tensor, pos, ix) not in gathered:
+                        gathered.add((e.tensor, pos, ix))
+                        checks.append(GatherInBounds(e.tensor, pos, ix, k.buffer(e.tensor).shape[pos], e.loc))
+    return k.replace(stores=tuple(stores), checks=tuple(checks), scatters=tuple(scatters))
 
 
 def _injective(ix: Affine, extents: dict) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pypto import dtypes
 from pypto.dtypes import DType
 from pypto.errors import DTypeError, TracingError
+from pypto.ir.affine import Affine
 from pypto.ir.kernel import KernelIR, ScalarParam
 from pypto.ir.nodes import (
     ARITH_OPS,
@@ -21,13 +22,16 @@ from pypto.ir.nodes import (
     Const,
     Expr,
     Extent,
+    Gather,
     Index,
     Load,
     Reduce,
     Scalar,
+    Scatter,
     Store,
     Unary,
     Where,
+    postorder,
 )
 from pypto.ir.ops import COMPLEX_FUNCTIONS, COMPLEX_PARTS, FUNCTIONS2, REDUCERS
 
@@ -104,6 +108,7 @@ class _Typer:
     def __init__(self, k: KernelIR):
         self.k = k
         self.memo: dict[int, tuple[Expr, Expr]] = {}
+        self.written = {s.tensor for s in (*k.stores, *k.scatters)} if k is not None else set()
 
     def err(self, e: Expr, msg: str, fix: str | None = None) -> TracingError:
         return TracingError(msg, e.loc, fix)
@@ -130,6 +135,8 @@ class _Typer:
         if isinstance(e, Load):
             p = self.k.buffer(e.tensor)
             return Load(e.tensor, e.index, dtype=p.dtype, loc=e.loc)
+        if isinstance(e, Gather):
+            return self.gather(e)
         if isinstance(e, Cast):
             x = self(e.x)
             if x.dtype == e.dtype:
@@ -173,6 +180,73 @@ class _Typer:
                 body = _fix_const(body, dt)
             return Reduce(e.op, body, e.axes, dtype=dt, loc=e.loc)
         raise TypeError(f"infer_types: unexpected node {type(e).__name__}")
+
+    def gather(self, e: Gather) -> Gather:
+        """A read at computed indices: each index an integer; nothing it reads is written by the kernel (the
+        indices are checked before the call writes anything, and the gathered values must be the caller's)."""
+        index = self.indices(e)
+        return Gather(e.tensor, index, dtype=self.k.buffer(e.tensor).dtype, loc=e.loc)
+
+    def indices(self, e: Gather | Scatter) -> tuple[Expr, ...]:
+        """The computed indices of a gather or a scatter, typed: integers, read from nothing the kernel writes."""
+        index = []
+        for pos, ix in enumerate(e.index):
+            t = self(ix)
+            if not t.dtype.is_int:
+                where = f"{e.loc}: " if e.loc else ""
+                raise DTypeError(
+                    f"{where}tensor '{e.tensor}': index {pos} has type {t.dtype}, expected an integer type",
+                    param=e.tensor,
+                    expected="an integer index (int8 ... int64, uint8 ... uint64)",
+                    got=str(t.dtype),
+                    fix="convert it: pt.cast(v, pt.int64) (rounding toward zero), or index with an integer tensor",
+                )
+            if isinstance(t, Const):
+                t = Index(Affine.constant(int(t.value)), dtype=dtypes.INDEX, loc=t.loc)
+            index.append(t)
+        kind = "gather" if isinstance(e, Gather) else "scatter"
+        for n in (e, *(n for ix in index for n in postorder(ix) if isinstance(n, (Load, Gather)))):
+            if n is e and kind == "scatter":
+                continue
+            if n.tensor in self.written:
+                what = "gathers from" if n is e else f"computes an index of a {kind} from"
+                raise self.err(
+                    e,  # type: ignore[arg-type]
+                    f"the kernel {what} '{n.tensor}', which it also writes; the indices are checked and the values "
+                    "read before the kernel's own stores would change them",
+                    f"split the kernel in two: one writing '{n.tensor}', one {kind}ing with it",
+                )
+        return tuple(index)
+
+    def scatter(self, s: Scatter) -> Scatter:
+        """A scatter: typed indices, the value converted to the target's type, an accumulation the type has."""
+        target = self.k.buffer(s.tensor)
+        index = self.indices(s)
+        v = self(s.value)
+        for n in postorder(v):
+            if isinstance(n, (Load, Gather)) and n.tensor in {c.tensor for c in self.k.scatters}:
+                raise self.err(
+                    s,  # type: ignore[arg-type]
+                    f"the value scattered into '{s.tensor}' reads '{n.tensor}', which a scatter of this kernel "
+                    "writes; scatters run one after another, so it would read a half-updated tensor",
+                    "compute the values in an earlier kernel",
+                )
+        if not dtypes.can_store(v.dtype, target.dtype):
+            raise DTypeError(
+                f"{s.loc}: cannot scatter a {v.dtype} value into {target.dtype} tensor '{s.tensor}' implicitly",
+                param=s.tensor,
+                expected=str(target.dtype),
+                got=str(v.dtype),
+                fix=f"convert explicitly: pt.cast(value, pt.{target.dtype.name.rstrip('_')})",
+            )
+        if (s.op in ("max", "min") and target.dtype.is_complex) or (s.op == "add" and target.dtype.is_bool):
+            what = "complex numbers have no order" if target.dtype.is_complex else "booleans do not add"
+            raise self.err(
+                s,  # type: ignore[arg-type]
+                f"scatter_{s.op} into {target.dtype} tensor '{s.tensor}': {what}",
+                "scatter into an integer or float tensor (pt.scatter_max of booleans is their 'or')",
+            )
+        return Scatter(s.tensor, index, _fix_const(v, target.dtype), s.op, loc=s.loc)
 
     def unary(self, e: Unary) -> Expr:
         x = self(e.x)
@@ -268,4 +342,19 @@ def infer_types(k: KernelIR) -> KernelIR:
                 else "store a comparison, or convert with pt.cast(value, pt.bool_)",
             )
         stores.append(Store(s.tensor, s.index, _fix_const(v, target.dtype), loc=s.loc))
-    return k.replace(stores=tuple(stores))
+        scattered = {c.tensor for c in k.scatters}
+        for n in postorder(s.value):
+            if isinstance(n, (Load, Gather)) and n.tensor in scattered:
+                raise TracingError(
+                    f"the store into '{s.tensor}' reads '{n.tensor}', which a scatter of this kernel writes after "
+                    "the stores",
+                    s.loc,
+                    "read it in a later kernel, once the scatter has run",
+                )
+        if s.tensor in scattered:
+            raise TracingError(
+                f"'{s.tensor}' is both stored and scattered into by this kernel",
+                s.loc,
+                f"initialise '{s.tensor}' before the call (pt.zeros) and only scatter into it, or use two kernels",
+            )
+    return k.replace(stores=tuple(stores), scatters=tuple(typer.scatter(c) for c in k.scatters))

@@ -40,10 +40,12 @@ from pypto.ir.nodes import (
     Cast,
     Const,
     Expr,
+    Gather,
     Index,
     Load,
     Reduce,
     Scalar,
+    Scatter,
     Store,
     Unary,
     Where,
@@ -93,6 +95,7 @@ class _Sink:
     acc: str | None = None
     op: str | None = None
     acc_dtype: DType | None = None
+    scatter: Scatter | None = None  # the element at the scatter's computed indices, combined with the value
 
 
 class _Lowerer:
@@ -137,6 +140,8 @@ class _Lowerer:
             r = red[e]
         elif isinstance(e, Load):
             r = Read(e.tensor, tuple(self.affine(ix, env) for ix in e.index), dtype=e.dtype)
+        elif isinstance(e, Gather):
+            r = self.gather(e, env, red, memo)
         elif isinstance(e, Index):
             r = self.affine(e.affine, env)
             if e.dtype != I64:
@@ -162,6 +167,43 @@ class _Lowerer:
             raise TypeError(f"lower: unexpected {type(e).__name__}")
         memo[id(e)] = (e, r)
         return r
+
+    def scatter_write(self, s: Scatter, v: Expr, env: dict[int, str], red: dict[Reduce, Var], memo: dict) -> Write:
+        """``buffer[index] = buffer[index] op v`` (or ``= v``) at the scatter's computed indices; a 16-bit element
+        is widened, combined in float32 and rounded once."""
+        read = self.gather(Gather(s.tensor, s.index, dtype=self.k.buffer(s.tensor).dtype), env, red, memo)
+        if s.op != "set":
+            old: Expr = Cast(read, dtype=dtypes.float32) if read.dtype.is_half else read
+            v = combine({"add": "sum", "max": "max", "min": "min"}[s.op], old, v)
+            if read.dtype.is_half:
+                v = Cast(v, dtype=read.dtype)
+        elif v.dtype != read.dtype:
+            v = Cast(v, dtype=read.dtype)
+        return Write(s.tensor, read.index, v)
+
+    def scatter_nest(self, s: Scatter) -> list[Stmt]:
+        """The points of a scatter in order, on one thread: several land on one element, and the order of the
+        updates (hence floating-point rounding) stays the same from call to call."""
+        where = f"{s.loc.filename.rsplit('/', 1)[-1]}:{s.loc.lineno}: " if s.loc else ""
+        text = s.loc.text.strip() if s.loc and s.loc.text else f"scatter into {s.tensor}"
+        loops = sorted(free_axes(s.value).union(*(free_axes(ix) for ix in s.index)))
+        head: list[Stmt] = [Comment(where + text), Comment(f"scatter ({s.op}): serial, in order")]
+        return head + self.emit(loops, [_Sink(s.value, scatter=s)], {})
+
+    def gather(self, e: Gather, env: dict[int, str], red: dict[Reduce, Var], memo: dict[int, tuple]) -> Read:
+        """A read at computed indices: each one converted to int64, a negative one counted from the end (NumPy's
+        rule; the call checked every index against its dimension before the kernel runs)."""
+        shape = self.k.buffer(e.tensor).shape
+        index = []
+        for pos, ix in enumerate(e.index):
+            v = self.expr(ix, env, red, memo)
+            if not isinstance(ix, Index):
+                v = v if v.dtype == I64 else Cast(v, dtype=I64)
+                if not ix.dtype.is_unsigned:
+                    negative = Binary("lt", v, _i64(0), dtype=dtypes.bool_)
+                    v = Where(negative, Binary("add", v, self.affine(shape[pos], {}), dtype=I64), v, dtype=I64)
+            index.append(v)
+        return Read(e.tensor, tuple(index), dtype=e.dtype)
 
     # -- nests ----------------------------------------------------------------------------------
     def order_axes(self, axes: tuple[int, ...], body: Expr) -> list[int]:
@@ -258,7 +300,9 @@ class _Lowerer:
         lets, values = _bind_shared(values, self.fresh)
         stmts: list[Stmt] = list(lets)
         for s, v in zip(sinks, values):
-            if s.buffer is not None:
+            if s.scatter is not None:
+                stmts.append(self.scatter_write(s.scatter, v, env, red, memo))
+            elif s.buffer is not None:
                 stmts.append(Write(s.buffer, tuple(self.affine(ix, env) for ix in s.index), v))
             else:
                 assert s.acc is not None and s.op is not None and s.acc_dtype is not None
@@ -479,6 +523,8 @@ class _Lowerer:
         body: list[Stmt] = []
         for g in k.groups:
             body += self.group(g)
+        for s in k.scatters:
+            body += self.scatter_nest(s)
         stmt: Stmt = Block(tuple(body))
         for t in reversed(k.temps):
             stmt = Alloc(t.name, t.dtype, tuple(self.affine(s, {}) for s in t.shape), stmt)

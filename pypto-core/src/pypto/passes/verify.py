@@ -9,11 +9,13 @@ from pypto.ir.nodes import (
     ARITH_OPS,
     COMPARE_OPS,
     LOGIC_OPS,
+    SCATTER_OPS,
     TRANSCENDENTAL,
     Binary,
     Cast,
     Expr,
     Extent,
+    Gather,
     Load,
     Reduce,
     Scalar,
@@ -43,7 +45,7 @@ def verify_kernel(k: KernelIR, stage: str, done: set[str]) -> None:
     shaped = SHAPED_AFTER in done
     if REAL_AFTER in done:
         complex_left = [p.name for p in (*k.params, *k.temps) if p.dtype.is_complex]
-        complex_left += [type(e).__name__ for s in k.stores for e in postorder(s.value) if e.dtype.is_complex or (
+        complex_left += [type(e).__name__ for s in (*k.stores, *k.scatters) for e in postorder(s) if e.dtype.is_complex or (
             isinstance(e, Unary) and e.op in COMPLEX_PARTS)]  # fmt: skip
         if complex_left:
             raise _fail(stage, f"complex values left: {', '.join(complex_left[:4])}")
@@ -59,6 +61,15 @@ def verify_kernel(k: KernelIR, stage: str, done: set[str]) -> None:
         if typed and s.value.dtype != buffers[s.tensor].dtype:
             raise _fail(stage, f"store into '{s.tensor}': value {s.value.dtype} != {buffers[s.tensor].dtype}")
         for e in postorder(s.value):
+            _check_expr(e, stage, buffers, scalars, axes, typed, shaped)
+    for c in k.scatters:
+        if c.tensor not in buffers or len(c.index) != len(buffers[c.tensor].shape):
+            raise _fail(stage, f"scatter into '{c.tensor}' does not index it")
+        if c.op not in SCATTER_OPS:
+            raise _fail(stage, f"scatter into '{c.tensor}' with unknown operation {c.op!r}")
+        if typed and any(ix.dtype is None or not ix.dtype.is_int for ix in c.index):
+            raise _fail(stage, f"scatter into '{c.tensor}' has an index that is not an integer")
+        for e in postorder(c):
             _check_expr(e, stage, buffers, scalars, axes, typed, shaped)
     if shaped:
         for a in k.axes:
@@ -84,6 +95,13 @@ def _check_expr(e: Expr, stage, buffers, scalars, axes, typed: bool, shaped: boo
         for ix in e.index:
             if not ix.axis_set() <= axes:
                 raise _fail(stage, f"load from '{e.tensor}' uses an undeclared axis")
+    elif isinstance(e, Gather):
+        if e.tensor not in buffers:
+            raise _fail(stage, f"gather from unknown tensor '{e.tensor}'")
+        if len(e.index) != len(buffers[e.tensor].shape):
+            raise _fail(stage, f"gather from '{e.tensor}' has {len(e.index)} indices")
+        if typed and any(ix.dtype is None or not ix.dtype.is_int for ix in e.index):
+            raise _fail(stage, f"gather from '{e.tensor}' has an index that is not an integer")
     elif isinstance(e, Scalar) and e.name not in scalars:
         raise _fail(stage, f"unknown scalar parameter '{e.name}'")
     elif isinstance(e, Extent) and shaped:

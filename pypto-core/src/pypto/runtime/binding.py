@@ -199,6 +199,10 @@ class Binder:
         dims = self.contract.bind_dims({n: a.shape for n, a in arrays.items()}, explicit)
         self.contract.check(dims)
         scalars = [self.contract.scalar(p, values[p.name]) for p in self.scalar_params]
+        if self.contract.index_check is not None:  # gathered indices, before anything is written
+            self.contract.index_check(
+                *(arrays[p.name] for p in self.tensor_params), *scalars, *(dims[d] for d in self.dims)
+            )
         noalias = self._check_aliasing(arrays)
         copyback = []
         ready = []

@@ -39,6 +39,17 @@ def is_device_array(a: Any) -> bool:
     return False
 
 
+def to_host(a: Any) -> np.ndarray:
+    """A NumPy copy of a device array (a synchronous copy: torch's ``.cpu()``, CuPy's ``.get()``, else the
+    array's own ``__array__``)."""
+    if _torch_tensor(a):
+        return a.detach().cpu().numpy()
+    get = getattr(a, "get", None)
+    if callable(get):
+        return np.asarray(get())
+    return np.asarray(a)
+
+
 def describe(a: Any) -> tuple[tuple[int, ...], np.dtype] | None:
     """``(shape, dtype)`` of a device array, None for anything else."""
     if not is_device_array(a):

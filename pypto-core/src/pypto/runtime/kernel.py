@@ -65,6 +65,7 @@ class Kernel:
         executor: str | None = None,
         fastmath: bool = False,
         schedule: Schedule | dict | None = None,
+        boundscheck: bool = True,
         **options: Any,
     ):
         if executor is not None and not isinstance(executor, str):
@@ -74,13 +75,11 @@ class Kernel:
                 expected="str",
                 got=executor,
             )
-        if not isinstance(fastmath, bool):
-            raise ArgumentError(
-                f"pt.kernel: fastmath must be True or False, got {fastmath!r}",
-                param="fastmath",
-                expected="bool",
-                got=fastmath,
-            )
+        for flag, value in (("fastmath", fastmath), ("boundscheck", boundscheck)):
+            if not isinstance(value, bool):
+                raise ArgumentError(
+                    f"pt.kernel: {flag} must be True or False, got {value!r}", param=flag, expected="bool", got=value
+                )
         hints = getattr(fn, "__pypto_schedule__", None) or Schedule()
         if schedule is not None:
             hints = hints.merged(Schedule.of(schedule))
@@ -89,7 +88,7 @@ class Kernel:
         self.executor = executor
         self.schedule = hints
         """The schedule hints (``@pt.tile``, ``schedule=``) this kernel is compiled with."""
-        self.options = KernelOptions(fastmath=fastmath, extra=tuple(sorted(options.items())))
+        self.options = KernelOptions(fastmath=fastmath, extra=tuple(sorted(options.items())), boundscheck=boundscheck)
         self._lock = threading.RLock()
         self._compilations: dict[tuple[bool, str | None], Compilation] = {}
         self._binder: Binder | None = None
@@ -187,7 +186,9 @@ class Kernel:
     def contract(self) -> CallContract:
         """The rules every call of this kernel satisfies (derived once; see :mod:`pypto.ir.contract`)."""
         if self._contract is None:
-            self._contract = driver.contract(self._compilation(True, self._default_target()))
+            self._contract = driver.contract(
+                self._compilation(True, self._default_target()), boundscheck=self.options.boundscheck
+            )
         return self._contract
 
     def _get_binder(self) -> Binder:

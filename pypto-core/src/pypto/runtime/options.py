@@ -14,7 +14,7 @@ from typing import Any
 
 from pypto.errors import ArgumentError
 
-KERNEL_OPTIONS = ("executor", "fastmath", "schedule")
+KERNEL_OPTIONS = ("executor", "fastmath", "schedule", "boundscheck")
 JIT_OPTIONS = (*KERNEL_OPTIONS, "dims", "precision")
 
 

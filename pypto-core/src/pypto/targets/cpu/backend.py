@@ -149,7 +149,8 @@ class NativeBackend(Backend):
         source = renderer.render(program.loops)
         entry = ""
         complex_scalar = any(p.dtype.is_complex for p in program.contract.scalar_params)  # the checked path splits it
-        if program.noalias and tc.python_include and not complex_scalar:
+        checked = program.contract.index_check is not None  # gathered indices: the binder checks them (NumPy)
+        if program.noalias and tc.python_include and not complex_scalar and not checked:
             entry = "\n/* fast-call entry point for Python */\n" + render_entry(
                 program.contract, program.loops.name, renderer.types, tuple(a.name for a in program.loops.args)
             )

@@ -78,6 +78,13 @@ class DeviceBinder:
                 values[p.name] = self.core.scalar(p, v).item()
         dims = self.core.bind_dims({n: tuple(a.shape) for n, a in arrays.items()}, {})
         self.core.check(dims)
+        if self.core.index_check is not None:  # gathered indices: their arrays copied to the host, then checked
+            from pypto.runtime.device_arrays import to_host
+
+            tensors = [p for p in self.params if isinstance(p, TensorParam)]
+            host = [to_host(arrays[p.name].array) if p.name in self.core.index_inputs else None for p in tensors]
+            scalars = [self.core.scalar(p, v) for p, v in zip(self.params, args) if not isinstance(p, TensorParam)]
+            self.core.index_check(*host, *scalars, *(dims[d] for d in self.core.dims))
         self.check_overlaps(arrays)
         values.update(arrays)
         values.update(dims)

@@ -1,0 +1,305 @@
+"""Gathers and scatters in the kernel language: reads at indices taken from integer tensors, compared with
+NumPy's integer-array indexing (exact: a gather moves values), accumulating writes at such indices, compared
+with NumPy's ``ufunc.at`` in the same type and order (exact too), and their bounds check."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import pypto as pt
+
+V, D, B, S, N, M = pt.dims("V D B S N M")
+
+
+def _embed(executor, dt=pt.float32, it=pt.int32, **options):
+    @pt.kernel(executor=executor, **options)
+    def embed(table: pt.Tensor[dt, (V, D)], tok: pt.Tensor[it, (B, S)], out: pt.Tensor[dt, (B, S, D)]):
+        b, s, d = pt.axis(0), pt.axis(1), pt.axis(2)
+        out[b, s, d] = table[tok[b, s], d]
+
+    return embed
+
+
+@pytest.mark.parametrize("index_type", ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"])
+def test_embedding_lookup_with_every_index_type(pypto_executor, rng, index_type):
+    table = rng.standard_normal((40, 9)).astype(np.float32)
+    lo = 0 if index_type.startswith("u") else -40
+    tok = rng.integers(lo, 40, (3, 5)).astype(index_type)  # negative indices count from the end, as in NumPy
+    out = np.zeros((3, 5, 9), np.float32)
+    _embed(pypto_executor, it=getattr(pt, index_type))(table, tok, out)
+    np.testing.assert_array_equal(out, table[tok])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "complex64", "int8", "uint64", "bool"])
+def test_gather_in_other_dtypes(pypto_executor, rng, dtype):
+    np_dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    values = rng.standard_normal((11, 4)) * 50
+    if dtype.startswith("complex"):
+        values = values + 1j * rng.standard_normal((11, 4))
+    table = (values > 0) if dtype == "bool" else values.astype(np_dt)
+    tok = rng.integers(-11, 11, (2, 6)).astype(np.int64)
+    out = np.zeros((2, 6, 4), table.dtype)
+    dt = pt.bool_ if dtype == "bool" else getattr(pt, dtype)
+    _embed(pypto_executor, dt=dt, it=pt.int64)(table, tok, out)
+    np.testing.assert_array_equal(out, table[tok])
+
+
+def test_nested_gathers_and_take_along_axis(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def nested(x: pt.Tensor[pt.float64, (N,)], p: pt.Tensor[pt.int64, (N,)], q: pt.Tensor[pt.uint8, (M,)],
+               pos: pt.Tensor[pt.int32, (M, N)], y: pt.Tensor[pt.float64, (M,)], z: pt.Tensor[pt.float64, (M, N)]):  # fmt: skip
+        i, j = pt.axis(0), pt.axis(1)
+        y[i] = x[p[q[i]]] * 2.0 + x[q[i] + 1]  # an index read through another; an index with an offset
+        z[i, j] = x[pos[i, j]] - x[j]
+
+    x = rng.standard_normal(17)
+    p = rng.integers(-17, 17, 17)
+    q = rng.integers(0, 16, 9).astype(np.uint8)
+    pos = rng.integers(-17, 17, (9, 17)).astype(np.int32)
+    y, z = np.zeros(9), np.zeros((9, 17))
+    nested(x, p, q, pos, y, z)
+    np.testing.assert_array_equal(y, x[p[q]] * 2.0 + x[q.astype(np.int64) + 1])
+    np.testing.assert_array_equal(z, x[pos] - x[None, :])
+
+
+def test_cross_entropy_rows(pypto_executor, rng):
+    """The loss of a row of logits at its label: ``logsumexp(x[r]) - x[r, label[r]]`` in one kernel."""
+
+    @pt.kernel(executor=pypto_executor)
+    def cross_entropy(x: pt.Tensor[pt.float64, (N, V)], label: pt.Tensor[pt.int64, (N,)],
+                      loss: pt.Tensor[pt.float64, (N,)]):  # fmt: skip
+        r, c = pt.axis(0), pt.axis(1)
+        top = pt.reduce_max(x[r, c], axis=c)
+        loss[r] = top + pt.log(pt.reduce_sum(pt.exp(x[r, c] - top), axis=c)) - x[r, label[r]]
+
+    x = rng.standard_normal((33, 50)) * 4
+    label = rng.integers(0, 50, 33)
+    loss = np.zeros(33)
+    cross_entropy(x, label, loss)
+    m = x.max(axis=1)
+    want = m + np.log(np.exp(x - m[:, None]).sum(axis=1)) - x[np.arange(33), label]
+    np.testing.assert_allclose(loss, want, rtol=1e-13, atol=1e-13)
+
+
+def test_an_index_out_of_bounds_is_an_index_error_and_nothing_is_written(pypto_executor, rng):
+    embed = _embed(pypto_executor)
+    table = rng.standard_normal((40, 9)).astype(np.float32)
+    tok = rng.integers(0, 40, (3, 5)).astype(np.int32)
+    out = np.full((3, 5, 9), 7.0, np.float32)
+    for bad in (40, -41, 1000):
+        tok[2, 1] = bad
+        with pytest.raises(pt.IndexError) as e:
+            embed(table, tok, out)
+        err = e.value
+        assert isinstance(err, IndexError) and isinstance(err, pt.PyptoError)  # also the built-in IndexError
+        assert err.param == "table" and err.got == bad
+        assert f"index {bad} (from tok[b, s] at b=2, s=1)" in str(err) and "table.shape[0] = 40" in str(err)
+        assert (out == 7.0).all()  # nothing was written
+    tok[2, 1] = -40  # the lowest valid index
+    embed(table, tok, out)
+    np.testing.assert_array_equal(out, table[tok])
+
+
+def test_an_unsigned_index_past_int64_is_out_of_bounds(pypto_executor, rng):
+    table = rng.standard_normal((5, 2)).astype(np.float32)
+    tok = np.array([[1, 2**63 + 3]], np.uint64)
+    with pytest.raises(pt.IndexError, match=str(2**63 + 3)):
+        _embed(pypto_executor, it=pt.uint64)(table, tok, np.zeros((1, 2, 2), np.float32))
+
+
+def test_boundscheck_false_skips_the_check(pypto_executor, rng):
+    table = rng.standard_normal((40, 9)).astype(np.float32)
+    tok = rng.integers(-40, 40, (3, 5)).astype(np.int32)
+    out = np.zeros((3, 5, 9), np.float32)
+    unchecked = _embed(pypto_executor, boundscheck=False)
+    unchecked(table, tok, out)
+    np.testing.assert_array_equal(out, table[tok])
+    assert "gather table" in unchecked.ir("infer_shapes")
+    with pytest.raises(pt.ArgumentError, match="boundscheck must be True or False"):
+        _embed(pypto_executor, boundscheck="no")
+
+
+def test_gather_errors_are_typed_and_explained():
+    @pt.kernel
+    def float_index(x: pt.Tensor[pt.float32, (N,)], f: pt.Tensor[pt.float32, (N,)], y: pt.Tensor[pt.float32, (N,)]):
+        i = pt.axis(0)
+        y[i] = x[f[i]]
+
+    with pytest.raises(pt.DTypeError, match="index 0 has type float32, expected an integer type") as e:
+        float_index.ir("infer_types")
+    assert "pt.cast" in e.value.fix
+
+    @pt.kernel
+    def scatter_store(x: pt.Tensor[pt.float32, (N,)], idx: pt.Tensor[pt.int32, (N,)], y: pt.Tensor[pt.float32, (N,)]):
+        i = pt.axis(0)
+        y[idx[i]] = x[i]
+
+    with pytest.raises(pt.TracingError, match="several points may write the same element") as e:
+        scatter_store.ir()
+    assert "y[...] += v" in str(e.value) and "unique=True" in str(e.value)
+
+    @pt.kernel
+    def from_own_output(x: pt.Tensor[pt.float32, (N,)], idx: pt.Tensor[pt.int32, (N,)], t: pt.Tensor[pt.float32, (N,)],
+                        y: pt.Tensor[pt.float32, (N,)]):  # fmt: skip
+        i = pt.axis(0)
+        t[i] = x[i] * 2.0
+        y[i] = t[idx[i]]
+
+    with pytest.raises(pt.TracingError, match="gathers from 't', which it also writes") as e:
+        from_own_output.ir("infer_types")
+    assert "split the kernel in two" in str(e.value)
+
+
+def test_the_same_array_as_gathered_input_and_output_is_refused(rng):
+    @pt.kernel
+    def shift(x: pt.Tensor[pt.float64, (N,)], idx: pt.Tensor[pt.int64, (N,)], y: pt.Tensor[pt.float64, (N,)]):
+        i = pt.axis(0)
+        y[i] = x[idx[i]]
+
+    x = rng.standard_normal(8)
+    with pytest.raises(pt.AliasingError):
+        shift(x, np.arange(8)[::-1].copy(), x)  # y[i] = x[7 - i] in place would read values already written
+
+
+def test_histogram_and_extrema(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def hist(bins: pt.Tensor[pt.int32, (N,)], w: pt.Tensor[pt.float32, (N,)], counts: pt.Tensor[pt.int64, (B,)],
+             mass: pt.Tensor[pt.float32, (B,)], top: pt.Tensor[pt.float32, (B,)], low: pt.Tensor[pt.float32, (B,)]):  # fmt: skip
+        i = pt.axis(0)
+        counts[bins[i]] += 1
+        mass[bins[i]] -= w[i] * 2.0
+        top[bins[i]] = pt.maximum(top[bins[i]], w[i])
+        pt.scatter_min(low[bins[i]], w[i])
+
+    bins = rng.integers(-12, 12, 2000).astype(np.int32)
+    w = rng.standard_normal(2000).astype(np.float32)
+    counts, mass = np.full(12, 5, np.int64), rng.standard_normal(12).astype(np.float32)  # accumulated onto
+    top, low = np.full(12, -np.inf, np.float32), np.full(12, np.inf, np.float32)
+    want = [a.copy() for a in (counts, mass, top, low)]
+    np.add.at(want[0], bins, 1)
+    np.add.at(want[1], bins, -(w * np.float32(2.0)))
+    np.maximum.at(want[2], bins, w)
+    np.minimum.at(want[3], bins, w)
+    hist(bins, w, counts, mass, top, low)
+    for got, ref in zip((counts, mass, top, low), want):
+        np.testing.assert_array_equal(got, ref)  # the same additions in the same order: the same rounding
+
+
+def test_scatter_add_is_deterministic_and_reads_stores(pypto_executor, rng):
+    """An embedding's gradient with a reduction in the scattered value, after a store it may read."""
+
+    @pt.kernel(executor=pypto_executor)
+    def grad(dout: pt.Tensor[pt.float32, (B, S, D)], tok: pt.Tensor[pt.int64, (B, S)],
+             scale: pt.Tensor[pt.float32, (B, S)], dtable: pt.Tensor[pt.float32, (V, D)]):  # fmt: skip
+        b, s, d = pt.axis(0), pt.axis(1), pt.axis(2)
+        scale[b, s] = pt.reduce_sum(dout[b, s, d] * dout[b, s, d], axis=d)
+        pt.scatter_add(dtable[tok[b, s], d], dout[b, s, d] * scale[b, s])
+
+    dout = rng.standard_normal((6, 9, 16)).astype(np.float32)
+    tok = rng.integers(0, 5, (6, 9))
+    scale, results = np.zeros((6, 9), np.float32), []
+    for _ in range(3):
+        dtable = np.zeros((5, 16), np.float32)
+        grad(dout, tok, scale, dtable)
+        results.append(dtable)
+    want = np.zeros((5, 16), np.float64)
+    np.add.at(want, tok, dout.astype(np.float64) * (dout.astype(np.float64) ** 2).sum(-1, keepdims=True))
+    np.testing.assert_allclose(results[0], want, rtol=1e-5, atol=1e-4)
+    assert all(np.array_equal(r, results[0]) for r in results)  # bit for bit, call after call
+    assert "scatter dtable[" in grad.ir("infer_shapes")
+
+
+def test_scatter_in_other_dtypes_and_a_unique_permutation(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def mixed(x: pt.Tensor[pt.complex64, (N,)], p: pt.Tensor[pt.int64, (N,)], q: pt.Tensor[pt.uint8, (N,)],
+              y: pt.Tensor[pt.complex64, (N,)], h: pt.Tensor[pt.float16, (B,)], c: pt.Tensor[pt.int8, (B,)]):  # fmt: skip
+        i = pt.axis(0)
+        pt.scatter(y[p[i]], x[i] * 2.0, unique=True)
+        h[q[i]] += pt.abs(x[i])
+        c[q[i]] += 100  # int8 wraps around, as NumPy's does
+
+    x = (rng.standard_normal(40) + 1j * rng.standard_normal(40)).astype(np.complex64)
+    p, q = rng.permutation(40), rng.integers(0, 4, 40).astype(np.uint8)
+    y, h, c = np.zeros(40, np.complex64), np.zeros(4, np.float16), np.zeros(4, np.int8)
+    mixed(x, p, q, y, h, c)
+    want_y = np.zeros(40, np.complex64)
+    want_y[p] = x * np.float32(2.0)
+    want_h, want_c = np.zeros(4, np.float16), np.zeros(4, np.int8)
+    np.add.at(want_h, q, np.abs(x).astype(np.float16))
+    np.add.at(want_c, q, np.int8(100))
+    np.testing.assert_array_equal(y, want_y)
+    np.testing.assert_array_equal(h, want_h)
+    np.testing.assert_array_equal(c, want_c)
+
+
+def test_a_scatter_index_out_of_bounds_writes_nothing(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def count(bins: pt.Tensor[pt.int64, (N,)], x: pt.Tensor[pt.float32, (N,)], y: pt.Tensor[pt.float32, (N,)],
+              counts: pt.Tensor[pt.int64, (B,)]):  # fmt: skip
+        i = pt.axis(0)
+        y[i] = x[i] + 1.0
+        counts[bins[i]] += 1
+
+    bins, x = np.array([0, 1, 7, 2]), np.ones(4, np.float32)
+    y, counts = np.zeros(4, np.float32), np.zeros(3, np.int64)
+    with pytest.raises(pt.IndexError, match=r"index 7 \(from bins\[i\] at i=2\) is out of bounds for counts"):
+        count(bins, x, y, counts)
+    assert not y.any() and not counts.any()  # neither the store nor the scatter ran
+
+
+def test_scatter_errors_are_typed_and_explained():
+    @pt.kernel
+    def late_store(idx: pt.Tensor[pt.int32, (N,)], y: pt.Tensor[pt.float32, (N,)], z: pt.Tensor[pt.float32, (N,)]):
+        i = pt.axis(0)
+        y[idx[i]] += 1.0
+        z[i] = 2.0
+
+    with pytest.raises(pt.TracingError, match="follows a scatter"):
+        late_store.ir()
+
+    @pt.kernel
+    def reads_target(idx: pt.Tensor[pt.int32, (N,)], y: pt.Tensor[pt.float32, (N,)], z: pt.Tensor[pt.float32, (N,)]):
+        i = pt.axis(0)
+        z[i] = y[i] * 2.0
+        y[idx[i]] += 1.0
+
+    with pytest.raises(pt.TracingError, match="reads 'y', which a scatter of this kernel writes"):
+        reads_target.ir("infer_types")
+
+    @pt.kernel
+    def bool_add(idx: pt.Tensor[pt.int32, (N,)], m: pt.Tensor[pt.bool_, (N,)]):
+        i = pt.axis(0)
+        pt.scatter_add(m[idx[i]], True)
+
+    with pytest.raises(pt.TracingError, match="booleans do not add"):
+        bool_add.ir("infer_types")
+
+    @pt.kernel
+    def not_unique(idx: pt.Tensor[pt.int32, (N,)], y: pt.Tensor[pt.float32, (N,)]):
+        i = pt.axis(0)
+        pt.scatter(y[idx[i]], 1.0)
+
+    with pytest.raises(pt.TracingError, match="unique=True"):
+        not_unique.ir()
+    with pytest.raises(pt.TracingError, match="an element of a tensor parameter"):
+        pt.scatter_add(1.0, 2.0)
+
+
+def test_gathers_and_scatters_on_dask_arrays_run_as_one_task(rng):
+    da = pytest.importorskip("dask.array")
+
+    @pt.kernel
+    def lookup_count(table: pt.Tensor[pt.float64, (V, D)], tok: pt.Tensor[pt.int64, (B,)],
+                     out: pt.Tensor[pt.float64, (B, D)], counts: pt.Tensor[pt.int64, (V,)]):  # fmt: skip
+        b, d = pt.axis(0), pt.axis(1)
+        out[b, d] = table[tok[b], d] * 2.0
+        counts[tok[b]] += 1
+
+    table, tok = rng.standard_normal((30, 8)), rng.integers(-30, 30, 50)
+    counts0 = rng.integers(0, 5, 30)
+    out, counts = lookup_count(da.from_array(table, chunks=(7, 3)), da.from_array(tok, chunks=11), None,
+                               da.from_array(counts0, chunks=10))  # fmt: skip
+    want_counts = counts0.copy()
+    np.add.at(want_counts, tok, 1)
+    np.testing.assert_array_equal(out.compute(), table[tok] * 2.0)
+    np.testing.assert_array_equal(counts.compute(), want_counts)
