@@ -139,15 +139,32 @@ def test_gather_errors_are_typed_and_explained():
     assert "y[...] += v" in str(e.value) and "unique=True" in str(e.value)
 
     @pt.kernel
+    def index_from_output(x: pt.Tensor[pt.float32, (N,)], t: pt.Tensor[pt.int32, (N,)], y: pt.Tensor[pt.float32, (N,)]):
+        i = pt.axis(0)
+        t[i] = pt.cast(x[i], pt.int32)
+        y[i] = x[t[i]]
+
+    with pytest.raises(pt.TracingError, match="computes an index of a gather from 't', which it also writes") as e:
+        index_from_output.ir("infer_types")
+    assert "split the kernel in two" in str(e.value)
+
+
+def test_a_gather_from_a_tensor_the_kernel_wrote_reads_the_new_values(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
     def from_own_output(x: pt.Tensor[pt.float32, (N,)], idx: pt.Tensor[pt.int32, (N,)], t: pt.Tensor[pt.float32, (N,)],
                         y: pt.Tensor[pt.float32, (N,)]):  # fmt: skip
         i = pt.axis(0)
         t[i] = x[i] * 2.0
-        y[i] = t[idx[i]]
+        y[i] = t[idx[i]] + t[i]  # t is complete before any element of y is computed
+        x[i] = x[idx[i]]  # in place: the right-hand side is read whole first (NumPy's semantics)
 
-    with pytest.raises(pt.TracingError, match="gathers from 't', which it also writes") as e:
-        from_own_output.ir("infer_types")
-    assert "split the kernel in two" in str(e.value)
+    x = rng.standard_normal(50).astype(np.float32)
+    idx = rng.integers(-50, 50, 50).astype(np.int32)
+    t, y, x0 = np.zeros(50, np.float32), np.zeros(50, np.float32), x.copy()
+    from_own_output(x, idx, t, y)
+    np.testing.assert_array_equal(t, x0 * 2)
+    np.testing.assert_array_equal(y, (x0 * 2)[idx] + x0 * 2)
+    np.testing.assert_array_equal(x, x0[idx])
 
 
 def test_the_same_array_as_gathered_input_and_output_is_refused(rng):
@@ -303,3 +320,57 @@ def test_gathers_and_scatters_on_dask_arrays_run_as_one_task(rng):
     np.add.at(want_counts, tok, 1)
     np.testing.assert_array_equal(out.compute(), table[tok] * 2.0)
     np.testing.assert_array_equal(counts.compute(), want_counts)
+
+
+# -- the array API ---------------------------------------------------------------------------------------------
+
+
+def test_integer_array_indexing_in_jit_matches_numpy(pypto_executor, rng):
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    idx = rng.integers(-6, 6, 4)
+    rows, cols = rng.integers(0, 6, (3, 1)), rng.integers(-5, 5, (1, 4))
+    pos = rng.integers(0, 5, (6, 3))
+    cases = [
+        (lambda x, i: x[i] * 2.0, (x, idx), lambda: x[idx] * 2.0),
+        (lambda x, i: x[:, i].sum(axis=1), (x, idx % 5), lambda: x[:, idx % 5].sum(axis=1)),
+        (lambda x, a, b: x[a, b] + x[a, 0], (x, rows, cols), lambda: x[rows, cols] + x[rows, 0]),
+        (lambda x, i: x[1:, i], (x, idx % 5), lambda: x[1:, idx % 5]),
+        (lambda x, i: pt.take_along_axis(x, i, axis=1), (x, pos), lambda: np.take_along_axis(x, pos, axis=1)),
+        (lambda x, i: pt.take(x, i), (x, pos), lambda: np.take(x, pos)),
+        (lambda x, i: pt.take(x, i, axis=1), (x, idx % 5), lambda: np.take(x, idx % 5, axis=1)),
+    ]
+    for fn, args, want in cases:
+        np.testing.assert_allclose(pt.jit(fn, executor=pypto_executor)(*args), want(), rtol=1e-6, atol=1e-6)
+
+
+def test_embedding_cross_entropy_and_gather_from_computed_arrays(pypto_executor, rng):
+    tok = rng.integers(0, 50, (4, 7))
+    table = rng.standard_normal((50, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 10)).astype(np.float32)
+    labels = rng.integers(0, 10, 28)
+
+    def model(tok, table, w, labels):
+        logits = (pt.embedding(tok, table) @ w).reshape(28, 10)  # an embedding feeding a matrix product
+        m = logits.max(axis=1, keepdims=True)
+        lse = pt.log(pt.exp(logits - m).sum(axis=1)) + m[:, 0]
+        return (lse - pt.take_along_axis(logits, labels[:, None], axis=1)[:, 0]).mean()
+
+    logits = (table[tok] @ w).reshape(28, 10).astype(np.float64)
+    lse = np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1)) + logits.max(1)
+    want = (lse - logits[np.arange(28), labels]).mean()
+    got = pt.jit(model, executor=pypto_executor)(tok, table, w, labels)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_array_indexing_errors(rng):
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    with pytest.raises(pt.IndexError, match=r"index 6 \(from i\[") as e:
+        pt.jit(lambda x, i: x[i])(x, np.array([0, 6]))
+    assert e.value.param == "x"
+    with pytest.raises(pt.TracingError, match="boolean mask") as e:
+        pt.jit(lambda x, m: x[m])(x, x > 0)
+    assert "pt.where" in e.value.hint
+    with pytest.raises(pt.TracingError, match="expected an integer type"):
+        pt.jit(lambda x, f: x[f])(x, np.ones(2, np.float32))
+    with pytest.raises(pt.TracingError, match="scatter-add, which pt.grad does not build yet"):
+        pt.grad(lambda t, i: pt.embedding(i, t).sum())(x, np.array([1, 2]))

@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         stack,
     )
     from pypto.array.precision import get_precision, set_precision
+    from pypto.array.views import embedding, take, take_along_axis
     from pypto.dtypes import (
         DType,
         bfloat16,
@@ -213,6 +214,9 @@ _LAZY: dict[str, str] = {
     "rms_norm": ".array.ops",
     "silu": ".array.ops",
     "softmax": ".array.ops",
+    "take": ".array.views",
+    "take_along_axis": ".array.views",
+    "embedding": ".array.views",
     # .lang.functions
     "abs": ".lang.functions",
     "angle": ".lang.functions",
@@ -320,7 +324,7 @@ __all__ = [
     # array API
     "jit", "JitFunction", "grad", "stop_gradient", "value_and_grad", "vjp", "no_grad", "grad_enabled", "is_grad_enabled",
     "GradFunction", "matmul", "einsum", "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu",
-    "relu", "pi", "e", "concat", "stack", "custom_op", "CustomOp", "show_graph", "check_memory", "profile", "Parameter", "Module",
+    "relu", "pi", "e", "concat", "stack", "take", "take_along_axis", "embedding", "custom_op", "CustomOp", "show_graph", "check_memory", "profile", "Parameter", "Module",
     "module",
     # runtime
     "empty", "zeros", "empty_like", "zeros_like", "benchmark", "BenchmarkResult", "get_runtime_info",

@@ -324,6 +324,13 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
         return out
     if op == "custom":
         return _custom_adjoints(node, g)
+    if op == "gather" and _differentiable(args[0]):
+        raise TracingError(
+            "the gradient of integer-array indexing (x[idx], pt.take, pt.embedding) is a scatter-add, which pt.grad "
+            "does not build yet",
+            node.loc,
+            "compute the gradient with a kernel: pt.scatter_add(dx[idx[i], j], g[i, j])",
+        )
     return out  # inputs and constants
 
 

@@ -28,7 +28,7 @@ from pypto.dtypes import DType
 from pypto.errors import TracingError
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import AxisInfo, KernelIR, TensorParam
-from pypto.ir.nodes import Binary, Cast, Const, Expr, Index, Load, Reduce, Store, Unary, Where
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Gather, Index, Load, Reduce, Store, Unary, Where
 
 MAX_AXES = 256  # a guard against runaway programs; each reduction of a program has its own axes
 
@@ -251,6 +251,12 @@ class Lowering:
             return self.varies(node.args[0], _apply_view(node.attrs, idx))
         if node.op in ("cast", "custom", "stop"):
             return self.varies(node.args[0], idx)
+        if node.op == "gather":  # the gathered array is stored first; the index arrays are read at idx's part
+            positions, first, nb = node.attrs
+            bidx, bshape = idx[first : first + nb], node.shape[first : first + nb]
+            return any(self.varies(x, self.operand_index(x, bidx, bshape)) for x in node.args[1:])
+        if node.op == "iota":
+            return False
         return any(self.varies(x, self.operand_index(x, idx, node.shape)) for x in node.args)
 
     def load(self, buf: Buffer, node: Array, idx: tuple[Affine, ...]) -> Expr:
@@ -303,7 +309,34 @@ class Lowering:
             return self.reduce(node, idx)
         if op == "contract":
             return self.contract(node, idx)
+        if op == "gather":
+            return self.gather(node, idx)
+        if op == "iota":  # the position along an axis
+            return Index(idx[node.attrs], loc=loc)
         raise AssertionError(op)
+
+    def gather(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
+        """``x[i0, :, i2]`` at ``idx``: a read of ``x``'s buffer (stored first unless it is an input) at the index
+        arrays' values (read at the broadcast part of ``idx``) and the remaining axes."""
+        sliced, *indices = node.args
+        positions, first, nb = node.attrs
+        buf = self.materialize(sliced)
+        bidx, bshape = idx[first : first + nb], node.shape[first : first + nb]
+        rest = iter((*idx[:first], *idx[first + nb :]))
+        entries: list[Expr] = []
+        for d in range(sliced.ndim):
+            if d not in positions:
+                entries.append(Index(next(rest), loc=node.loc))
+                continue
+            ix = indices[positions.index(d)]
+            if isinstance(ix, Array):
+                entries.append(self.at(ix, self.operand_index(ix, bidx, bshape)))
+            else:  # an int among index arrays: a constant position (negative: from the end)
+                n = sliced.shape[d]
+                if not isinstance(n, Size) and not -n <= ix < n:
+                    raise TracingError(f"index {ix} is out of bounds for axis {d} of size {n}", node.loc)
+                entries.append(Index(Affine.constant(ix % n if ix < 0 else ix), loc=node.loc))
+        return Gather(buf.name, tuple(entries), loc=node.loc)
 
     def reduce(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
         (x,) = node.args

@@ -43,12 +43,14 @@ def view(x: Array, shape: tuple[int, ...], index: ViewMap) -> Array:
 
 def getitem(x: Array, key: Any) -> Array:
     items = list(key) if isinstance(key, tuple) else [key]
+    if any(isinstance(it, Array) for it in items):
+        return _advanced(x, items)
     for it in items:
-        if isinstance(it, Array) or hasattr(it, "__array_interface__") or isinstance(it, list):
+        if hasattr(it, "__array_interface__") or isinstance(it, list):
             raise TracingError(
-                "indexing an array with an array (NumPy's advanced indexing) is not supported inside @pt.jit",
+                "indexing with a NumPy array or a list captured from outside the @pt.jit function",
                 user_loc(),
-                "use slices with constant steps, integers, None and ..., or pt.where for masks",
+                "pass the indices as an argument of the jit function (an integer array), or use slices",
             )
         if not (it is None or it is Ellipsis or isinstance(it, slice) or isinstance(it, numbers.Integral)):
             raise TracingError(f"index {it!r} of type {type(it).__name__} is not supported", user_loc())
@@ -103,6 +105,98 @@ def getitem(x: Array, key: Any) -> Array:
             index.append((k % n, ()))
         d += 1
     return view(x, tuple(shape), tuple(index))
+
+
+def _advanced(x: Array, items: list[Any]) -> Array:
+    """NumPy's integer-array indexing: ``x[idx]``, ``x[:, idx]``, ``x[i0, i1]``, mixed with slices and ints.
+
+    The index arrays (and ints among them) broadcast together; their shape replaces the indexed axes where
+    those are adjacent, else it comes first (NumPy's rule). Slices apply first, as a view; the result is a
+    ``gather`` node, lowered to a read at computed indices (checked against the sizes on every call).
+    """
+    for it in items:
+        if isinstance(it, Array) and it.dtype.is_bool:
+            raise TracingError(
+                "indexing with a boolean mask inside @pt.jit: the result's size would depend on the data",
+                user_loc(),
+                "keep the shape and select: pt.where(mask, x, 0) (or x * mask), then reduce",
+            )
+        if isinstance(it, Array) and not it.dtype.is_int:
+            raise TracingError(f"an index array has type {it.dtype}, expected an integer type", user_loc(),
+                               "convert it: idx.astype(pt.int64)")  # fmt: skip
+        if it is None or (hasattr(it, "__array_interface__") and not isinstance(it, Array)) or isinstance(it, list):
+            raise TracingError(
+                "integer-array indexing inside @pt.jit takes arrays, ints, slices and '...' (not None or lists)",
+                user_loc(),
+                "index in two steps: x[idx][:, None], or pass list indices as an array argument",
+            )
+    if sum(it is Ellipsis for it in items) > 1:
+        raise TracingError("an index can only have a single ellipsis ('...')", user_loc())
+    used = sum(1 for it in items if it is not Ellipsis)
+    if used > x.ndim:
+        raise ShapeError(f"too many indices: the array has {x.ndim} dimension(s), {used} were indexed",
+                         param="index", expected=f"at most {x.ndim} indices", got=tuple(items))  # fmt: skip
+    dots = [k for k, it in enumerate(items) if it is Ellipsis]  # by identity: '==' on an Array is traced
+    if dots:
+        items[dots[0] : dots[0] + 1] = [slice(None)] * (x.ndim - used)
+    else:
+        items += [slice(None)] * (x.ndim - used)
+    basic = [it for it in items if isinstance(it, slice)]
+    whole = all(it == slice(None) for it in basic)  # no slicing: gather from x itself (an input is not copied)
+    sliced = x if whole else getitem(x, tuple(it if isinstance(it, slice) else slice(None) for it in items))
+    positions = tuple(d for d, it in enumerate(items) if not isinstance(it, slice))
+    indices = tuple(it if isinstance(it, Array) else int(it) for it in items if not isinstance(it, slice))
+    from pypto.array.graph import broadcast_shapes
+
+    bshape = broadcast_shapes(*(i.shape for i in indices if isinstance(i, Array)), what="index arrays")
+    adjacent = positions == tuple(range(positions[0], positions[-1] + 1))
+    rest = [sliced.shape[d] for d in range(sliced.ndim) if d not in positions]
+    first = positions[0] if adjacent else 0
+    shape = (*rest[:first], *bshape, *rest[first:])
+    return Array("gather", (sliced, *indices), (positions, first, len(bshape)), shape, sliced.dtype)
+
+
+def take(x: Array, indices: Array, axis: int | None = None) -> Array:
+    """``np.take``: elements of ``x`` at ``indices`` along ``axis`` (of the flattened array when None); a
+    negative index counts from the end, and every index is checked against the size on each call."""
+    if axis is None:
+        return _advanced(reshape(x, (-1,)), [indices])
+    (a,) = normalize_axes((axis,), x.ndim, "take")
+    return _advanced(x, [slice(None)] * a + [indices])
+
+
+def take_along_axis(x: Array, indices: Array, axis: int) -> Array:
+    """``np.take_along_axis``: ``out[..., j, ...] = x[..., indices[..., j, ...], ...]`` along ``axis``, the
+    other axes of ``indices`` broadcasting against ``x``'s."""
+    (a,) = normalize_axes((axis,), x.ndim, "take_along_axis")
+    if indices.ndim != x.ndim:
+        raise ShapeError(f"take_along_axis: indices have {indices.ndim} dimension(s), the array {x.ndim}",
+                         param="indices", expected=f"{x.ndim} dimensions", got=indices.shape)  # fmt: skip
+    from pypto.array.graph import broadcast_shapes
+
+    shape = list(broadcast_shapes(x.shape[:a] + (1,) + x.shape[a + 1 :], indices.shape, what="take_along_axis"))
+    grids = []
+    for d in range(x.ndim):
+        if d == a:
+            grids.append(indices)
+        else:  # the position along axis d, shaped to broadcast there
+            grids.append(_iota(shape[d], d, x.ndim))
+    return _advanced(x, grids)
+
+
+def _iota(n: int, axis: int, ndim: int) -> Array:
+    """0 .. n-1 along ``axis`` of an ``ndim``-dimensional array (size 1 elsewhere), as int64."""
+    from pypto import dtypes
+
+    shape = [1] * ndim
+    shape[axis] = n
+    return Array("iota", (), axis, tuple(shape), dtypes.int64)
+
+
+def embedding(indices: Array, table: Array) -> Array:
+    """An embedding lookup: row ``indices[...]`` of ``table`` (``table[indices]``), shaped ``indices.shape +
+    table.shape[1:]``; its gradient scatters into ``table``'s rows."""
+    return _advanced(table, [indices])
 
 
 def transpose(x: Array, axes: Any = None) -> Array:

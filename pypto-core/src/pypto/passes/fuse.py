@@ -12,7 +12,20 @@ from __future__ import annotations
 
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import Group, KernelIR
-from pypto.ir.nodes import Binary, Cast, Expr, Load, Node, Store, free_axes, load_accesses, top_reduces, transform
+from pypto.ir.nodes import (
+    Binary,
+    Cast,
+    Expr,
+    Gather,
+    Load,
+    Node,
+    Store,
+    free_axes,
+    load_accesses,
+    postorder,
+    top_reduces,
+    transform,
+)
 
 
 def store_loops(s: Store) -> tuple[int, ...]:
@@ -25,9 +38,12 @@ def store_loops(s: Store) -> tuple[int, ...]:
     return tuple(order)
 
 
-def accesses(s: Store) -> list[tuple[str, tuple[Affine, ...], bool]]:
-    """(tensor, index, inside a reduction) for every load in the store's value."""
-    return load_accesses(s.value)
+def accesses(s: Store) -> list[tuple[str, tuple[Affine, ...] | None, bool]]:
+    """(tensor, index, inside a reduction) for every load in the store's value; a gather reads anywhere (its
+    index None: never pointwise, so a store gathering from a tensor never joins the nest writing it)."""
+    out: list[tuple[str, tuple[Affine, ...] | None, bool]] = list(load_accesses(s.value))
+    out += [(n.tensor, None, True) for n in postorder(s.value) if isinstance(n, Gather)]
+    return out
 
 
 def _pointwise(reads, tensor: str, index) -> bool:
@@ -38,6 +54,8 @@ def is_contraction(s: Store) -> bool:
     """Whether ``s`` stores ``f(reduce_sum(a * b, axis=k))``: a product summed over one axis (a matmul)."""
     reds = top_reduces(s.value)
     if len(reds) != 1 or reds[0].op != "sum" or len(reds[0].axes) != 1:
+        return False
+    if any(isinstance(n, Gather) for n in postorder(reds[0].body)):  # operands read at computed indices: a loop
         return False
     body = reds[0].body
     while isinstance(body, Cast):

@@ -109,6 +109,7 @@ class _Typer:
         self.k = k
         self.memo: dict[int, tuple[Expr, Expr]] = {}
         self.written = {s.tensor for s in (*k.stores, *k.scatters)} if k is not None else set()
+        self.scattered = {s.tensor for s in k.scatters} if k is not None else set()
 
     def err(self, e: Expr, msg: str, fix: str | None = None) -> TracingError:
         return TracingError(msg, e.loc, fix)
@@ -205,15 +206,18 @@ class _Typer:
                 t = Index(Affine.constant(int(t.value)), dtype=dtypes.INDEX, loc=t.loc)
             index.append(t)
         kind = "gather" if isinstance(e, Gather) else "scatter"
-        for n in (e, *(n for ix in index for n in postorder(ix) if isinstance(n, (Load, Gather)))):
-            if n is e and kind == "scatter":
-                continue
-            if n.tensor in self.written:
-                what = "gathers from" if n is e else f"computes an index of a {kind} from"
+        if kind == "gather" and e.tensor in self.scattered:
+            raise self.err(
+                e,  # type: ignore[arg-type]
+                f"the kernel gathers from '{e.tensor}', which a scatter of this kernel writes after the stores",
+                f"gather from '{e.tensor}' in a later kernel, once the scatter has run",
+            )
+        for n in (n for ix in index for n in postorder(ix) if isinstance(n, (Load, Gather))):
+            if n.tensor in self.written:  # the indices are checked before the call: from the caller's values
                 raise self.err(
                     e,  # type: ignore[arg-type]
-                    f"the kernel {what} '{n.tensor}', which it also writes; the indices are checked and the values "
-                    "read before the kernel's own stores would change them",
+                    f"the kernel computes an index of a {kind} from '{n.tensor}', which it also writes; the indices "
+                    "are checked before the call writes anything, so they must come from the caller's values",
                     f"split the kernel in two: one writing '{n.tensor}', one {kind}ing with it",
                 )
         return tuple(index)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 from pypto.errors import ScheduleError
 from pypto.ir.kernel import Group, KernelIR, Split
-from pypto.ir.nodes import REDUCE_OPS, Binary, Cast, Load, Reduce, loads, postorder, top_reduces
+from pypto.ir.nodes import REDUCE_OPS, Binary, Cast, Gather, Load, Reduce, free_axes, loads, postorder, top_reduces
 from pypto.ir.schedule import NestSchedule, Schedule
 from pypto.targets.machine import Machine, host_cpu
 
@@ -76,7 +76,9 @@ def _factors(e):
 
 
 def _axes(e) -> set[int]:
-    return {a for ld in loads(e) for ix in ld.index for a in ix.axis_set()}
+    """The axes ``e`` reads along: its loads' indices and the axes its gathers' indices depend on."""
+    gathers = {a for n in postorder(e) if isinstance(n, Gather) for a in free_axes(n)}
+    return {a for ld in loads(e) for ix in ld.index for a in ix.axis_set()} | gathers
 
 
 def contraction(g: Group) -> _Contraction | None:
