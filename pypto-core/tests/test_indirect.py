@@ -372,5 +372,49 @@ def test_array_indexing_errors(rng):
     assert "pt.where" in e.value.hint
     with pytest.raises(pt.TracingError, match="expected an integer type"):
         pt.jit(lambda x, f: x[f])(x, np.ones(2, np.float32))
-    with pytest.raises(pt.TracingError, match="scatter-add, which pt.grad does not build yet"):
-        pt.grad(lambda t, i: pt.embedding(i, t).sum())(x, np.array([1, 2]))
+    with pytest.raises(pt.TracingError, match="only for an array the function takes as an argument") as e:
+        pt.grad(lambda t, i: pt.softmax(t)[i].sum())(x, np.array([1, 2]))
+    assert "pt.one_hot" in e.value.hint
+
+
+def test_one_hot_and_cross_entropy_match_torch(pypto_executor, rng):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    logits = rng.standard_normal((3, 5, 7)).astype(np.float32) * 3
+    labels = rng.integers(-7, 7, (3, 5))
+    np.testing.assert_array_equal(pt.jit(lambda i: pt.one_hot(i, 9), executor=pypto_executor)(labels),
+                                  F.one_hot(torch.tensor(labels % 7), 9).numpy() * (labels >= 0)[..., None])  # fmt: skip
+    t = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
+    for reduction in ("mean", "sum", "none"):
+        fn = pt.jit(lambda x, y, r=reduction: pt.cross_entropy(x, y, reduction=r), executor=pypto_executor)
+        want = F.cross_entropy(t.permute(0, 2, 1), torch.tensor(labels % 7), reduction=reduction)
+        np.testing.assert_allclose(fn(logits, labels), want.detach().numpy(), rtol=2e-6, atol=2e-6)
+    with pytest.raises(pt.IndexError, match="index 7"):
+        pt.jit(lambda x, y: pt.cross_entropy(x, y), executor=pypto_executor)(logits, np.full((3, 5), 7))
+
+
+def test_gradient_of_an_embedding_model_matches_torch(pypto_executor, rng):
+    """pt.grad through an embedding lookup (a scatter-add into the table) and a cross-entropy, against torch
+    autograd in float64 on the same inputs (repeated and negative tokens included)."""
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    vocab, width, classes = 40, 16, 10
+    tok = rng.integers(-vocab, vocab, (4, 7))
+    table = rng.standard_normal((vocab, width)).astype(np.float32)
+    w = (rng.standard_normal((width, classes)) * 0.3).astype(np.float32)
+    labels = rng.integers(0, classes, 28)
+
+    def model(table, w, tok, labels):
+        h = pt.embedding(tok, table).reshape(28, width)
+        return pt.cross_entropy(pt.tanh(h) @ w, labels) + (table * table).sum() * 1e-3
+
+    step = pt.jit(lambda *a: pt.grad(model, argnums=(0, 1))(*a), executor=pypto_executor)
+    g_table, g_w = step(table, w, tok, labels)
+    tt = torch.tensor(table, dtype=torch.float64, requires_grad=True)
+    tw = torch.tensor(w, dtype=torch.float64, requires_grad=True)
+    h = F.embedding(torch.tensor(tok % vocab), tt).reshape(28, width)
+    loss = F.cross_entropy(torch.tanh(h) @ tw, torch.tensor(labels)) + (tt * tt).sum() * 1e-3
+    loss.backward()
+    np.testing.assert_allclose(g_table, tt.grad.numpy(), rtol=1e-5, atol=1e-6)  # float32 against float64
+    np.testing.assert_allclose(g_w, tw.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert np.abs(g_table[np.setdiff1d(np.arange(vocab), tok % vocab)]).max() <= 2e-3 * np.abs(table).max()

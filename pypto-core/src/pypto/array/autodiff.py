@@ -44,7 +44,7 @@ import numpy as np
 
 from pypto import dtypes
 from pypto.array import views
-from pypto.array.graph import Array, binary, cast, reduce, unary, walk, where
+from pypto.array.graph import Array, binary, cast, reduce, scatter_add, unary, walk, where
 from pypto.errors import ArgumentError, TracingError
 from pypto.ir.ops import BINARY, CAST, FUNCTIONS, REDUCERS
 from pypto.lang.location import user_loc
@@ -325,12 +325,17 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
     if op == "custom":
         return _custom_adjoints(node, g)
     if op == "gather" and _differentiable(args[0]):
-        raise TracingError(
-            "the gradient of integer-array indexing (x[idx], pt.take, pt.embedding) is a scatter-add, which pt.grad "
-            "does not build yet",
-            node.loc,
-            "compute the gradient with a kernel: pt.scatter_add(dx[idx[i], j], g[i, j])",
-        )
+        source = args[0]
+        if source.op != "input":
+            raise TracingError(
+                "the gradient of integer-array indexing (x[idx], pt.take, pt.embedding) is a scatter-add, which "
+                "pt.grad builds only for an array the function takes as an argument (an embedding table), not for "
+                "a computed one",
+                node.loc,
+                "pick with a one-hot product instead ((x * pt.one_hot(idx, n)).sum(-1)), or use pt.cross_entropy",
+            )
+        out.append((source, scatter_add(_zeros_like(source), g, tuple(args[1:]), node.attrs)))
+        return out
     return out  # inputs and constants
 
 

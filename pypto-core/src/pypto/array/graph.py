@@ -364,9 +364,21 @@ def unary(op: str, x: Any) -> Array:
     return Array("unary", (x,), op, x.shape, _typeof(Unary(op, _placeholder(x.dtype))))
 
 
+def scatter_add(base: Array, g: Array, indices: tuple, attrs: tuple) -> Array:
+    """``base`` with ``g`` added at the elements a gather (``attrs``: its positions and layout) read: a gather's
+    adjoint. Lowered to scatter statements into the buffer ``base`` is stored in, after the kernel's stores."""
+    return Array("scatter_add", (base, g, *indices), attrs, base.shape, base.dtype)
+
+
 def binary(op: str, a: Any, b: Any) -> Array:
     sym = _BINARY.get(op, op)
     a, b = _operand(a, f"'{sym}'"), _operand(b, f"'{sym}'")
+    if op == "add" and isinstance(a, Array) and isinstance(b, Array) and "scatter_add" in (a.op, b.op):
+        # gradients summed into a scatter-add: the other term joins its base (the scatter then adds on top of it)
+        if a.op == "scatter_add" and a.shape == b.shape and a.dtype == b.dtype:
+            return scatter_add(binary("add", a.args[0], b), a.args[1], a.args[2:], a.attrs)
+        if b.op == "scatter_add" and a.shape == b.shape and a.dtype == b.dtype:
+            return scatter_add(binary("add", a, b.args[0]), b.args[1], b.args[2:], b.attrs)
     shapes = [x.shape for x in (a, b) if isinstance(x, Array)]
     shape = broadcast_shapes(*shapes, what=f"the operands of '{sym}'")
     return Array("binary", (a, b), op, shape, _typeof(Binary(op, _as_expr(a), _as_expr(b))))

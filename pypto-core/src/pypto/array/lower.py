@@ -28,7 +28,7 @@ from pypto.dtypes import DType
 from pypto.errors import TracingError
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import AxisInfo, KernelIR, TensorParam
-from pypto.ir.nodes import Binary, Cast, Const, Expr, Gather, Index, Load, Reduce, Store, Unary, Where
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Gather, Index, Load, Reduce, Scatter, Store, Unary, Where
 
 MAX_AXES = 256  # a guard against runaway programs; each reduction of a program has its own axes
 
@@ -87,6 +87,7 @@ class Lowering:
         self.buffers: list[Buffer] = []
         self.by_node: dict[int, Buffer] = {}
         self.stores: list[Store] = []
+        self.scatters: list[Scatter] = []  # gradients of gathers, run after the stores
         self.extents: dict[int, int] = {}
         self.store_axes: list[int] = []
         self.reduce_axes: dict[tuple[int, int], int] = {}
@@ -146,8 +147,35 @@ class Lowering:
                 self.taken.add(name)
                 return name
 
+    def scatter_into(self, buf: Buffer, node: Array) -> None:
+        """Fill ``buf`` with a scatter-add node: its base stored, then the scatter (run after the kernel's stores)."""
+        base, g, *indices = node.args
+        positions, first, nb = node.attrs
+        self.store(buf, base)
+        self.memo.clear()
+        idx = tuple(Affine.axis(a) for a in self._store_axes(g.shape))
+        outer, self.current = self.current, buf.name
+        value = self.at(g, idx)
+        bidx, bshape = idx[first : first + nb], g.shape[first : first + nb]
+        rest = iter((*idx[:first], *idx[first + nb :]))
+        entries: list[Expr] = []
+        for d in range(base.ndim):
+            if d not in positions:
+                entries.append(Index(next(rest), loc=node.loc))
+                continue
+            ix = indices[positions.index(d)]
+            if isinstance(ix, Array):
+                entries.append(self.at(ix, self.operand_index(ix, bidx, bshape)))
+            else:
+                entries.append(Index(Affine.constant(ix % base.shape[d] if ix < 0 else ix), loc=node.loc))
+        self.current = outer
+        self.scatters.append(Scatter(buf.name, tuple(entries), value, "add", loc=node.loc))
+
     def store(self, buf: Buffer, node: Array) -> None:
         """Emit the store that fills ``buf`` with ``node`` (flat when ``buf.flat``)."""
+        if node.op == "scatter_add":
+            self.scatter_into(buf, node)
+            return
         if node.op == "concat":  # one store per part, each at its offset along the axis
             axis = node.attrs
             offset = 0
@@ -226,6 +254,8 @@ class Lowering:
         if hit is not None:
             return hit
         buf = self.by_node.get(id(node))
+        if buf is None and node.op == "scatter_add":  # written by scatters after the stores: read from its buffer
+            buf = self.materialize(node)
         if buf is None and (node.op == "concat" or id(node) in self.force) and id(node) not in self.storing:
             buf = self.materialize(node)  # written part by part, then read; or stored in an earlier pass
         if buf is None and node.op != "input" and _expensive(node, self.costly) and self.varies(node, idx):
@@ -397,10 +427,12 @@ class Lowering:
 
     # -- the kernel --------------------------------------------------------------------------------------------
     def kernel(self) -> KernelIR:
-        stored = {s.tensor for s in self.stores}
+        stored = {s.tensor for s in (*self.stores, *self.scatters)}
         from pypto.ir.nodes import loads
 
-        loaded = {ld.tensor for s in self.stores for ld in loads(s.value)}
+        loaded = {ld.tensor for s in (*self.stores, *self.scatters) for ld in loads(s)} | {
+            s.tensor for s in self.scatters
+        }
         # Sizes are passed to the generated code as arguments, one per distinct size (``n512``), as in a kernel
         # with symbolic dims: compilers schedule those loops better than loops of constant trip counts (a
         # register-tiled contraction measured 1.3x faster). Flat buffers and the axes of their mixed-radix
@@ -408,7 +440,7 @@ class Lowering:
         buffers = {b.name: b for b in self.buffers}
         static_buf = {b.name for b in self.buffers if b.node is not None and b.node.op == "concat"}
         accesses = [(s.tensor, s.index) for s in self.stores]
-        accesses += [(ld.tensor, ld.index) for s in self.stores for ld in loads(s.value)]
+        accesses += [(ld.tensor, ld.index) for s in (*self.stores, *self.scatters) for ld in loads(s)]
         sliced: set[tuple[str, int]] = set()
         for tensor, index in accesses:  # a buffer read through a slice keeps constant sizes
             for pos, ix in enumerate(index):
@@ -458,7 +490,7 @@ class Lowering:
                      f"its size, {n.name if isinstance(n, Size) else n}")
             for a, n in sorted(self.extents.items())
         )  # fmt: skip
-        return KernelIR(self.name, tuple(params), tuple(dims), axes, tuple(self.stores))
+        return KernelIR(self.name, tuple(params), tuple(dims), axes, tuple(self.stores), scatters=tuple(self.scatters))
 
 
 def _dim_name(n: int | Size) -> str:

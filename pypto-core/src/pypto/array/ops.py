@@ -223,6 +223,49 @@ def log_softmax(x: Any, dim: int = -1) -> Array:
     return shifted - unary("log", unary("exp", shifted).sum(dim, keepdims=True))
 
 
+def one_hot(indices: Any, num_classes: int, dtype: Any = None) -> Array:
+    """``indices.shape + (num_classes,)``: 1 where the last axis equals the index, else 0 (``jax.nn.one_hot``:
+    an index outside ``[0, num_classes)`` gives a row of zeros). ``dtype`` defaults to float32."""
+    from pypto import dtypes
+
+    indices = _array(indices, "pt.one_hot")
+    if not indices.dtype.is_int:
+        raise TracingError(f"pt.one_hot: indices have type {indices.dtype}, expected an integer type", user_loc(),
+                           "convert them: idx.astype(pt.int64)")  # fmt: skip
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
+        raise ShapeError("pt.one_hot: num_classes must be a non-negative int", param="num_classes",
+                         expected="an int >= 0", got=num_classes)  # fmt: skip
+    iota = views._iota(num_classes, indices.ndim, indices.ndim + 1)
+    hot = binary("eq", views.reshape(indices, (*indices.shape, 1)), iota)
+    return cast(hot, dtypes.as_dtype(dtype if dtype is not None else dtypes.float32, what="pt.one_hot dtype"))
+
+
+def cross_entropy(logits: Any, labels: Any, reduction: str = "mean") -> Array:
+    """Softmax cross-entropy of ``logits`` (..., C) against integer class ``labels`` (...):
+    ``logsumexp(logits) - logits[label]``, averaged (``reduction="mean"``), summed ("sum") or per row ("none"),
+    as ``torch.nn.functional.cross_entropy``. The picked logit is a gather (labels are checked on every call: a
+    ``pt.IndexError`` for one outside ``[-C, C)``); the gradient is ``softmax(logits) - one_hot(labels)``."""
+    logits, labels = _array(logits, "pt.cross_entropy"), _array(labels, "pt.cross_entropy")
+    if reduction not in ("mean", "sum", "none"):
+        raise ShapeError("pt.cross_entropy: reduction must be 'mean', 'sum' or 'none'", param="reduction",
+                         expected="'mean', 'sum' or 'none'", got=reduction)  # fmt: skip
+    if labels.shape != logits.shape[:-1]:
+        raise ShapeError(f"pt.cross_entropy: labels have shape {labels.shape}, the logits {logits.shape}",
+                         param="labels", expected=f"shape {logits.shape[:-1]}", got=labels.shape)  # fmt: skip
+    c = logits.shape[-1]
+    top = stop_gradient(logits.max(-1, keepdims=True))
+    lse = unary("log", unary("exp", logits - top).sum(-1)) + views.reshape(top, logits.shape[:-1])
+    # the value picked by a (bounds-checked) gather; the gradient through a dense one-hot product of the same value
+    col = views.reshape(labels, (*labels.shape, 1))
+    picked = views.reshape(views.take_along_axis(logits, col, -1), labels.shape)
+    labels_mod = binary("mod", labels, c)  # -1 is the last class, as the gather reads it
+    dense = (logits * one_hot(labels_mod, c, logits.dtype)).sum(-1)
+    loss = lse - (stop_gradient(picked) + (dense - stop_gradient(dense)))
+    if reduction == "none":
+        return loss
+    return loss.mean() if reduction == "mean" else loss.sum()
+
+
 def _normalized_axes(x: Array, weight: Array | None) -> tuple[int, ...]:
     n = weight.ndim if weight is not None else 1
     if weight is not None and x.shape[x.ndim - n :] != weight.shape:

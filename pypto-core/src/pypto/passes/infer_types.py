@@ -355,10 +355,4 @@ def infer_types(k: KernelIR) -> KernelIR:
                     s.loc,
                     "read it in a later kernel, once the scatter has run",
                 )
-        if s.tensor in scattered:
-            raise TracingError(
-                f"'{s.tensor}' is both stored and scattered into by this kernel",
-                s.loc,
-                f"initialise '{s.tensor}' before the call (pt.zeros) and only scatter into it, or use two kernels",
-            )
     return k.replace(stores=tuple(stores), scatters=tuple(typer.scatter(c) for c in k.scatters))
