@@ -418,3 +418,34 @@ def test_gradient_of_an_embedding_model_matches_torch(pypto_executor, rng):
     np.testing.assert_allclose(g_table, tt.grad.numpy(), rtol=1e-5, atol=1e-6)  # float32 against float64
     np.testing.assert_allclose(g_w, tw.grad.numpy(), rtol=1e-5, atol=1e-6)
     assert np.abs(g_table[np.setdiff1d(np.arange(vocab), tok % vocab)]).max() <= 2e-3 * np.abs(table).max()
+
+
+def test_functional_scatters_in_jit(pypto_executor, rng):
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    idx = rng.integers(-6, 6, 8)
+    v = rng.standard_normal((8, 5)).astype(np.float32)
+    want = x.copy()
+    np.add.at(want, idx, v)
+    jit = lambda f: pt.jit(f, executor=pypto_executor)  # noqa: E731
+    np.testing.assert_array_equal(jit(lambda x, i, v: x.at[i].add(v))(x, idx, v), want)
+    np.testing.assert_array_equal(jit(lambda x, i, v: pt.index_add(x, i, v))(x, idx, v), want)
+    cols = rng.integers(0, 5, 4)
+    want_cols = x.copy()
+    np.add.at(want_cols, (slice(None), cols), 1.5)
+    np.testing.assert_array_equal(jit(lambda x, c: pt.index_add(x, c, 1.5, axis=1))(x, cols), want_cols)
+    np.testing.assert_array_equal(jit(lambda x, i: x.at[i].get())(x, idx), x[idx])
+    c, w = rng.integers(0, 7, 300), rng.standard_normal(300).astype(np.float32)
+    np.testing.assert_array_equal(jit(lambda c: pt.bincount(c, length=9))(c), np.bincount(c, minlength=9))
+    np.testing.assert_allclose(jit(lambda c, w: pt.bincount(c, w, length=9))(c, w), np.bincount(c, w, minlength=9),
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+    with pytest.raises(pt.IndexError):
+        jit(lambda c: pt.bincount(c, length=9))(np.array([1, -1]))  # NumPy refuses negative values too
+    with pytest.raises(pt.TracingError, match="can only be returned for now"):
+        jit(lambda x, i, v: x.at[i].add(v) * 2.0)(x, idx, v)
+    # the adjoint of a scatter-add: the base's cotangent passes through, the values' is a gather of it
+    out, pullback = pt.vjp(lambda x, v, i: pt.index_add(x, i, v), x, v, idx)
+    g = rng.standard_normal((6, 5)).astype(np.float32)
+    gx, gv = pullback(g)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(gx, g)
+    np.testing.assert_array_equal(gv, g[idx])

@@ -167,7 +167,11 @@ def array_inputs(case: Any, dtype: str, index: int) -> list[np.ndarray]:
     rng = np.random.default_rng(zlib.crc32(f"{case.name}/{dtype}/{index}".encode()))
     out = []
     for name, shape in case.shapes[index].items():
-        if np.dtype(dtype).kind == "c":
+        if name in getattr(case, "indices", {}):  # an index array: valid int64 indices, negative ones included
+            ref, axis = case.indices[name]
+            n = case.shapes[index][ref][axis]
+            out.append(rng.integers(-n, n, shape).astype(np.int64))
+        elif np.dtype(dtype).kind == "c":
             out.append((rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype))
         elif name in case.positive:
             out.append(rng.uniform(0.1, 2.0, shape).astype(dtype))
@@ -179,7 +183,8 @@ def array_inputs(case: Any, dtype: str, index: int) -> list[np.ndarray]:
 def array_reference(case: Any, inputs: list[np.ndarray]) -> tuple:
     """The NumPy reference of an array case on float64 (complex128) copies of its inputs, as a tuple."""
     with np.errstate(all="ignore"):
-        want = case.reference(*(x.astype(np.complex128 if x.dtype.kind == "c" else np.float64) for x in inputs))
+        want = case.reference(*(x if x.dtype.kind in "iu" else x.astype(np.complex128 if x.dtype.kind == "c" else
+                                                                         np.float64) for x in inputs))  # fmt: skip
     return want if isinstance(want, tuple) else (want,)
 
 

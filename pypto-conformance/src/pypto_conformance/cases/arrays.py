@@ -34,6 +34,8 @@ class ArrayCase:
     doc: str = ""
     slow: bool = False
     dims: Any = None  # pt.jit(dims=...): one program for every size (the sizes in ``shapes`` then vary)
+    # int64 index inputs: name -> (input, axis) whose size n they index, values drawn from [-n, n)
+    indices: Mapping[str, tuple[str, int]] = field(default_factory=dict)
 
     def required_dtypes(self, dtype: str) -> frozenset[str]:
         return frozenset({dtype})
@@ -53,6 +55,7 @@ def array_case(
     positive: Sequence[str] = (),
     dtypes: Sequence[str] = FLOATS,
     dims: Any = None,
+    indices: Mapping[str, tuple[str, int]] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function of arrays as an array case named after it."""
 
@@ -63,6 +66,7 @@ def array_case(
         ARRAY_REGISTRY[name] = ArrayCase(
             name, fn, reference, tuple(dict(s) for s in shapes), tuple(dtypes), frozenset(functions),
             dict(tolerances or {}), frozenset(positive), (fn.__doc__ or "").strip(), dims=dims,
+            indices=dict(indices or {}),
         )  # fmt: skip
         return fn
 

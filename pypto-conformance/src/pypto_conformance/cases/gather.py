@@ -12,6 +12,7 @@ import numpy as np
 
 import pypto as pt
 
+from .arrays import array_case
 from .spec import COMPLEX, NUMERIC, SIZES_1D, SIZES_2D, SIZES_3D, SMALL_INTS, K, M, N, case
 
 ROWS = 13  # the gathered dimension: indices in [-ROWS, ROWS)
@@ -172,3 +173,46 @@ def scatter_permutation(dt):
         pt.scatter(out[seed[i]], x[i], unique=True)
 
     return scatter_permutation
+
+
+# -- the array API ------------------------------------------------------------------------------------------------
+
+
+def _ce_ref(logits, labels):
+    z = logits - logits.max(axis=-1, keepdims=True)
+    lse = np.log(np.exp(z).sum(axis=-1))
+    return (lse - np.take_along_axis(z, (labels % logits.shape[-1])[:, None], axis=1)[:, 0]).mean()
+
+
+@array_case(
+    shapes=({"x": (1, 1), "idx": (1,), "pos": (1, 1)}, {"x": (13, 9), "idx": (20,), "pos": (13, 4)}),
+    indices={"idx": ("x", 0), "pos": ("x", 1)},
+    reference=lambda x, idx, pos: (x[idx] * 2 + 1, x[:, idx % x.shape[1]].sum(0), np.take_along_axis(x, pos, 1)),
+    dtypes=("float32", "float64", *COMPLEX),
+)
+def integer_indexing(x, idx, pos):
+    """``x[idx]``, ``x[:, idx]`` (through ``pt.take``) and ``pt.take_along_axis`` of a program's input."""
+    return x[idx] * 2 + 1, pt.take(x, idx % x.shape[1], axis=1).sum(0), pt.take_along_axis(x, pos, axis=1)
+
+
+@array_case(
+    shapes=({"logits": (1, 1), "labels": (1,)}, {"logits": (33, 10), "labels": (33,)}),
+    indices={"labels": ("logits", 1)},
+    reference=_ce_ref,
+    functions=("exp", "log"),
+    dtypes=("float32", "float64"),
+)
+def cross_entropy(logits, labels):
+    """``pt.cross_entropy`` (a bounds-checked gather of the label's logit next to the row's logsumexp)."""
+    return pt.cross_entropy(logits, labels)
+
+
+@array_case(
+    shapes=({"x": (1, 1), "idx": (1,), "v": (1, 1)}, {"x": (7, 5), "idx": (40,), "v": (40, 5)}),
+    indices={"idx": ("x", 0)},
+    reference=lambda x, idx, v: np.add.at(out := x.copy(), idx, v) or out,
+    dtypes=("float32", "float64", *COMPLEX),
+)
+def scatter_rows(x, idx, v):
+    """``pt.index_add`` (a scatter-add: repeated indices add up, as ``np.add.at``)."""
+    return pt.index_add(x, idx, v)

@@ -324,6 +324,13 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
         return out
     if op == "custom":
         return _custom_adjoints(node, g)
+    if op == "scatter_add":  # base + the values scattered: the base's cotangent is g, the values' a gather of g
+        base, values, *indices = args
+        if _differentiable(base):
+            out.append((base, g))
+        if _differentiable(values):
+            out.append((values, Array("gather", (g, *indices), node.attrs, values.shape, g.dtype)))
+        return out
     if op == "gather" and _differentiable(args[0]):
         source = args[0]
         if source.op != "input":

@@ -333,6 +333,11 @@ class Array:
             self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         )
 
+    @property
+    def at(self) -> Any:
+        """Functional updates as in JAX: ``x.at[idx].add(v)`` (a scatter-add), ``x.at[idx].get()``."""
+        return STRUCTURAL["at"](self)
+
     def astype(self, dtype) -> Array:
         return cast(self, dtype)
 

@@ -255,7 +255,13 @@ class Lowering:
             return hit
         buf = self.by_node.get(id(node))
         if buf is None and node.op == "scatter_add":  # written by scatters after the stores: read from its buffer
-            buf = self.materialize(node)
+            raise TracingError(
+                "the result of a scatter (x.at[idx].add, pt.index_add, pt.bincount, or a gradient through x[idx]) "
+                "is used inside the function; a program's scatters run after its other work, so it can only be "
+                "returned for now",
+                node.loc,
+                "return it, and use it in a second jit function",
+            )
         if buf is None and (node.op == "concat" or id(node) in self.force) and id(node) not in self.storing:
             buf = self.materialize(node)  # written part by part, then read; or stored in an earlier pass
         if buf is None and node.op != "input" and _expensive(node, self.costly) and self.varies(node, idx):

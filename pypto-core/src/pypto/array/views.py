@@ -193,6 +193,79 @@ def _iota(n: int, axis: int, ndim: int) -> Array:
     return Array("iota", (), axis, tuple(shape), dtypes.int64)
 
 
+def _scatter_of(x: Array, items: list[Any], values: Any, what: str) -> Array:
+    """``x`` with ``values`` added at ``x[items]`` (a scatter-add node; ``values`` broadcast to ``x[items]``'s shape)."""
+    from pypto.array.graph import _operand, binary, scatter_add
+
+    picked = _advanced(x, list(items))
+    if picked.args[0] is not x:
+        raise TracingError(f"{what}: only integer arrays, ints and whole slices (':') may index the target",
+                           user_loc(), "slice the target before or after the update instead")  # fmt: skip
+    v = _operand(values, what)
+    v = binary("add", v, full_like(picked)) if not isinstance(v, Array) or v.shape != picked.shape else v
+    if v.dtype != x.dtype:
+        from pypto.array.graph import cast
+
+        v = cast(v, x.dtype)
+    return scatter_add(x, v, picked.args[1:], picked.attrs)
+
+
+def full_like(x: Array, value: float = 0.0) -> Array:
+    return Array("fill", (), value, x.shape, x.dtype)
+
+
+class _At:
+    """``x.at[idx]``: JAX's functional updates (``.add(v)``, ``.get()``)."""
+
+    def __init__(self, x: Array, key: Any = None):
+        self.x, self.key = x, key
+
+    def __getitem__(self, key: Any) -> _At:
+        return _At(self.x, key)
+
+    def get(self) -> Array:
+        """``x[idx]``."""
+        return getitem(self.x, self.key)
+
+    def add(self, values: Any) -> Array:
+        """``x`` with ``values`` added at ``x[idx]``; repeated indices add up (``np.add.at``). The result is a
+        scatter: return it from the function (it cannot be used inside the function yet)."""
+        key = self.key if isinstance(self.key, tuple) else (self.key,)
+        return _scatter_of(self.x, list(key), values, "x.at[idx].add")
+
+
+STRUCTURAL["at"] = _At
+
+
+def index_add(x: Array, index: Array, source: Any, axis: int = 0) -> Array:
+    """``torch.index_add``: ``x`` with ``source`` added at positions ``index`` (1-D) along ``axis``; repeated
+    indices add up. The result is a scatter: return it from the function."""
+    (a,) = normalize_axes((axis,), x.ndim, "pt.index_add")
+    if index.ndim != 1:
+        raise ShapeError("pt.index_add: index must be 1-D", param="index", expected="1 dimension",
+                         got=index.shape)  # fmt: skip
+    return _scatter_of(x, [slice(None)] * a + [index], source, "pt.index_add")
+
+
+def bincount(x: Array, weights: Any = None, *, length: int) -> Array:
+    """``np.bincount(x, weights, minlength=length)`` with a fixed ``length`` (the result's size may not depend
+    on the data): counts (or summed weights) of each value in ``[0, length)``; a value outside is a
+    ``pt.IndexError`` at the call (a negative one is reported as ``length``). The result is a scatter: return it
+    from the function."""
+    from pypto import dtypes
+    from pypto.array.graph import binary, where
+
+    if isinstance(length, bool) or not isinstance(length, int) or length < 0:
+        raise ShapeError("pt.bincount: length must be a non-negative int", param="length", expected="an int >= 0",
+                         got=length)  # fmt: skip
+    if x.ndim != 1 or not x.dtype.is_int:
+        raise TracingError(f"pt.bincount: x must be a 1-D integer array, got {x.dtype}{list(x.shape)}", user_loc())
+    dt = dtypes.int64 if weights is None else dtypes.promote(getattr(weights, "dtype", dtypes.float32), dtypes.float32)
+    base = Array("fill", (), 0, (length,), dt)
+    safe = where(binary("lt", x, 0), length, x)  # a negative value: out of bounds, not counted from the end
+    return _scatter_of(base, [safe], 1 if weights is None else weights, "pt.bincount")
+
+
 def embedding(indices: Array, table: Array) -> Array:
     """An embedding lookup: row ``indices[...]`` of ``table`` (``table[indices]``), shaped ``indices.shape +
     table.shape[1:]``; its gradient scatters into ``table``'s rows."""
