@@ -156,20 +156,31 @@ class Lowering:
         idx = tuple(Affine.axis(a) for a in self._store_axes(g.shape))
         outer, self.current = self.current, buf.name
         value = self.at(g, idx)
-        bidx, bshape = idx[first : first + nb], g.shape[first : first + nb]
+        entries = self.indexed_at(node, base, g.shape, idx)
+        self.current = outer
+        self.scatters.append(Scatter(buf.name, entries, value, "add", loc=node.loc))
+
+    def indexed_at(self, node: Array, target: Array, shape: tuple, idx: tuple[Affine, ...]) -> tuple[Expr, ...]:
+        """The element of ``target`` a gather (or scatter) ``node`` of result ``shape`` reaches at ``idx``: its index
+        arrays' values, read at the broadcast part of ``idx``, and the remaining axes."""
+        indices = node.args[1:] if node.op == "gather" else node.args[2:]
+        positions, first, nb = node.attrs
+        bidx, bshape = idx[first : first + nb], shape[first : first + nb]
         rest = iter((*idx[:first], *idx[first + nb :]))
         entries: list[Expr] = []
-        for d in range(base.ndim):
+        for d in range(target.ndim):
             if d not in positions:
                 entries.append(Index(next(rest), loc=node.loc))
                 continue
             ix = indices[positions.index(d)]
             if isinstance(ix, Array):
                 entries.append(self.at(ix, self.operand_index(ix, bidx, bshape)))
-            else:
-                entries.append(Index(Affine.constant(ix % base.shape[d] if ix < 0 else ix), loc=node.loc))
-        self.current = outer
-        self.scatters.append(Scatter(buf.name, tuple(entries), value, "add", loc=node.loc))
+            else:  # an int among index arrays: a constant position (negative: from the end)
+                n = target.shape[d]
+                if not isinstance(n, Size) and not -n <= ix < n:
+                    raise TracingError(f"index {ix} is out of bounds for axis {d} of size {n}", node.loc)
+                entries.append(Index(Affine.constant(ix % n if ix < 0 else ix), loc=node.loc))
+        return tuple(entries)
 
     def store(self, buf: Buffer, node: Array) -> None:
         """Emit the store that fills ``buf`` with ``node`` (flat when ``buf.flat``)."""
@@ -354,25 +365,8 @@ class Lowering:
     def gather(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
         """``x[i0, :, i2]`` at ``idx``: a read of ``x``'s buffer (stored first unless it is an input) at the index
         arrays' values (read at the broadcast part of ``idx``) and the remaining axes."""
-        sliced, *indices = node.args
-        positions, first, nb = node.attrs
-        buf = self.materialize(sliced)
-        bidx, bshape = idx[first : first + nb], node.shape[first : first + nb]
-        rest = iter((*idx[:first], *idx[first + nb :]))
-        entries: list[Expr] = []
-        for d in range(sliced.ndim):
-            if d not in positions:
-                entries.append(Index(next(rest), loc=node.loc))
-                continue
-            ix = indices[positions.index(d)]
-            if isinstance(ix, Array):
-                entries.append(self.at(ix, self.operand_index(ix, bidx, bshape)))
-            else:  # an int among index arrays: a constant position (negative: from the end)
-                n = sliced.shape[d]
-                if not isinstance(n, Size) and not -n <= ix < n:
-                    raise TracingError(f"index {ix} is out of bounds for axis {d} of size {n}", node.loc)
-                entries.append(Index(Affine.constant(ix % n if ix < 0 else ix), loc=node.loc))
-        return Gather(buf.name, tuple(entries), loc=node.loc)
+        buf = self.materialize(node.args[0])
+        return Gather(buf.name, self.indexed_at(node, node.args[0], node.shape, idx), loc=node.loc)
 
     def reduce(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
         (x,) = node.args
