@@ -103,27 +103,36 @@ def _kernel_plan(kernel: Any, args: tuple, kwargs: dict) -> tuple[Planner, dict[
                 ) from None
     dims = contract.bind_dims(shapes, explicit)
     contract.check(dims)
-    if ir.scatters or any(isinstance(n, Gather) for s in ir.stores for n in postorder(s.value)):
-        return _WholeCall(kernel, arrays, scalars, shapes), outputs
+    if _indirect(ir):
+        return _WholeCall(ir, kernel.executor, kernel.options.fastmath, arrays, scalars, shapes), outputs
     planner = Planner(ir, arrays, scalars, dims, _extents(kernel, dims), kernel.executor, kernel.options.fastmath)
     planner.run()
     return planner, outputs  # type: ignore[return-value]
 
 
+def _indirect(ir: Any) -> bool:
+    """Whether a kernel gathers or scatters (reads or writes at indices taken from data)."""
+    return bool(ir.scatters) or any(isinstance(n, Gather) for s in ir.stores for n in postorder(s.value))
+
+
+class _WholePlan:
+    def text(self) -> str:
+        return "one task on whole arrays: the kernel gathers or scatters (its indices may point anywhere)"
+
+
 class _WholeCall:
     """A kernel that gathers or scatters (reads and writes at indices taken from data, anywhere in its arrays)
-    as one task on whole arrays: what a planner gives the caller (``ir``, ``env``, ``da``)."""
+    as one task on whole arrays: what a planner gives the caller (``ir``, ``env``, ``da``, ``plan``)."""
 
-    def __init__(
-        self, kernel: Any, arrays: dict[str, Any], scalars: dict[str, Any], shapes: dict[str, tuple[int, ...]]
-    ):
+    def __init__(self, ir: Any, executor: str | None, fastmath: bool, arrays: dict[str, Any], scalars: dict[str, Any],
+                 shapes: dict[str, tuple[int, ...]]):  # fmt: skip
         import dask
 
         self.da = dask_array()
-        self.ir = ir = kernel.traced
+        self.ir = ir
+        self.plan = _WholePlan()
         outs = ir.outputs
-        run = WholeRun(ir, kernel.executor, kernel.options.fastmath, tuple(arrays),
-                       tuple(shapes.items()), tuple(scalars.items()))  # fmt: skip
+        run = WholeRun(ir, executor, fastmath, tuple(arrays), tuple(shapes.items()), tuple(scalars.items()))
         task = dask.delayed(run, nout=len(outs), pure=True)(*arrays.values())
         self.env = {
             p.name: self.da.from_delayed(task[k], shapes[p.name], dtype=p.dtype.numpy) for k, p in enumerate(outs)
@@ -203,9 +212,13 @@ def _jit_plan(fn: Any, args: tuple) -> tuple[Planner, list[tuple[str, tuple[int,
             if d is not None and d not in dims:
                 dims[d] = int(n)
     opts = fn.options
+    results = [(plan.buffers[pos].name, c.shape_of(pos, sizes)) for pos in plan.outputs]
+    if _indirect(ir):
+        shapes = {p.name: tuple(e.evaluate(dims) for e in p.shape) for p in ir.tensor_params}
+        whole = _WholeCall(ir, opts.get("executor"), bool(opts.get("fastmath")), arrays, {}, shapes)
+        return whole, results, c.single  # type: ignore[return-value]
     planner = Planner(ir, arrays, {}, dims, _extents(c.kernel, dims), opts.get("executor"), bool(opts.get("fastmath")))
     planner.run()
-    results = [(plan.buffers[pos].name, c.shape_of(pos, sizes)) for pos in plan.outputs]
     return planner, results, c.single
 
 
