@@ -130,3 +130,18 @@ def test_page_examples_run(page: Path, docs_environment, capsys):
     with capsys.disabled():
         if skipped:
             print(f"\n{page.name}: {ran} blocks ran, {skipped} skipped (marked {SKIP})")
+
+
+@pytest.mark.parametrize("backend", ["reference", "tbb", "numba", "opencl"])
+def test_indirect_indexing_chapter_on_every_backend(backend: str, docs_environment, monkeypatch):
+    """The indirect-indexing chapter's examples (gathers, scatters, their plans) on the other backends too (the
+    test above runs every page on the default one)."""
+    reason = missing_backend([backend])
+    if reason:
+        pytest.skip(reason)
+    monkeypatch.setenv("PYPTO_EXECUTOR", backend)
+    page = DOCS / "indirect.md"
+    namespace: dict = {"__name__": "docs.indirect"}
+    for block in code_blocks(page.read_text()):
+        if block.lang == "python" and not block.skipped:
+            exec(compile("\n" * (block.line - 1) + block.code, str(page), "exec", dont_inherit=True), namespace)

@@ -193,7 +193,7 @@ def _catalogue() -> list[tuple[str, object]]:
     from pypto_conformance.cases.arrays import all_array_cases
     from pypto_conformance.runner import array_inputs
 
-    kernels = [(f"{c.name}[{dt}]", pt.kernel(c.build(dt))) for c in all_cases() for dt in c.dtypes]
+    kernels = [(f"{c.name}[{dt}]", pt.kernel(c.build(dt), **c.options)) for c in all_cases() for dt in c.dtypes]
     for c in all_array_cases():  # the array-API programs, at each of their sizes
         for dt in c.dtypes:
             fn = pt.jit(c.fn, dims=c.dims)

@@ -164,3 +164,21 @@ def test_complex_campaign_on_the_reference_backend():
         )
         assert outcome.ok, outcome.message
         assert outcome.details["examples"] == 30 and outcome.details["elements_compared"] > 0
+
+
+def test_gathered_tensors_read_through_random_index_arrays():
+    """A row table read at an index per ``i`` (negative ones from the end) and a column picked per ``(i, j)``:
+    the kernel the fuzzer writes and its evaluation both read what NumPy's indexing reads."""
+    rows, picked = Tensor("g0", "float32", "gather", "signed"), Tensor("p1", "int32", "pick", "int_signed")
+    program = _program(binary("add", load(rows), load(picked)), m=6, n=4)
+    source = program.source()
+    assert "g0[g0_ix[i], j]" in source and "p1[i, p1_ix[i, j]]" in source
+    assert "g0_ix: pt.Tensor[pt.int64, (M,)]" in source and "p1_ix: pt.Tensor[pt.int32, (M, N)]" in source
+    arrays = program_inputs(program)
+    assert arrays["g0_ix"].min() < 0 <= arrays["g0_ix"].max() < 7  # negative indices are drawn
+    picks = np.take_along_axis(arrays["p1"], arrays["p1_ix"].astype(np.intp), 1)
+    want = arrays["g0"][arrays["g0_ix"]] + picks.astype(np.float32)  # float32 + int32 is float32 in pypto
+    np.testing.assert_array_equal(evaluate(program, arrays).v, want)
+    out = np.zeros((6, 4), np.float32)
+    pt.kernel(executor="reference")(build_kernel(program))(**arrays, out=out)
+    np.testing.assert_array_equal(out, want)

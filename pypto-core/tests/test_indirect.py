@@ -302,24 +302,55 @@ def test_scatter_errors_are_typed_and_explained():
         pt.scatter_add(1.0, 2.0)
 
 
-def test_gathers_and_scatters_on_dask_arrays_run_as_one_task(rng):
+def test_gathers_and_scatters_on_dask_arrays_run_in_blocks(rng):
+    """Gathers blockwise (the table whole in every block: rechunked with one warning when it was cut along the
+    gathered axis), scatter-adds and maxima as a partial target per block combined by a tree, and stores through
+    unique indices as one task on whole arrays."""
     da = pytest.importorskip("dask.array")
+    import pypto.dask as pdask
 
     @pt.kernel
     def lookup_count(table: pt.Tensor[pt.float64, (V, D)], tok: pt.Tensor[pt.int64, (B,)],
-                     out: pt.Tensor[pt.float64, (B, D)], counts: pt.Tensor[pt.int64, (V,)]):  # fmt: skip
+                     out: pt.Tensor[pt.float64, (B, D)], counts: pt.Tensor[pt.int64, (V,)],
+                     dtable: pt.Tensor[pt.float32, (V, D)], top: pt.Tensor[pt.float16, (V,)]):  # fmt: skip
         b, d = pt.axis(0), pt.axis(1)
         out[b, d] = table[tok[b], d] * 2.0
         counts[tok[b]] += 1
+        pt.scatter_add(dtable[tok[b], d], pt.cast(out[b, d], pt.float32))
+        pt.scatter_max(top[tok[b]], pt.cast(tok[b], pt.float16))
 
     table, tok = rng.standard_normal((30, 8)), rng.integers(-30, 30, 50)
-    counts0 = rng.integers(0, 5, 30)
-    out, counts = lookup_count(da.from_array(table, chunks=(7, 3)), da.from_array(tok, chunks=11), None,
-                               da.from_array(counts0, chunks=10))  # fmt: skip
-    want_counts = counts0.copy()
+    counts0, dtable0 = rng.integers(0, 5, 30), rng.standard_normal((30, 8)).astype(np.float32)
+    args = (da.from_array(table, chunks=(30, 3)), da.from_array(tok, chunks=11), None,
+            da.from_array(counts0, chunks=10), da.from_array(dtable0, chunks=(7, 8)), None)  # fmt: skip
+    out, counts, dtable, top = lookup_count(*args)
+    want_counts, want_dtable, want_top = counts0.copy(), dtable0.copy(), np.zeros(30, np.float16)
     np.add.at(want_counts, tok, 1)
+    np.add.at(want_dtable, tok, (table[tok] * 2.0).astype(np.float32))
+    np.maximum.at(want_top, tok, tok.astype(np.float16))  # an output not passed in starts at zero
     np.testing.assert_array_equal(out.compute(), table[tok] * 2.0)
     np.testing.assert_array_equal(counts.compute(), want_counts)
+    np.testing.assert_allclose(dtable.compute(), want_dtable, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(top.compute(), want_top)
+    plan = pdask.explain(lookup_count, *args)
+    assert "counts: scatter-add into a partial counts per block" in plan and "a tree over the blocks" in plan
+    assert "dtable_part: float32[1, 30, n_d]" in plan  # blocks along d write their own columns: no partial for d
+    with pytest.warns(pt.RechunkWarning, match="table is gathered at indices read from data"):
+        lookup_count(da.from_array(table, chunks=(10, 8)), *args[1:])
+
+    @pt.kernel
+    def permute(x: pt.Tensor[pt.float64, (B,)], p: pt.Tensor[pt.int64, (B,)], y: pt.Tensor[pt.float64, (B,)]):
+        i = pt.axis(0)
+        pt.scatter(y[p[i]], x[i], unique=True)
+
+    x, p = rng.standard_normal(40), rng.permutation(40)
+    y = permute(da.from_array(x, chunks=15), da.from_array(p, chunks=15), None)
+    want = np.zeros(40)
+    want[p] = x
+    np.testing.assert_array_equal(y.compute(), want)
+    assert "one task on whole arrays" in pdask.explain(
+        permute, da.from_array(x, chunks=15), da.from_array(p, chunks=15)
+    )
 
 
 # -- the array API ---------------------------------------------------------------------------------------------
@@ -449,3 +480,155 @@ def test_functional_scatters_in_jit(pypto_executor, rng):
     np.testing.assert_array_equal(out, want)
     np.testing.assert_array_equal(gx, g)
     np.testing.assert_array_equal(gv, g[idx])
+
+
+@pytest.fixture
+def threads():
+    """Sets the CPU backends' thread count for a test, then restores it."""
+    before = pt.get_num_threads()
+    yield pt.set_num_threads
+    pt.set_num_threads(before)
+
+
+def test_blocked_scatters_give_the_same_bits_on_one_and_two_threads(pypto_executor, rng, threads):
+    """Enough points for several blocks: integers and extrema match ``ufunc.at`` exactly, a float sum to the
+    float64 sum within a few roundings, and every result is the same bit for bit on one and two threads."""
+
+    @pt.kernel(executor=pypto_executor)
+    def hist(bins: pt.Tensor[pt.int32, (N,)], w: pt.Tensor[pt.float32, (N,)], counts: pt.Tensor[pt.int32, (B,)],
+             mass: pt.Tensor[pt.float32, (B,)], top: pt.Tensor[pt.float32, (B,)],
+             batch: pt.Tensor[pt.float64, (M, B)], rows: pt.Tensor[pt.int64, (M, N)]):  # fmt: skip
+        i, m = pt.axis(0), pt.axis(1)
+        counts[bins[i]] += 1
+        mass[bins[i]] += w[i]
+        pt.scatter_max(top[bins[i]], w[i])
+        batch[m, rows[m, i]] += w[i]  # a per-row histogram: the row index is a plain axis, too short to own
+
+    n = 150_000  # blocks of at least 16384 points: nine of them
+    bins = rng.integers(-37, 37, n).astype(np.int32)
+    w = rng.standard_normal(n).astype(np.float32)
+    rows = rng.integers(0, 37, (3, n))
+    results = []
+    for count in (1, 2):
+        threads(count)
+        out = (np.zeros(37, np.int32), np.zeros(37, np.float32), np.full(37, -np.inf, np.float32),
+               np.zeros((3, 37), np.float64))  # fmt: skip
+        hist(bins, w, *out[:3], out[3], rows)
+        results.append(out)
+    for one, two in zip(*results):
+        assert one.tobytes() == two.tobytes()
+    counts, mass, top, batch = results[0]
+    np.testing.assert_array_equal(counts, np.bincount(bins % 37, minlength=37))
+    want = np.zeros(37, np.float64)
+    np.add.at(want, bins, w.astype(np.float64))
+    np.testing.assert_allclose(mass, want, rtol=1e-5, atol=1e-3)
+    want_top = np.full(37, -np.inf, np.float32)
+    np.maximum.at(want_top, bins, w)
+    np.testing.assert_array_equal(top, want_top)
+    want_batch = np.zeros((3, 37))
+    np.add.at(want_batch, (np.arange(3)[:, None], rows), w.astype(np.float64))
+    np.testing.assert_allclose(batch, want_batch, rtol=1e-12, atol=1e-9)
+    stage = hist.ir("schedule_scatters")
+    assert stage.count("# blocks of >= 16384 points") == 4
+
+
+def test_an_owned_scatter_is_bit_equal_to_add_at_on_any_thread_count(pypto_executor, rng, threads):
+    """An embedding gradient: runs of the plain ``d`` axis go to threads, and every element is updated in the
+    serial order, so the result is ``np.add.at``'s bit for bit; with ``d`` too short for two runs (known at run
+    time only) the same kernel runs in blocks."""
+
+    @pt.kernel(executor=pypto_executor)
+    def grad(dout: pt.Tensor[pt.float32, (N, D)], tok: pt.Tensor[pt.int64, (N,)],
+             dtable: pt.Tensor[pt.float32, (V, D)]):  # fmt: skip
+        t, d = pt.axis(0), pt.axis(1)
+        pt.scatter_add(dtable[tok[t], d], dout[t, d])
+
+    first = None
+    for width in (200, 7):
+        dout = rng.standard_normal((60_000 if width == 7 else 3000, width)).astype(np.float32)
+        tok = rng.integers(0, 50, len(dout))
+        want = np.zeros((50, width), np.float32)
+        np.add.at(want, tok, dout)
+        for count in (1, 2):
+            threads(count)
+            dtable = np.zeros((50, width), np.float32)
+            grad(dout, tok, dtable)
+            if width == 200:
+                np.testing.assert_array_equal(dtable, want)
+            else:
+                np.testing.assert_allclose(dtable, want, rtol=1e-4, atol=1e-3)
+                first = dtable if count == 1 else first
+                assert first is not None and dtable.tobytes() == first.tobytes()
+    assert "# owner: runs of 64 of d on threads" in grad.ir("schedule_scatters")
+
+
+def test_a_unique_scatter_runs_in_parallel(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def permute(x: pt.Tensor[pt.float64, (N, D)], p: pt.Tensor[pt.int32, (N,)], y: pt.Tensor[pt.float64, (N, D)]):
+        i, d = pt.axis(0), pt.axis(1)
+        pt.scatter(y[p[i], d], x[i, d] + 1.0, unique=True)
+
+    x, p = rng.standard_normal((5000, 3)), rng.permutation(5000).astype(np.int32)
+    y = np.zeros_like(x)
+    permute(x, p, y)
+    want = np.zeros_like(x)
+    want[p] = x + 1.0
+    np.testing.assert_array_equal(y, want)
+    assert "# parallel (indices declared unique)" in permute.ir("schedule_scatters")
+    if permute.stages[-1] != "schedule_scatters":  # the loop IR has a parallel loop for it
+        assert "parallel for" in permute.ir("lower")
+
+
+def test_histogram_with_fixed_bins_counts_as_numpy(pypto_executor, rng):
+    """``pt.histogram`` against ``np.histogram`` with the same bins: NaN and values outside the range left out,
+    the last bin closed, values on the edges (and one float64 step either side) in NumPy's bins."""
+    jit = lambda f: pt.jit(f, executor=pypto_executor)  # noqa: E731
+    x = rng.standard_normal(20_000).astype(np.float32)
+    x[:6] = [np.nan, 3.0, -3.0, np.inf, -np.inf, np.float32(2.9999)]
+    np.testing.assert_array_equal(jit(lambda x: pt.histogram(x, 37, range=(-3, 3)))(x),
+                                  np.histogram(x, 37, range=(-3, 3))[0])  # fmt: skip
+    edges = np.linspace(-1, 1, 11)  # steps of 0.2: the edges are rounded, as NumPy rounds them
+    on_edges = np.concatenate([edges, np.nextafter(edges, -2), np.nextafter(edges, 2), [0.3, 0.7]])
+    for bins, lo, hi in ((10, -1, 1), (3, 0.1, 0.4), (7, -0.95, 0.6)):
+        np.testing.assert_array_equal(jit(lambda x: pt.histogram(x, bins, range=(lo, hi)))(on_edges),
+                                      np.histogram(on_edges, bins, range=(lo, hi))[0])  # fmt: skip
+    w = rng.random(20_000)
+    got = jit(lambda x, w: pt.histogram(x, 5, range=(0, 0), weights=w))(x, w)  # an empty range: widened by 0.5
+    np.testing.assert_allclose(got, np.histogram(x, 5, range=(0, 0), weights=w)[0], rtol=1e-12)
+    with pytest.raises(pt.TracingError, match="range"):
+        jit(lambda x: pt.histogram(x, 5))(x)
+    with pytest.raises(pt.ShapeError, match="bins"):
+        jit(lambda x: pt.histogram(x, np.array([0.0, 1.0])))(x)
+    with pytest.raises(pt.ShapeError, match="lo <= hi"):
+        jit(lambda x: pt.histogram(x, 4, range=(1, 0)))(x)
+
+
+def test_scatters_with_atomic_updates_when_determinism_is_not_asked_for(pypto_executor, rng, threads):
+    """``deterministic=False``: every point on any thread, each update atomic. Integer sums and maxima are exact;
+    a float sum is within a few roundings of the float64 sum (its order varies from run to run)."""
+
+    @pt.kernel(executor=pypto_executor, deterministic=False)
+    def hist(bins: pt.Tensor[pt.int64, (N,)], w: pt.Tensor[pt.float32, (N,)], counts: pt.Tensor[pt.int32, (B,)],
+             mass: pt.Tensor[pt.float64, (B,)], top: pt.Tensor[pt.float32, (B,)]):  # fmt: skip
+        i = pt.axis(0)
+        counts[bins[i]] += 1
+        mass[bins[i]] += w[i] * 0.5
+        top[bins[i]] = pt.maximum(top[bins[i]], w[i])
+
+    n = 100_000
+    bins, w = rng.integers(-40, 40, n), rng.standard_normal(n).astype(np.float32)
+    w[::1000] = np.nan  # a NaN wins a maximum, as in NumPy
+    threads(2)
+    counts, mass, top = np.zeros(40, np.int32), np.ones(40), np.full(40, -np.inf, np.float32)
+    hist(bins, w, counts, mass, top)
+    np.testing.assert_array_equal(counts, np.bincount(bins % 40, minlength=40))
+    want = np.ones(40)
+    np.add.at(want, bins, w.astype(np.float64) * 0.5)
+    np.testing.assert_allclose(mass, want, rtol=1e-10, atol=1e-10, equal_nan=True)
+    want_top = np.full(40, -np.inf, np.float32)
+    with np.errstate(invalid="ignore"):
+        np.maximum.at(want_top, bins, w)
+    np.testing.assert_array_equal(top, want_top)
+    assert hist.ir("schedule_scatters").count("# atomic updates from every thread (deterministic=False)") == 3
+    with pytest.raises(pt.ArgumentError, match="deterministic must be True or False"):
+        pt.kernel(deterministic="no")(hist.fn)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pypto.dtypes import INTEGER_DTYPES, DType, bfloat16, bool_, float16, float32, float64, int8, integer_spellings
+from pypto.ir.loops import Update
 from pypto.ir.reducers import identity
+from pypto.targets.simt.analysis import Unsupported
 from pypto.targets.simt.plan import LocalBuffer
 from pypto.targets.simt.render import SimtRenderer
 
@@ -92,6 +94,36 @@ class CudaRenderer(SimtRenderer):
             f"    __syncthreads();\n"
             f"    return pt_w[0];\n}}"
         )
+
+    def atomic_update(self, s: Update, ind: int) -> None:
+        """CUDA's atomics where it has them (``atomicAdd`` on 32- and 64-bit integers, float and double;
+        ``atomicMax``/``atomicMin`` on integers), else a compare-and-swap loop on the element's bits."""
+        dt = self.buffers[s.buffer][0]
+        t, ref, v = self.ctype(dt), f"{s.buffer}[{self.offset(s.buffer, s.index)}]", self.expr(s.value)
+        if dt.bits not in (32, 64):
+            raise Unsupported(f"an atomic update of a {dt.bits}-bit element")
+        word = "unsigned int" if dt.bits == 32 else "unsigned long long"
+        fn = {"add": "atomicAdd", "max": "atomicMax", "min": "atomicMin"}[s.op]
+        if dt.is_int or (s.op == "add" and dt.is_float):
+            native = t
+            if dt.is_int and dt.bits == 64:  # atomicAdd has no long long overload; max/min have both
+                native = "unsigned long long" if s.op == "add" or dt.is_unsigned else "long long"
+            self.emit(ind, f"{fn}(({native} *)&{ref}, ({native})({v}));")
+            return
+        to_bits, from_bits = (("__float_as_uint", "__uint_as_float") if dt.bits == 32 else
+                              ("(unsigned long long)__double_as_longlong", "__longlong_as_double"))  # fmt: skip
+        cast_in = "" if dt.bits == 32 else "(long long)"
+        new = self.expr(self.update_value(s, "_pt_o", "_pt_v"))
+        self.emit(ind, "{")
+        self.emit(ind + 1, f"const {self.ctype(s.value.dtype)} _pt_v = {v};")  # type: ignore[arg-type]
+        self.emit(ind + 1, f"{word} *_pt_p = ({word} *)&{ref};")
+        self.emit(ind + 1, f"{word} _pt_was, _pt_now = *_pt_p;")
+        self.emit(ind + 1, "do {")
+        self.emit(ind + 2, "_pt_was = _pt_now;")
+        self.emit(ind + 2, f"const {t} _pt_o = {from_bits}({cast_in}_pt_was);")
+        self.emit(ind + 2, f"_pt_now = atomicCAS(_pt_p, _pt_was, {to_bits}(({t})({new})));")
+        self.emit(ind + 1, "} while (_pt_now != _pt_was);")
+        self.emit(ind, "}")
 
     def group_reduce_call(self, op: str, dt: DType, value: str) -> str:
         return f"{self.helper(f'group_{op}', dt)}({value})"

@@ -112,7 +112,7 @@ def run_kernel_case(case: Any, how: str, executor: str | None = None) -> MatrixR
     if index is None:
         return None
     inputs, expected = case_data(case, dtype, index)
-    kernel = pt.kernel(executor=executor)(case.build(dtype))
+    kernel = pt.kernel(executor=executor, **case.options)(case.build(dtype))
     args = {
         k: da.from_array(v.copy(), chunks=chunks_for(v.shape, how)) if isinstance(v, np.ndarray) and v.ndim else v
         for k, v in inputs.items()

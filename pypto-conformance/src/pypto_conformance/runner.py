@@ -126,7 +126,7 @@ def call_kernel(kernel: Callable[..., Any], args: Mapping[str, Any]) -> str | No
 def run_case(case: Case, dtype: str, backend: str, tolerance_for: ToleranceFor) -> Outcome:
     """Run ``case`` for ``dtype`` on ``backend`` at every size; compare with the NumPy reference."""
     outcome = Outcome(ok=True)
-    kernel = pt.kernel(executor=backend)(case.build(dtype))
+    kernel = pt.kernel(executor=backend, **case.options)(case.build(dtype))
     problems: list[tuple[str, str]] = []
     for index, dims in enumerate(case.sizes):
         inputs, expected = case_data(case, dtype, index)

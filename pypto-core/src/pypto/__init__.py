@@ -218,6 +218,7 @@ _LAZY: dict[str, str] = {
     "one_hot": ".array.ops",
     "index_add": ".array.views",
     "bincount": ".array.views",
+    "histogram": ".array.views",
     "cross_entropy": ".array.ops",
     "take_along_axis": ".array.views",
     "embedding": ".array.views",
@@ -328,7 +329,7 @@ __all__ = [
     # array API
     "jit", "JitFunction", "grad", "stop_gradient", "value_and_grad", "vjp", "no_grad", "grad_enabled", "is_grad_enabled",
     "GradFunction", "matmul", "einsum", "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu",
-    "relu", "pi", "e", "concat", "stack", "take", "take_along_axis", "embedding", "one_hot", "cross_entropy", "index_add", "bincount", "custom_op", "CustomOp", "show_graph", "check_memory", "profile", "Parameter", "Module",
+    "relu", "pi", "e", "concat", "stack", "take", "take_along_axis", "embedding", "one_hot", "cross_entropy", "index_add", "bincount", "histogram", "custom_op", "CustomOp", "show_graph", "check_memory", "profile", "Parameter", "Module",
     "module",
     # runtime
     "empty", "zeros", "empty_like", "zeros_like", "benchmark", "BenchmarkResult", "get_runtime_info",

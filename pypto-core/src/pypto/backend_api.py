@@ -119,6 +119,7 @@ class KernelOptions:
     fastmath: bool = False
     extra: tuple[tuple[str, Any], ...] = ()
     boundscheck: bool = True  # check gathered indices before each call (pypto.ir.contract)
+    deterministic: bool = True  # False: scatters may use atomic updates (results vary in rounding from run to run)
 
     def get(self, key: str, default: Any = None) -> Any:
         return dict(self.extra).get(key, default)

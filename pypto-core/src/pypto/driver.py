@@ -36,11 +36,13 @@ from pypto.passes import REFERENCE_STAGE, Compilation, run_pipeline
 from pypto.targets import Target
 
 
-def stages(ir: KernelIR, target: Target | None, *, noalias: bool = True, hints: Schedule | None = None) -> Compilation:
+def stages(ir: KernelIR, target: Target | None, *, noalias: bool = True, hints: Schedule | None = None,
+           deterministic: bool = True) -> Compilation:  # fmt: skip
     """Every stage of ``ir`` for ``target``: the core's passes now (scheduled for the target's machine), the
-    target's passes when a backend first asks for them (:meth:`Compilation.for_target`)."""
+    target's passes when a backend first asks for them (:meth:`Compilation.for_target`). ``deterministic=False``
+    lets scatters use atomic updates."""
     machine = target.machine() if target is not None and target.machine is not None else None
-    return run_pipeline(ir.replace(machine=machine, hints=hints), noalias=noalias)
+    return run_pipeline(ir.replace(machine=machine, hints=hints, deterministic=deterministic), noalias=noalias)
 
 
 def contract(compilation: Compilation, *, boundscheck: bool = True) -> CallContract:
@@ -88,7 +90,7 @@ def check_dtypes(ir: KernelIR, backend: str) -> None:
     spec = plugins.get_registry().backend(backend).spec
     have = spec.capabilities.dtypes
     used = {p.dtype.name for p in (*ir.params, *ir.temps)}
-    used |= {n.dtype.name for s in ir.stores for n in postorder(s.value) if n.dtype is not None}
+    used |= {n.dtype.name for s in (*ir.stores, *ir.scatters) for n in postorder(s) if n.dtype is not None}
     missing = sorted(used - have)
     if missing:
         raise DTypeError(
@@ -118,7 +120,8 @@ def compile(ir: KernelIR, backend: str | None = None, *, options: KernelOptions 
     entry = plugins.get_registry().resolve(backend)
     target = plugins.get_target(entry.spec.target)
     check_dtypes(ir, entry.spec.name)
-    comp = stages(ir, target, noalias=noalias, hints=hints)
+    deterministic = options.deterministic if options is not None else True
+    comp = stages(ir, target, noalias=noalias, hints=hints, deterministic=deterministic)
     prog = program(comp, target, options if options is not None else KernelOptions(), noalias=noalias)
     return Compiled(entry.spec.name, comp, prog, launcher(prog, entry.spec.name))
 

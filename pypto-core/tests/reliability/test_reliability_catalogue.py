@@ -134,6 +134,37 @@ def _jit(backend: str, fn: Callable, *args: Any) -> Any:
     return pt.jit(fn, executor=backend)(*args)
 
 
+def _gather(x: pt.Tensor[float, (N,)], idx: pt.Tensor[pt.int64, (N,)], y: pt.Tensor[float, (N,)]):
+    i = pt.axis(0)
+    y[i] = x[idx[i]]
+
+
+def _histogram(bins: pt.Tensor[pt.int32, (N,)], w: pt.Tensor[float, (N,)], counts: pt.Tensor[float, (M,)]):
+    i = pt.axis(0)
+    counts[bins[i]] += w[i]
+
+
+def _untouched(run: Callable[[np.ndarray], Any], out: np.ndarray) -> Any:
+    """``run(out)``; when it raises, ``out`` must hold what it held before (then the error goes on)."""
+    before = out.copy()
+    try:
+        return run(out)
+    except pt.PyptoError:
+        assert np.array_equal(out, before, equal_nan=True), "an output was written before the error"
+        raise
+
+
+def _gather_at(backend: str, idx: list[int]) -> Any:
+    k = kernel(_gather, backend)
+    return _untouched(lambda y: (k(X, np.array(idx, np.int64), y), y)[1], np.full(4, 7.0, np.float32))
+
+
+def _histogram_at(backend: str, bins: list[int]) -> Any:
+    k = kernel(_histogram, backend)
+    b = np.array(bins, np.int32)
+    return _untouched(lambda c: (k(b, np.ones(len(b), np.float32), c), c)[1], np.full(3, 0.5, np.float32))
+
+
 X = f32(1, 2, 3, 4)
 Y4 = np.zeros(4, np.float32)
 col = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -412,6 +443,75 @@ CATALOGUE: list[Case] = [
         "operands that do not broadcast",
         lambda b: _jit(b, lambda a, c: a + c, X, f32(1, 2, 3)),
         (pt.ShapeError, r"do not broadcast"),
+    ),
+    # -- indices read from data ------------------------------------------------------------------------------
+    Case(
+        "gather_out_of_range",
+        "a gathered index past the end (`x[idx[i]]`, idx = 4 for 4 elements): the output untouched",
+        lambda b: _gather_at(b, [0, 1, 4, 2]),
+        (pt.IndexError, r"index 4 \(from idx\[i\] at i=2\) is out of bounds for x.shape\[0\] = 4; nothing was written"),
+    ),
+    Case(
+        "gather_negative_past_start",
+        "a negative index past the start (-5 for 4 elements): the output untouched",
+        lambda b: _gather_at(b, [-1, -4, -5, 0]),
+        (pt.IndexError, r"index -5 .* out of bounds for x.shape\[0\] = 4"),
+    ),
+    Case(
+        "gather_negative_indices",
+        "negative indices within range count from the end, as NumPy's",
+        lambda b: _gather_at(b, [-1, -4, 3, 0]),
+        check=lambda r: np.array_equal(r, X[[-1, -4, 3, 0]]),
+    ),
+    Case(
+        "scatter_out_of_range",
+        "a scatter-add whose last index is past the end: none of the earlier updates lands",
+        lambda b: _histogram_at(b, [0, 1, 1, 2, 3]),
+        (pt.IndexError, r"index 3 \(from bins\[i\] at i=4\) is out of bounds for counts.shape\[0\] = 3"),
+    ),
+    Case(
+        "scatter_same_index",
+        "every point scattered onto one element (all-same indices): they all add up",
+        lambda b: _histogram_at(b, [2] * 1000),
+        check=lambda r: np.array_equal(r, [0.5, 0.5, 1000.5]),
+    ),
+    Case(
+        "scatter_empty_indices",
+        "an empty index array: the target is left as it was",
+        lambda b: _histogram_at(b, []),
+        check=lambda r: np.array_equal(r, [0.5, 0.5, 0.5]),
+    ),
+    Case(
+        "store_through_index",
+        "a plain store through an index read from data (`y[idx[i]] = v`)",
+        _trace_error(
+            "plain_scatter",
+            "    y[idx[i]] = x[i]\n",
+            "x: pt.Tensor[float, (N,)], idx: pt.Tensor[pt.int64, (N,)], y: pt.Tensor[float, (N,)]",
+        ),
+        (pt.TracingError, r"several points may write the same element"),
+    ),  # fmt: skip
+    Case(
+        "float_index",
+        "a float array used as an index",
+        _trace_error(
+            "float_index",
+            "    y[i] = x[f[i]]\n",
+            "x: pt.Tensor[float, (N,)], f: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]",
+        ),
+        (pt.DTypeError, r"expected an integer type"),
+    ),  # fmt: skip
+    Case(
+        "jit_index_out_of_range",
+        "integer-array indexing past the end inside @pt.jit",
+        lambda b: _jit(b, lambda a, i: a[i], X, np.array([0, 9])),
+        (pt.IndexError, r"index 9 .* out of bounds for a.shape\[0\] = 4"),
+    ),
+    Case(
+        "jit_boolean_mask",
+        "boolean-mask indexing inside @pt.jit (a data-dependent shape)",
+        lambda b: _jit(b, lambda a: a[a > 2], X),
+        (pt.TracingError, r"(?s)boolean mask.*pt.where"),
     ),
     Case(
         "jit_data_dependent_if",

@@ -31,6 +31,7 @@ from pypto.ir.loops import (
     LoopKernel,
     Read,
     Stmt,
+    Update,
     Var,
     Write,
     walk,
@@ -38,6 +39,7 @@ from pypto.ir.loops import (
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where, postorder
 from pypto.ir.ops import FUNCTIONS2, binary_symbols
 from pypto.ir.ops import MATH as FUNCTIONS
+from pypto.ir.reducers import combine
 
 from .helpers import helper_name, helper_source
 
@@ -63,9 +65,10 @@ def is_prange(s: Loop) -> bool:
     """Whether ``s`` becomes a ``prange`` loop: parallel and without accumulators.
 
     Numba recognises only its own spellings of a reduction (``acc += v``); a parallel loop that
-    carries the loop IR's reductions (NaN-propagating max, for example) runs serially instead.
+    carries the loop IR's reductions (NaN-propagating max, for example) runs serially instead, and so does
+    one holding atomic updates (a scatter compiled with ``deterministic=False``): Numba has no atomics.
     """
-    return s.kind in PARALLEL_KINDS and not s.reductions
+    return s.kind in PARALLEL_KINDS and not s.reductions and not any(isinstance(st, Update) for st in walk(s.body))
 
 
 class NumbaRenderer:
@@ -76,6 +79,7 @@ class NumbaRenderer:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.helpers: dict[str, str] = {}
+        self.dtypes: dict[str, DType] = {}  # buffer -> its element type
         self.flat: dict[str, str] = {}  # 0-d buffer -> its 1-element view (Numba's prange cannot index x[()])
 
     # -- types and literals ---------------------------------------------------------------------------
@@ -218,6 +222,12 @@ class NumbaRenderer:
             self.emit(ind, f"{s.name} = {self.top(init)}")
         elif isinstance(s, Assign):
             self.emit(ind, f"{s.name} = {self.top(s.value)}")
+        elif isinstance(s, Update):  # in a loop that runs serially (is_prange): a plain read-modify-write
+            old: Expr = Read(s.buffer, s.index, dtype=self.dtypes[s.buffer])
+            wide = Cast(old, dtype=float32) if old.dtype.is_half else old
+            new = combine({"add": "sum", "max": "max", "min": "min"}[s.op], wide, s.value)
+            new = Cast(new, dtype=old.dtype) if new.dtype != old.dtype else new
+            self.emit(ind, f"{self.read(s.buffer, s.index)} = {self.top(new)}")
         elif isinstance(s, Write):
             self.emit(ind, f"{self.read(s.buffer, s.index)} = {self.top(s.value)}")
         elif isinstance(s, Alloc):
@@ -257,6 +267,8 @@ class NumbaRenderer:
         """The Python module for ``k``: the kernel function, its helpers, the work estimate."""
         self.lines, self.helpers = [], {}
         self.flat = {a.name: f"_pt_view_{a.name}" for a in k.args if a.kind == "buffer" and not a.shape}
+        self.dtypes = {a.name: a.dtype for a in k.args if a.kind == "buffer"}
+        self.dtypes.update({s.buffer: s.dtype for s in walk(k.body) if isinstance(s, Alloc)})
         names = ", ".join(a.name for a in k.args)
         self.emit(0, f"def {function_name(k)}({names}):")
         self.emit(1, f'"""pypto kernel {k.name}, generated for Numba by pypto-backend-numba (do not edit)."""')

@@ -152,6 +152,31 @@ def scatter_embedding_grad(dt):
     return scatter_embedding_grad
 
 
+def _atomic_ref(bins, w, counts, mass, top):
+    counts, mass, top = counts.copy(), mass.copy(), top.copy()
+    np.add.at(counts, bins, 1)
+    np.add.at(mass, bins, w)
+    np.maximum.at(top, bins, np.real(w).astype(np.float64))
+    return {"counts": counts, "mass": mass, "top": top}
+
+
+@case(dtypes=("float32", "float64", "int32", "int64", "uint32", "uint64", "complex64"), sizes=SIZES_1D,
+      values={"bins": indices(-ROWS, ROWS)}, inplace=("counts", "mass", "top"), reference=_atomic_ref,
+      options={"deterministic": False})  # fmt: skip
+def scatter_atomic(dt):
+    """A histogram, its weights and maxima with ``@pt.kernel(deterministic=False)``: atomic updates from every
+    thread (integers and maxima exact, float sums within rounding of ``np.add.at``'s)."""
+
+    def scatter_atomic(bins: pt.Tensor[pt.int64, (N,)], w: pt.Tensor[dt, (N,)], counts: pt.Tensor[pt.int32, (ROWS,)],
+                       mass: pt.Tensor[dt, (ROWS,)], top: pt.Tensor[pt.float64, (ROWS,)]):  # fmt: skip
+        i = pt.axis(0)
+        counts[bins[i]] += 1
+        mass[bins[i]] += w[i]
+        pt.scatter_max(top[bins[i]], pt.real(w[i]) if dt.is_complex else pt.cast(w[i], pt.float64))
+
+    return scatter_atomic
+
+
 def _permute_ref(x, seed, out):
     out = out.copy()
     out[seed] = x

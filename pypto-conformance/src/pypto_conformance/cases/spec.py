@@ -95,6 +95,7 @@ class Case:
     inplace: tuple[str, ...] = ()
     slow: bool = False
     doc: str = ""
+    options: Mapping[str, Any] = field(default_factory=dict)  # keyword options of pt.kernel (deterministic=...)
 
     def build(self, dtype: str) -> Callable[..., None]:
         """The kernel function for ``dtype`` (a plain function: compile it with ``pt.kernel``)."""
@@ -152,12 +153,14 @@ def case(
     inplace: Sequence[str] = (),
     slow: bool = False,
     name: str | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> Callable[[KernelFactory], KernelFactory]:
     """Register the decorated kernel factory as a catalogue case (named after it by default).
 
     ``reference(**inputs)`` returns the expected outputs by parameter name; it must be written
     with NumPy alone. ``tolerances`` maps a result dtype to ``(rtol, atol)`` when the case needs
-    more room than the defaults (long reductions, for example).
+    more room than the defaults (long reductions, for example). ``options`` are keyword options the kernel is
+    compiled with (``pt.kernel(executor=..., **options)``).
     """
 
     def register(factory: KernelFactory) -> KernelFactory:
@@ -176,6 +179,7 @@ def case(
             inplace=tuple(inplace),
             slow=slow,
             doc=inspect.cleandoc(factory.__doc__ or ""),
+            options=dict(options or {}),
         )
         return factory
 

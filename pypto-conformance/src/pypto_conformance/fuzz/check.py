@@ -50,7 +50,12 @@ def build_kernel(program: Program) -> Callable[..., None]:
 def program_inputs(program: Program) -> dict[str, np.ndarray]:
     """The input arrays of a program, drawn from its seed."""
     rng = np.random.default_rng(program.seed)
-    return {t.name: t.values(rng, program.m, program.n) for t in program.tensors}
+    arrays = {}
+    for t in program.tensors:
+        arrays[t.name] = t.values(rng, program.m, program.n)
+        if t.index_name is not None:
+            arrays[t.index_name] = t.index_values(rng, program.m, program.n)
+    return arrays
 
 
 def check_program(program: Program, backend: str, tolerance_for: ToleranceFor, stats: FuzzStats) -> None:

@@ -83,7 +83,7 @@ class Evaluator:
     # -- nodes ---------------------------------------------------------------------------------
     def visit(self, node: Node) -> Approx:
         if isinstance(node, Load):
-            v = node.tensor.view(self.arrays[node.tensor.name])
+            v = node.tensor.view(self.arrays[node.tensor.name], self.arrays.get(node.tensor.index_name or ""))
             return Approx(v, _exact_like(v))
         if isinstance(node, Const):
             v = np.full((1, 1), node.value)

@@ -65,7 +65,17 @@ LEAF_DTYPES = {
     "complex64": ("complex64", "float32", "int32"),
     "complex128": ("complex128", "complex64", "float64"),
 }
-PREFIX = {"full": "x", "row": "r", "col": "c", "trans": "t", "shift": "s", "rev": "v", "stride": "w"}
+PREFIX = {
+    "full": "x",
+    "row": "r",
+    "col": "c",
+    "trans": "t",
+    "shift": "s",
+    "rev": "v",
+    "stride": "w",
+    "gather": "g",
+    "pick": "p",
+}
 PROFILES = {
     "float": ("signed", "positive", "grid"),
     "int": ("int_signed", "int_positive"),

@@ -38,7 +38,22 @@ class Tensor:
         return f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
 
     def index_source(self) -> str:
-        return PATTERNS[self.pattern][1]
+        return PATTERNS[self.pattern][1].format(ix=self.index_name)
+
+    @property
+    def index_name(self) -> str | None:
+        """The integer tensor a gathered tensor is indexed through (``g3_ix`` in ``g3[g3_ix[i], j]``), or None."""
+        return f"{self.name}_ix" if self.pattern in GATHER_INDEX else None
+
+    def index_param(self) -> str:
+        dims, dtype, _, _ = GATHER_INDEX[self.pattern]
+        return f"{self.index_name}: pt.Tensor[pt.{dtype}, ({', '.join(dims)}{',' if len(dims) == 1 else ''})]"
+
+    def index_values(self, rng: np.random.Generator, m: int, n: int) -> np.ndarray:
+        """Random positions along the gathered dimension (negative ones count from the end)."""
+        dims, dtype, lo, hi = GATHER_INDEX[self.pattern]
+        shape = tuple({"M": m, "N": n}[d] for d in dims)
+        return rng.integers(lo, hi, shape).astype(dtype)
 
     def shape(self, m: int, n: int) -> tuple[int, ...]:
         return PATTERN_SHAPES[self.pattern](m, n)
@@ -49,8 +64,10 @@ class Tensor:
     def values(self, rng: np.random.Generator, m: int, n: int) -> np.ndarray:
         return PROFILES[self.profile][1](rng, self.shape(m, n)).astype(self.dtype)
 
-    def view(self, array: np.ndarray) -> np.ndarray:
-        """The array as seen at (i, j): a view broadcastable to (M, N)."""
+    def view(self, array: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
+        """The array as seen at (i, j): a view broadcastable to (M, N) (for a gathered one, through ``index``)."""
+        if self.pattern in GATHER_INDEX:
+            return GATHER_VIEWS[self.pattern](array, index)
         return PATTERN_VIEWS[self.pattern](array)
 
 
@@ -63,6 +80,18 @@ PATTERNS: dict[str, tuple[tuple[str, ...], str, frozenset[str], frozenset[str]]]
     "shift": (("M", "N + 1"), "[i, j + 1]", frozenset("ij"), frozenset("i")),
     "rev": (("N",), "[N - 1 - j]", frozenset("j"), frozenset()),
     "stride": (("2 * M", "N"), "[2 * i + 1, j]", frozenset("ij"), frozenset("j")),
+    # gathers: rows picked by an index per i (an embedding lookup), a column per (i, j) (take_along_axis)
+    "gather": (("7", "N"), "[{ix}[i], j]", frozenset("ij"), frozenset("ij")),
+    "pick": (("M", "5"), "[i, {ix}[i, j]]", frozenset("ij"), frozenset("ij")),
+}
+# a gathered pattern's index tensor: its shape, dtype and the range its values are drawn from
+GATHER_INDEX: dict[str, tuple[tuple[str, ...], str, int, int]] = {
+    "gather": (("M",), "int64", -7, 7),
+    "pick": (("M", "N"), "int32", 0, 5),
+}
+GATHER_VIEWS = {
+    "gather": lambda a, ix: a[ix],
+    "pick": lambda a, ix: np.take_along_axis(a, ix.astype(np.intp), axis=1),
 }
 PATTERN_SHAPES = {
     "full": lambda m, n: (m, n),
@@ -72,6 +101,8 @@ PATTERN_SHAPES = {
     "shift": lambda m, n: (m, n + 1),
     "rev": lambda m, n: (n,),
     "stride": lambda m, n: (2 * m, n),
+    "gather": lambda m, n: (7, n),
+    "pick": lambda m, n: (m, 5),
 }
 PATTERN_VIEWS = {
     "full": lambda a: a,
@@ -539,7 +570,11 @@ class Program:
 
     def source(self) -> str:
         """The kernel's Python source."""
-        params = [f"{t.name}: pt.Tensor[{_dtype_source(t.dtype)}, {t.shape_source()}]" for t in self.tensors]
+        params = []
+        for t in self.tensors:
+            params.append(f"{t.name}: pt.Tensor[{_dtype_source(t.dtype)}, {t.shape_source()}]")
+            if t.index_name is not None:
+                params.append(t.index_param())
         out_shape = {"full": "(M, N)", "trans": "(N, M)", "row": "(M,)", "col": "(N,)", "all": "(1,)"}[self.store]
         params.append(f"out: pt.Tensor[{_dtype_source(self.out_dtype)}, {out_shape}]")
         target = {"full": "out[i, j]", "trans": "out[j, i]", "row": "out[i]", "col": "out[j]", "all": "out[0]"}[

@@ -266,6 +266,64 @@ def bincount(x: Array, weights: Any = None, *, length: int) -> Array:
     return _scatter_of(base, [safe], 1 if weights is None else weights, "pt.bincount")
 
 
+def histogram(x: Array, bins: int = 10, range: tuple[float, float] | None = None, weights: Any = None,
+              density: bool = False) -> Array:  # fmt: skip
+    """``np.histogram(x, bins, range, weights)[0]`` for ``bins`` equal bins over a fixed ``range=(lo, hi)``: the
+    count (or summed weights) of the values in each bin ``[lo + k * w, lo + (k + 1) * w)``, the last bin closed
+    (``hi`` counts in it); values outside the range and NaN are left out. Bins are assigned as NumPy assigns
+    them (in float64, with its correction at the edges), so the counts are NumPy's. The edges are
+    ``np.linspace(lo, hi, bins + 1)``. The result is a scatter: return it from the function."""
+    from pypto import dtypes
+    from pypto.array.graph import binary, cast, where
+
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+        raise ShapeError("pt.histogram: bins must be a positive int (equal bins)", param="bins",
+                         expected="an int >= 1 (bin edges as an array are not supported)", got=bins)  # fmt: skip
+    if range is None:
+        raise TracingError("pt.histogram: pass range=(lo, hi); a range taken from the data's minimum and maximum "
+                           "would make the bins depend on the data", user_loc(),
+                           "compute the range first (e.g. with NumPy) and pass it")  # fmt: skip
+    try:
+        lo, hi = (float(v) for v in range)
+    except (TypeError, ValueError):
+        raise ShapeError("pt.histogram: range must be two numbers (lo, hi)", param="range",
+                         expected="(lo, hi) with lo <= hi", got=range) from None  # fmt: skip
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        raise ShapeError("pt.histogram: range must be finite with lo <= hi", param="range",
+                         expected="(lo, hi) with lo <= hi, both finite", got=range)  # fmt: skip
+    if density:
+        raise TracingError("pt.histogram: density=True is not supported", user_loc(),
+                           "divide the counts by counts.sum() * (hi - lo) / bins")  # fmt: skip
+    if lo == hi:  # NumPy widens an empty range by 0.5 on each side
+        lo, hi = lo - 0.5, hi + 0.5
+    if x.dtype.is_complex:
+        raise TracingError(f"pt.histogram: x must be real, got {x.dtype}", user_loc())
+    flat = reshape(x, (-1,)) if x.ndim != 1 else x
+    v = cast(flat, dtypes.float64)
+    step, norm = (hi - lo) / bins, bins / (hi - lo)
+    valid = binary("and", binary("ge", v, lo), binary("le", v, hi))
+    k = cast(binary("floordiv", where(valid, binary("mul", binary("sub", v, lo), norm), 0.0), 1.0), dtypes.int64)
+    k = where(binary("eq", k, bins), bins - 1, k)
+
+    def edge(i: Array) -> Array:  # np.linspace(lo, hi, bins + 1)[i]: i * step + lo, the last one hi exactly
+        # the product is rounded before lo is added, as NumPy does: adding 0.0 (not foldable: -0.0 + 0.0 is
+        # +0.0) makes a fused multiply-add of it the rounded product, and the sum cannot fuse with it
+        product = binary("add", binary("mul", cast(i, dtypes.float64), step), 0.0)
+        return where(binary("eq", i, bins), hi, binary("add", product, lo))
+
+    k = where(binary("lt", v, edge(k)), binary("sub", k, 1), k)
+    up = binary("and", binary("ge", v, edge(binary("add", k, 1))), binary("ne", k, bins - 1))
+    k = where(valid, where(up, binary("add", k, 1), k), 0)
+    if weights is None:
+        dt, one = dtypes.int64, where(valid, 1, 0)
+    else:
+        w = reshape(weights, (-1,)) if getattr(weights, "ndim", 1) != 1 else weights
+        dt = dtypes.promote(getattr(w, "dtype", dtypes.float64), dtypes.float32)
+        one = where(valid, w, 0)
+    base = Array("fill", (), 0, (bins,), dt)
+    return _scatter_of(base, [k], one, "pt.histogram")
+
+
 def embedding(indices: Array, table: Array) -> Array:
     """An embedding lookup: row ``indices[...]`` of ``table`` (``table[indices]``), shaped ``indices.shape +
     table.shape[1:]``; its gradient scatters into ``table``'s rows."""

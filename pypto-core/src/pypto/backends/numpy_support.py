@@ -60,6 +60,8 @@ def bounds(index, size: int, kernel: str, tensor: str, pos: int, source: str, ax
     v = np.asarray(index)
     if v.size == 0:
         return
+    if v.dtype.kind in "iub" and v.max() < size and (v.dtype.kind != "i" or v.min() >= -size):
+        return  # two passes without temporaries: the usual case
     bad = v >= size if v.dtype.kind == "u" else (v < -size) | (v >= size)
     if not bad.any():
         return

@@ -11,7 +11,6 @@ from pypto.dask.graph import WholeRun, dask_array
 from pypto.dask.plan import Planner
 from pypto.errors import ArgumentError, DTypeError, ShapeError
 from pypto.ir.kernel import ScalarParam
-from pypto.ir.nodes import Gather, postorder
 from pypto.runtime.foreign import is_dask_array
 from pypto.runtime.kernel import Kernel
 
@@ -111,13 +110,15 @@ def _kernel_plan(kernel: Any, args: tuple, kwargs: dict) -> tuple[Planner, dict[
 
 
 def _indirect(ir: Any) -> bool:
-    """Whether a kernel gathers or scatters (reads or writes at indices taken from data)."""
-    return bool(ir.scatters) or any(isinstance(n, Gather) for s in ir.stores for n in postorder(s.value))
+    """Whether a kernel stores through indices declared unique (``pt.scatter(..., unique=True)``): then it runs as
+    one task on whole arrays. Gathers are planned blockwise (the gathered tensors passed whole to each block),
+    accumulating scatters as partials per block combined by a tree."""
+    return any(c.op == "set" for c in ir.scatters)
 
 
 class _WholePlan:
     def text(self) -> str:
-        return "one task on whole arrays: the kernel gathers or scatters (its indices may point anywhere)"
+        return "one task on whole arrays: the kernel stores through indices declared unique (they may point anywhere)"
 
 
 class _WholeCall:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from pypto import dtypes
 from pypto.dask.graph import Combine, Run, dask_array, identity
 from pypto.errors import ArgumentError, RechunkWarning
 from pypto.ir.affine import Affine
@@ -24,6 +25,7 @@ from pypto.ir.nodes import (
     Node,
     Reduce,
     Scalar,
+    Scatter,
     Store,
     Unary,
     Where,
@@ -32,6 +34,7 @@ from pypto.ir.nodes import (
     postorder,
     top_reduces,
 )
+from pypto.ir.reducers import identity as identity_value
 from pypto.runtime.foreign import is_dask_array
 
 # ---------------------------------------------------------------------------------------------------------
@@ -61,10 +64,16 @@ def _accesses(ir: KernelIR) -> list[tuple[str, tuple[Affine, ...]]]:
     out: list[tuple[str, tuple[Affine, ...]]] = []
     for s in ir.stores:
         out.append((s.tensor, s.index))
-        for e in postorder(s.value):
-            if isinstance(e, Load):
-                out.append((e.tensor, e.index))
+    for e in _values(ir):
+        for n in postorder(e):
+            if isinstance(n, Load):
+                out.append((n.tensor, n.index))
     return out
+
+
+def _values(ir: KernelIR) -> list[Expr]:
+    """Every value the kernel computes: its stores' and its scatters' (indices included)."""
+    return [s.value for s in ir.stores] + [e for c in ir.scatters for e in (*c.index, c.value)]
 
 
 def _replace(e: Expr, table: dict[Node, Expr]) -> Expr:
@@ -155,18 +164,6 @@ class Planner:
         self.extents = dict(extents)  # axis -> its extent in this call
         self.axis_names = {a.index: a.name for a in ir.axes}
         self.env: dict[str, Any] = {}
-        gathered = sorted({n.tensor for s in ir.stores for n in postorder(s.value) if isinstance(n, Gather)})
-        gathered += [s.tensor for s in ir.scatters]
-        if gathered:
-            raise ArgumentError(
-                f"{ir.name}() on dask arrays: the kernel gathers from or scatters into {', '.join(gathered)} (at "
-                "indices taken from data), which pypto.dask cannot split into blocks yet",
-                param=gathered[0],
-                expected="NumPy arrays for a kernel that gathers",
-                got="dask arrays",
-                fix="call the kernel on NumPy arrays (dask.compute(...) the inputs first), or call it per block "
-                "with dask.array.map_blocks",
-            )
         self._chunking(arrays)
 
     # -- chunking ------------------------------------------------------------------------------------------
@@ -186,11 +183,27 @@ class Planner:
                     whole[("t", t, p)] = why
                     for ax in e.axis_set():
                         whole[("a", ax)] = why
-        for s in ir.stores:
-            for e in postorder(s.value):
-                if isinstance(e, Index):
+        scattered = {id(ix) for c in ir.scatters for ix in c.index}  # a scatter's target is a whole partial
+        for value in _values(ir):
+            gathers = [e for e in postorder(value) if isinstance(e, Gather)]
+            entries = {id(ix) for g in gathers for ix in g.index} | scattered  # affine positions are not values
+            for e in postorder(value):
+                if isinstance(e, Index) and id(e) not in entries:
                     for ax in e.affine.axis_set():
                         whole[("a", ax)] = f"axis {ir.axis_name(ax)} is used as a value"
+            # a gathered tensor: whole along the positions read at indices from data (every block may read any
+            # of it: it is passed whole to each), chunked with its axis along a plain one (table[tok[i], d]: d)
+            for g in gathers:
+                for p, ix in enumerate(g.index):
+                    a = ix.affine.plain_axis() if isinstance(ix, Index) else None
+                    if a is not None:
+                        uf.union(("a", a), ("t", g.tensor, p))
+                        continue
+                    uf.find(("t", g.tensor, p))
+                    whole[("t", g.tensor, p)] = f"{g.tensor} is gathered at indices read from data"
+                    if isinstance(ix, Index):
+                        for ax in ix.affine.axis_set():
+                            whole[("a", ax)] = f"{g.tensor} is indexed by {_fmt(ix.affine, ir)}"
         for a in ir.axes:
             uf.find(("a", a.index))
         # a class is cut into chunks only if its tensor dimensions all have the axis's extent
@@ -260,7 +273,56 @@ class Planner:
     def run(self) -> dict[str, Any]:
         for s in self.ir.stores:
             self.env[s.tensor] = self.store(s)
+        for c in self.ir.scatters:
+            self.env[c.tensor] = self.scatter(c)
         return self.env
+
+    def scatter(self, c: Scatter) -> Any:
+        """A scatter-add (max, min) on blocks: each block of its points scatters into a partial target of its
+        own (started at the identity), the partials are combined by a tree reduction in block order, and the
+        result is combined with the target's values so far (zeros when it was not passed)."""
+        target, full = self.ir.buffer(c.tensor), self.full[c.tensor]
+        rop = {"add": "sum", "max": "max", "min": "min"}[c.op]
+        pdt = dtypes.float32 if target.dtype.is_half else target.dtype  # a 16-bit target: partials in float32
+        loops = sorted(free_axes(c.value).union(*(free_axes(ix) for ix in c.index)))
+        # a target position indexed by a plain axis (dtable[tok[b, s], d]: d) follows that axis's chunks: blocks
+        # along it write different elements. Blocks along the other chunked axes each make a partial target.
+        owned = {p: ix.affine.plain_axis() for p, ix in enumerate(c.index) if isinstance(ix, Index)}
+        owned = {p: a for p, a in owned.items() if a is not None}
+        cut = [a for a in loops if self.chunked(a) and a not in owned.values()]
+        first = max([a.index for a in self.ir.axes] + list(self.extents)) + 1
+        at: list[Affine] = []
+        out: list[OutDim] = [("one", a) for a in cut]
+        for p, n in enumerate(full):
+            if p in owned:
+                at.append(Affine.axis(owned[p]))
+                out.append(("axis", owned[p]))
+            else:
+                self.extents[first + p] = n
+                self.axis_names[first + p] = f"t{p}"
+                at.append(Affine.axis(first + p))
+                out.append(("new", n))
+        lead = tuple(Affine.constant(0) for _ in cut)
+        init = (lead + tuple(at), identity_value(rop, pdt))
+        index = tuple(Index(Affine.constant(0)) for _ in cut) + tuple(self.split(ix) for ix in c.index)
+        value = self.split(c.value)
+        part = f"{c.tensor}_part"
+        what = f"{c.tensor}: scatter-{c.op} into a partial {c.tensor} per block"
+        partial = self.layer(what, part, [init], out, pdt, scatter=(index, value, c.op))
+        axis = tuple(range(len(cut)))
+        if axis:
+            reduce = {"sum": partial.sum, "max": partial.max, "min": partial.min}[rop]
+            partial = reduce(axis=axis, dtype=pdt.numpy) if rop == "sum" else reduce(axis=axis)
+            self.plan.layers.append(f"{c.tensor}: the partials combined ({rop}, a tree over the blocks)")
+        base = self.env.get(c.tensor)
+        if base is None and rop == "sum":
+            return partial.astype(target.dtype.numpy) if pdt != target.dtype else partial
+        if base is None:  # an output not passed in starts as zeros
+            base = self.da.zeros(full, dtype=target.dtype.numpy, chunks=partial.chunks)
+        fn = {"sum": self.da.add, "max": self.da.maximum, "min": self.da.minimum}[rop]  # NaN wins, as in NumPy
+        combined = fn(base.astype(pdt.numpy) if pdt != target.dtype else base, partial)
+        self.plan.layers.append(f"{c.tensor}: its values so far {c.op} the combined partials")
+        return combined.astype(target.dtype.numpy) if combined.dtype != target.dtype.numpy else combined
 
     def store(self, s: Store) -> Any:
         value = self.split(s.value)
@@ -376,12 +438,17 @@ class Planner:
         )  # fmt: skip
 
     def layer(self, what: str, out: str, stores: list[tuple[tuple[Affine, ...], Expr]], out_dims: list[OutDim],
-              dtype: Any) -> Any:  # fmt: skip
-        """One blockwise layer: a generated kernel computing ``stores`` into ``out`` on each block."""
+              dtype: Any, scatter: tuple[tuple[Expr, ...], Expr, str] | None = None) -> Any:  # fmt: skip
+        """One blockwise layer: a generated kernel computing ``stores`` (then ``scatter``: index, value, op) into
+        ``out`` on each block."""
         if self.pair_max:
             stores = [(ix, _replace(v, self.pair_max)) for ix, v in stores]
+            if scatter is not None:
+                scatter = (tuple(_replace(i, self.pair_max) for i in scatter[0]), _replace(scatter[1], self.pair_max),
+                           scatter[2])  # fmt: skip
+        exprs = [v for _, v in stores] + ([*scatter[0], scatter[1]] if scatter is not None else [])
         loads: list[Load] = []
-        for _, v in stores:
+        for v in exprs:
             for e in postorder(v):
                 if isinstance(e, Load) and e not in loads:
                     loads.append(e)
@@ -421,7 +488,37 @@ class Planner:
             rename[ld] = Load(name, tuple(map(self.global_index, ld.index)), loc=ld.loc)
             args += [arr, tuple(letters)]
             inputs.append(name)
-        values = [(ix, self.globalize(_replace(v, rename))) for ix, v in stores]
+        gathered: dict[str, str] = {}  # gathered tensor -> its parameter in the generated kernel
+        for g in (e for v in exprs for e in postorder(v) if isinstance(e, Gather)):
+            if g.tensor in gathered:
+                continue
+            name, k = g.tensor, 0
+            while name in taken:
+                k += 1
+                name = f"{g.tensor}_{k}"
+            taken.add(name)
+            gathered[g.tensor] = name
+            arr = self.env[g.tensor]
+            shape, letters = [], []
+            for p, ix in enumerate(g.index):
+                a = ix.affine.plain_axis() if isinstance(ix, Index) else None
+                if a is not None and self.chunked(a):
+                    plain.add(a)
+                    letters.append(f"a{a}")
+                    shape.append(Affine.dim(self.dim_of(a)))
+                else:  # the whole dimension: every block may read anywhere along it
+                    shape.append(Affine.constant(arr.shape[p]))
+                    letters.append(f"w{next(self.counter)}")
+            dt = self.types[g.tensor][0] if g.tensor in self.types else self.ir.buffer(g.tensor).dtype
+            params.append(TensorParam(name, dt, tuple(shape), "in"))
+            args += [arr, tuple(letters)]
+            inputs.append(name)
+        values = [(ix, self.globalize(_retensor(_replace(v, rename), gathered))) for ix, v in stores]
+        scatters: tuple[Scatter, ...] = ()
+        if scatter is not None:
+            sindex = tuple(self.globalize(_retensor(_replace(i, rename), gathered)) for i in scatter[0])
+            svalue = self.globalize(_retensor(_replace(scatter[1], rename), gathered))
+            scatters = (Scatter(out, sindex, svalue, scatter[2], loc=self.ir.loc),)
         out_shape, out_letters, adjust, new_axes = [], [], {}, {}
         for kind, x in out_dims:
             if kind == "new":
@@ -439,18 +536,22 @@ class Planner:
             else:  # an axis in one chunk
                 new_axes[letter] = self.extents[x]
                 out_shape.append(Affine.constant(self.extents[x]))
-        used = {e.name for _, v in values for e in postorder(v) if isinstance(e, Scalar)}
+        finals = [v for _, v in values] + [e for c in scatters for e in (*c.index, c.value)]
+        used = {e.name for v in finals for e in postorder(v) if isinstance(e, Scalar)}
         scal = [p for p in self.ir.scalar_params if p.name in used]
         params.append(TensorParam(out, dtype, tuple(out_shape), "out"))
         params += [ScalarParam(p.name, p.dtype) for p in scal]
         axes_used: set[int] = set()
-        for ix, v in values:
+        for ix, _ in values:
             axes_used |= {a for e in ix for a in e.axis_set()}
+        for v in finals:
             for e in postorder(v):
                 if isinstance(e, Load):
                     axes_used |= {a for i in e.index for a in i.axis_set()}
                 elif isinstance(e, Reduce):
                     axes_used |= set(e.axes)
+                elif isinstance(e, Index):
+                    axes_used |= e.affine.axis_set()
         axes = [
             AxisInfo(a, self.axis_names[a], None if self.chunked(a) else Affine.constant(self.extents[a]))
             for a in sorted(axes_used)
@@ -463,6 +564,7 @@ class Planner:
             axes=tuple(axes),
             stores=tuple(Store(out, tuple(map(self.global_index, ix)), v) for ix, v in values),
             loc=self.ir.loc,
+            scatters=scatters,
         )
         self.plan.kernels.append(ir)
         self.plan.layers.append(f"{what}, kernel {ir.name}")
@@ -490,6 +592,25 @@ class Planner:
                 else:
                     table[e] = Const(const, weak=True, loc=e.loc)
         return _replace(v, table) if table else v
+
+
+def _retensor(e: Expr, names: dict[str, str]) -> Expr:
+    """``e`` with every gather from a tensor in ``names`` reading the tensor it maps to."""
+    if not names:
+        return e
+    memo: dict[int, Expr] = {}
+
+    def go(n: Expr) -> Expr:
+        hit = memo.get(id(n))
+        if hit is not None:
+            return hit
+        r = map_children(n, go)
+        if isinstance(r, Gather) and r.tensor in names:
+            r = Gather(names[r.tensor], r.index, dtype=r.dtype, loc=r.loc)
+        memo[id(n)] = r  # type: ignore[assignment]
+        return r  # type: ignore[return-value]
+
+    return go(e)
 
 
 def _rename(e: Expr, old: int, new: int) -> Expr:

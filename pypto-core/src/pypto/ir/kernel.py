@@ -177,6 +177,7 @@ class KernelIR(ParamViews):
     machine: Machine | None = None  # what the schedule pass targets (None: a generic CPU)
     hints: Schedule | None = None  # the user's schedule hints
     scatters: tuple[Scatter, ...] = ()  # run after the stores, in order (pypto.ir.nodes.Scatter)
+    deterministic: bool = True  # False (``@pt.kernel(deterministic=False)``): scatters may use atomic updates
 
     def replace(self, **changes) -> KernelIR:
         return dataclasses.replace(self, **changes)

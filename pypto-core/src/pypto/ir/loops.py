@@ -124,6 +124,15 @@ class Write(Stmt):
 
 
 @_node
+class Update(Write):
+    """``buffer[index] = buffer[index] op value`` as one atomic step (``op``: "add", "max", "min"): threads may
+    update one element at the same time (a scatter planned ``atomic``, ``deterministic=False``). ``value`` has
+    the element's type, or float32 for a 16-bit float element (combined in float32, rounded once)."""
+
+    op: str = "add"
+
+
+@_node
 class Alloc(Stmt):
     """A temporary buffer of ``shape`` that lives while ``body`` runs (heap memory in C).
 
@@ -213,6 +222,6 @@ def stmt_exprs(stmt: Stmt) -> Iterator[Expr]:
 
 
 __all__ = [
-    "Var", "Read", "Stmt", "Streaming", "Block", "Loop", "Let", "Declare", "Assign", "Write", "Alloc", "If",
+    "Var", "Read", "Stmt", "Streaming", "Block", "Loop", "Let", "Declare", "Assign", "Write", "Update", "Alloc", "If",
     "Comment", "Argument", "LoopKernel", "LOOP_KINDS", "walk", "stmt_exprs", "children",
 ]  # fmt: skip

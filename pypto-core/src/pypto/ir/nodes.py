@@ -194,6 +194,47 @@ class Store(Node):
 
 
 SCATTER_OPS = ("add", "max", "min", "set")  # how a scatter combines a value with the element it lands on
+SCATTER_PLANS = ("serial", "owner", "blocks", "parallel", "atomic")  # how a scatter's points are shared among threads
+
+
+@dataclass(frozen=True)
+class ScatterPlan:
+    """How a scatter runs (chosen by the ``schedule_scatters`` pass; the same bits for any thread count):
+
+    * ``serial``: every point in order, on one thread;
+    * ``owner``: the target's index holds a plain loop axis (``dtable[tok[t], d]``: ``d``), so points with
+      different values of it land on different elements: runs of ``width`` of that axis go to threads, each
+      walking all the other points in order, so every element is updated in the serial order (the serial bits);
+      when the axis's size is known at run time only and is one run or less, the scatter runs in ``blocks``;
+    * ``blocks``: the points in blocks of at least ``block`` along the outermost axis (a number of blocks that
+      depends on the sizes only, never on the threads); block 0 updates the target, every other block a private
+      copy of it, and the copies are combined into the target in block order afterwards (small targets: a
+      histogram; integers give the serial result, floats a fixed rounding);
+    * ``parallel``: a plain store through indices declared unique: any order gives the same result;
+    * ``atomic`` (only with ``deterministic=False``): every point on any thread, each update one atomic
+      read-modify-write; integers, maxima and minima are exact, a float sum's rounding depends on the order the
+      threads happen to take.
+    """
+
+    kind: str
+    axis: int | None = None  # owner: the axis whose runs go to threads
+    width: int = 0  # owner: points of ``axis`` per run
+    block: int = 0  # blocks: points per block at least; owner: the same, for when the axis has one run only
+
+    def describe(self, name: Callable[[int], str]) -> str:
+        if self.kind == "owner":
+            assert self.axis is not None
+            text = f"owner: runs of {self.width} of {name(self.axis)} on threads, the rest in order"
+            if self.block:
+                text += f" (blocks of >= {self.block} points when {name(self.axis)} has room for one run only)"
+            return text
+        if self.kind == "blocks":
+            return f"blocks of >= {self.block} points, private copies combined in block order"
+        if self.kind == "parallel":
+            return "parallel (indices declared unique)"
+        if self.kind == "atomic":
+            return "atomic updates from every thread (deterministic=False)"
+        return "serial, in order"
 
 
 @_node
@@ -209,6 +250,7 @@ class Scatter(Node):
     value: Expr
     op: str
     loc: SourceLoc | None = _loc()
+    plan: ScatterPlan | None = None  # set by the schedule_scatters pass; None runs serially
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,22 @@ from __future__ import annotations
 
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import DimEqual, GatherInBounds, IndexInBounds, KernelIR, TensorParam
-from pypto.ir.loops import Alloc, Assign, Block, Comment, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write
+from pypto.ir.loops import (
+    Alloc,
+    Assign,
+    Block,
+    Comment,
+    Declare,
+    If,
+    Let,
+    Loop,
+    LoopKernel,
+    Read,
+    Stmt,
+    Update,
+    Var,
+    Write,
+)
 from pypto.ir.nodes import (
     Binary,
     Cast,
@@ -92,7 +107,10 @@ def format_kernel(k: KernelIR) -> str:
                 lines.append(f"{indent}{ids[id(e)]} = {_describe(e, ref, name)}{_dt(e)}")
             if isinstance(s, Scatter):
                 op = {"add": "+=", "max": "max=", "min": "min=", "set": "= (unique)"}[s.op]
-                lines.append(f"{indent}scatter {s.tensor}[{', '.join(ref(ix) for ix in s.index)}] {op} {ref(s.value)}")
+                plan = f"  # {s.plan.describe(name)}" if s.plan is not None else ""
+                lines.append(
+                    f"{indent}scatter {s.tensor}[{', '.join(ref(ix) for ix in s.index)}] {op} {ref(s.value)}{plan}"
+                )
                 continue
             idx = ", ".join(ix.format(name) for ix in s.index)
             lines.append(f"{indent}{s.tensor}[{idx}] = {ref(s.value)}")
@@ -115,7 +133,7 @@ def format_kernel(k: KernelIR) -> str:
             body(g.stores, "    ")
     if k.scatters:
         ids.clear()
-        lines.append("  scatters (after the stores, serial, in order):")
+        lines.append("  scatters (after the stores, one after another):")
         body(k.scatters, "    ")
     return "\n".join(lines)
 
@@ -238,6 +256,9 @@ def _format_stmt(s: Stmt, ind: str, out: list[str]) -> None:
         out.append(f"{ind}var {s.name}: {s.dtype} = {format_expr(s.init)}")
     elif isinstance(s, Assign):
         out.append(f"{ind}{s.name} = {format_expr(s.value)}")
+    elif isinstance(s, Update):
+        op = {"add": "+=", "max": "max=", "min": "min="}.get(s.op, s.op)
+        out.append(f"{ind}atomic {s.buffer}[{', '.join(format_expr(i) for i in s.index)}] {op} {format_expr(s.value)}")
     elif isinstance(s, Write):
         out.append(f"{ind}{s.buffer}[{', '.join(format_expr(i) for i in s.index)}] = {format_expr(s.value)}")
     elif isinstance(s, Alloc):

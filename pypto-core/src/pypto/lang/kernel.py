@@ -43,6 +43,7 @@ def kernel(
     fastmath: bool = False,
     schedule: Schedule | dict | None = None,
     boundscheck: bool = True,
+    deterministic: bool = True,
     **options: Any,
 ):
     """Decorate a function as a pypto kernel: ``@pt.kernel`` or ``@pt.kernel(executor="openmp")``.
@@ -53,7 +54,9 @@ def kernel(
     :class:`pypto.Schedule` or a dict of its arguments) overrides the schedule pass's choices, laid
     over any ``@pt.tile`` hints. ``boundscheck=False`` skips the check of indices read from data (a gather
     such as ``table[tok[i], d]``) that every call otherwise makes before writing anything: an out-of-range
-    index then reads arbitrary memory (unsafe; for indices known to be valid).
+    index then reads arbitrary memory (unsafe; for indices known to be valid). ``deterministic=False`` lets a
+    scatter update its target with atomic operations from all threads at once: faster for large targets and on
+    GPUs, but a float sum then adds in a different order on every run (see the indirect indexing chapter).
     """
     if schedule is not None:
         Schedule.of(schedule)  # a bad schedule fails here, at the decorator
@@ -63,12 +66,18 @@ def kernel(
         check_options("pt.kernel", options, KERNEL_OPTIONS)
     if fn is None:
         return lambda f: kernel(
-            f, executor=executor, fastmath=fastmath, schedule=schedule, boundscheck=boundscheck, **options
+            f,
+            executor=executor,
+            fastmath=fastmath,
+            schedule=schedule,
+            boundscheck=boundscheck,
+            deterministic=deterministic,
+            **options,
         )
     if not callable(fn):
         raise ArgumentError(f"pt.kernel decorates a function, got {fn!r}", expected="a function", got=fn)
     return KernelFunction(fn, executor=executor, fastmath=fastmath, schedule=schedule, boundscheck=boundscheck,
-                          **options)  # fmt: skip
+                          deterministic=deterministic, **options)  # fmt: skip
 
 
 def tile(size: int | None = None, **axes: int) -> Callable[[Any], Any]:

@@ -29,7 +29,7 @@ from pypto.passes.lower import lower
 from pypto.passes.materialize import materialize_temporaries
 from pypto.passes.optimize_loops import optimize_loops
 from pypto.passes.prologues import contraction_operands
-from pypto.passes.schedule import schedule, split_reductions
+from pypto.passes.schedule import schedule, schedule_scatters, split_reductions
 from pypto.passes.simplify import simplify
 from pypto.passes.softmax import online_softmax
 from pypto.passes.unit_loops import drop_unit_loops
@@ -49,6 +49,7 @@ PASSES: list[tuple[str, Callable[[KernelIR], KernelIR]]] = [
     ("unit_loops", drop_unit_loops),         # loops of one iteration leave their nests
     ("split_reductions", split_reductions),  # full reductions: fixed blocks, ordered combine
     ("schedule", schedule),                  # parallel and vector loops
+    ("schedule_scatters", schedule_scatters),  # scatters on threads: owner runs, private blocks, or serial
     ("online_softmax", online_softmax),      # long softmax rows: online max/sum variant
 ]  # fmt: skip
 

@@ -30,6 +30,7 @@ from pypto.ir.loops import (
     LoopKernel,
     Read,
     Stmt,
+    Update,
     Var,
     Write,
 )
@@ -46,6 +47,7 @@ from pypto.ir.nodes import (
     Reduce,
     Scalar,
     Scatter,
+    ScatterPlan,
     Store,
     Unary,
     Where,
@@ -59,6 +61,7 @@ from pypto.ir.nodes import (
 from pypto.ir.reducers import combine, identity
 
 I64 = dtypes.int64
+MAX_SCATTER_BLOCKS = 64  # a blocked scatter's blocks at most (each beyond the first keeps a private copy)
 
 
 def _i64(v: int) -> Const:
@@ -110,6 +113,9 @@ class _Lowerer:
         # max reduction -> the sum(exp(body - max)) it pairs with, when lowering the online variant
         self.online_pair: dict[Reduce, Reduce] = {}
         self.online_block = 0
+        # while lowering a blocked scatter's private copies: (scatter, copies buffer, row, its dtype)
+        self.copy: tuple[Scatter, str, Expr, DType] | None = None
+        self.atomic = False  # while lowering a scatter planned atomic: its writes are atomic updates
 
     # -- names and integer expressions ------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -168,27 +174,166 @@ class _Lowerer:
         memo[id(e)] = (e, r)
         return r
 
-    def scatter_write(self, s: Scatter, v: Expr, env: dict[int, str], red: dict[Reduce, Var], memo: dict) -> Write:
-        """``buffer[index] = buffer[index] op v`` (or ``= v``) at the scatter's computed indices; a 16-bit element
-        is widened, combined in float32 and rounded once."""
-        read = self.gather(Gather(s.tensor, s.index, dtype=self.k.buffer(s.tensor).dtype), env, red, memo)
+    def scatter_target(self, s: Scatter, env: dict[int, str], red: dict[Reduce, Var], memo: dict) -> Read:
+        """The element a scatter's point lands on: its target at the computed indices (as a gather reads)."""
+        return self.gather(Gather(s.tensor, s.index, dtype=self.k.buffer(s.tensor).dtype), env, red, memo)
+
+    def scatter_write(self, s: Scatter, v: Expr, read: Read) -> Write:
+        """``buffer[index] = buffer[index] op v`` (or ``= v``) at the element ``read`` (the target at the scatter's
+        computed indices); a 16-bit element is widened, combined in float32 and rounded once. In a private copy
+        of a blocked scatter (``_Sink.copy``): ``copy[row, flat index] op= v``, in the copy's type."""
+        if self.copy is not None and s is self.copy[0]:
+            _, name, row, dtype = self.copy
+            read = Read(name, (row, self.flat(s.tensor, read.index)), dtype=dtype)
+        if self.atomic and s.op != "set":  # the renderer combines it with the element (halves: in float32)
+            compute = dtypes.float32 if read.dtype.is_half else read.dtype
+            return Update(read.buffer, read.index, v if v.dtype == compute else Cast(v, dtype=compute), s.op)
         if s.op != "set":
             old: Expr = Cast(read, dtype=dtypes.float32) if read.dtype.is_half else read
             v = combine({"add": "sum", "max": "max", "min": "min"}[s.op], old, v)
-            if read.dtype.is_half:
-                v = Cast(v, dtype=read.dtype)
-        elif v.dtype != read.dtype:
+        if v.dtype != read.dtype:
             v = Cast(v, dtype=read.dtype)
-        return Write(s.tensor, read.index, v)
+        return Write(read.buffer, read.index, v)
+
+    def flat(self, tensor: str, index: tuple[Expr, ...]) -> Expr:
+        """The row-major position of ``tensor[index]`` among its elements."""
+        shape = self.k.buffer(tensor).shape
+        out: Expr = _i64(0)
+        for pos, ix in enumerate(index):
+            out = add(mul(out, self.affine(shape[pos], {})), ix) if pos else ix
+        return out
 
     def scatter_nest(self, s: Scatter) -> list[Stmt]:
-        """The points of a scatter in order, on one thread: several land on one element, and the order of the
-        updates (hence floating-point rounding) stays the same from call to call."""
+        """The points of a scatter as its plan says (:class:`~pypto.ir.nodes.ScatterPlan`): every plan updates
+        each element the same way whatever the thread count, so results repeat bit for bit."""
         where = f"{s.loc.filename.rsplit('/', 1)[-1]}:{s.loc.lineno}: " if s.loc else ""
         text = s.loc.text.strip() if s.loc and s.loc.text else f"scatter into {s.tensor}"
         loops = sorted(free_axes(s.value).union(*(free_axes(ix) for ix in s.index)))
-        head: list[Stmt] = [Comment(where + text), Comment(f"scatter ({s.op}): serial, in order")]
-        return head + self.emit(loops, [_Sink(s.value, scatter=s)], {})
+        plan = s.plan or ScatterPlan("serial")
+        head: list[Stmt] = [Comment(where + text), Comment(f"scatter ({s.op}): {plan.describe(self.k.axis_name)}")]
+        sink = _Sink(s.value, scatter=s)
+        points: Expr = _i64(1)
+        for a in loops:
+            points = mul(points, self.extent(a))
+        work = mul(points, _i64(point_cost(s.value) + 2))
+        if plan.kind == "parallel" and loops:
+            return head + self.emit(loops, [sink], {}, parallel=loops[0], work=work)
+        if plan.kind == "atomic" and loops:
+            self.atomic = True
+            try:
+                return head + self.emit(loops, [sink], {}, parallel=loops[0], work=work)
+            finally:
+                self.atomic = False
+        if plan.kind == "owner" and plan.axis in loops:
+            owner = self.owner_scatter(s, loops, plan, work)
+            if not plan.block:
+                return head + owner
+            runs = Binary("floordiv", add(self.extent(plan.axis), _i64(plan.width - 1)), _i64(plan.width), dtype=I64)
+            blocks = self.blocked_scatter(s, loops, plan, work)
+            return head + [
+                If(Binary("ge", runs, _i64(2), dtype=dtypes.bool_), Block(tuple(owner)), Block(tuple(blocks)))
+            ]
+        if plan.kind == "blocks" and loops:
+            return head + self.blocked_scatter(s, loops, plan, work)
+        return head + self.emit(loops, [sink], {})
+
+    def owner_scatter(self, s: Scatter, loops: list[int], plan: ScatterPlan, work: Expr) -> list[Stmt]:
+        """Runs of ``plan.width`` along the owner axis on threads; each walks every other point in order."""
+        a = plan.axis
+        assert a is not None
+        run, lo, hi = self.fresh("_run"), self.fresh("_lo"), self.fresh("_hi")
+        ext, width = self.extent(a), _i64(plan.width)
+        runs = Binary("floordiv", add(ext, _i64(plan.width - 1)), width, dtype=I64)
+        body: list[Stmt] = [
+            Let(lo, mul(Var(run, dtype=I64), width)),
+            Let(hi, Binary("minimum", ext, add(Var(lo, dtype=I64), width), dtype=I64)),
+        ]
+        order = [b for b in loops if b != a] + [a]
+        body += self.emit(order, [_Sink(s.value, scatter=s)], {}, bounds={a: (Var(lo, dtype=I64), Var(hi, dtype=I64))})
+        return [Loop(run, _i64(0), runs, Block(tuple(body)), "parallel", (), work)]
+
+    def blocked_scatter(self, s: Scatter, loops: list[int], plan: ScatterPlan, work: Expr) -> list[Stmt]:
+        """Blocks of points along the outermost axis (their number depends on the sizes only): block 0 updates
+        the target, block ``b > 0`` private copy ``b - 1`` (started at the operation's identity), then every
+        element of the target is combined with its copies in block order. The blocks are as many as hold
+        ``plan.block`` points and twice the target's elements each (at most :data:`MAX_SCATTER_BLOCKS`), of
+        equal size, so the copies cost a fraction of the scatter."""
+        target = self.k.buffer(s.tensor)
+        cdt = dtypes.float32 if target.dtype.is_half else target.dtype
+        rop = {"add": "sum", "max": "max", "min": "min"}[s.op]
+        outer, inner = loops[0], loops[1:]
+        per_row: Expr = _i64(1)
+        for a in inner:
+            per_row = mul(per_row, self.extent(a))
+        size: Expr = _i64(1)
+        for d in target.shape:
+            size = mul(size, self.affine(d, {}))
+        e0 = self.extent(outer)
+        total = mul(e0, per_row)
+        rows, nblk, ncopy = self.fresh("_rows"), self.fresh("_nblocks"), self.fresh("_ncopies")
+        copies, b, lo, hi, j = (self.fresh(n) for n in ("_copies", "_b", "_lo", "_hi", "_j"))
+
+        def mx(x: Expr, y: Expr) -> Expr:
+            if isinstance(x, Const) and isinstance(y, Const):
+                return _i64(max(x.value, y.value))
+            return Binary("maximum", x, y, dtype=I64)
+
+        def cdiv(x: Expr, y: Expr) -> Expr:
+            if isinstance(x, Const) and isinstance(y, Const):
+                return _i64(-(-x.value // y.value))
+            return Binary("floordiv", add(x, add(y, _i64(-1))), y, dtype=I64)
+
+        def mn(x: Expr, y: Expr) -> Expr:
+            if isinstance(x, Const) and isinstance(y, Const):
+                return _i64(min(x.value, y.value))
+            return Binary("minimum", x, y, dtype=I64)
+
+        # blocks of equal size: as many as hold plan.block points and twice the target's elements each
+        want = mx(_i64(1), mn(_i64(MAX_SCATTER_BLOCKS), Binary(
+            "floordiv", total, mx(_i64(plan.block), mul(size, _i64(2))), dtype=I64)))  # fmt: skip
+        rv, nv, bv = Var(rows, dtype=I64), Var(nblk, dtype=I64), Var(b, dtype=I64)
+        bounds = {outer: (Var(lo, dtype=I64), Var(hi, dtype=I64))}
+        direct = self.emit(loops, [_Sink(s.value, scatter=s)], {}, bounds=bounds)
+        self.copy = (s, copies, add(bv, _i64(-1)), cdt)
+        try:
+            private = self.emit(loops, [_Sink(s.value, scatter=s)], {}, bounds=bounds)
+        finally:
+            self.copy = None
+        start = Loop(
+            j, _i64(0), size, Write(copies, (add(bv, _i64(-1)), Var(j, dtype=I64)), identity(rop, cdt)), "serial"
+        )
+        blocks = Loop(b, _i64(0), nv, Block((
+            Let(lo, mul(bv, rv)),
+            Let(hi, Binary("minimum", e0, add(Var(lo, dtype=I64), rv), dtype=I64)),
+            If(Binary("eq", bv, _i64(0), dtype=dtypes.bool_), Block(tuple(direct)), Block((start, *private))),
+        )), "parallel", (), work)  # fmt: skip
+        # the combine: one loop per dimension of the target, the outermost on threads
+        names = [self.fresh("_t") for _ in target.shape]
+        index = tuple(Var(n, dtype=I64) for n in names)
+        acc, c = self.fresh("_acc"), self.fresh("_c")
+        old: Expr = Read(s.tensor, index, dtype=target.dtype)
+        old = Cast(old, dtype=cdt) if old.dtype != cdt else old
+        accv = Var(acc, dtype=cdt)
+        part = Read(copies, (Var(c, dtype=I64), self.flat(s.tensor, index)), dtype=cdt)
+        out: Expr = accv if cdt == target.dtype else Cast(accv, dtype=target.dtype)
+        nest: Stmt = Block((
+            Declare(acc, cdt, old),
+            Loop(c, _i64(0), Var(ncopy, dtype=I64), Assign(acc, combine(rop, accv, part)), "serial"),
+            Write(s.tensor, index, out),
+        ))  # fmt: skip
+        for pos in reversed(range(len(names))):
+            kind = "parallel" if pos == 0 else "serial"
+            nest = Loop(names[pos], _i64(0), self.affine(target.shape[pos], {}), nest, kind, (),
+                        mul(size, Var(ncopy, dtype=I64)) if pos == 0 else None)  # fmt: skip
+        return [
+            Let(rows, mx(_i64(1), cdiv(e0, want))),
+            Let(nblk, cdiv(e0, rv)),
+            Let(ncopy, mx(_i64(0), add(nv, _i64(-1)))),
+            Alloc(copies, cdt, (Var(ncopy, dtype=I64), size), Block((
+                blocks,
+                If(Binary("gt", Var(ncopy, dtype=I64), _i64(0), dtype=dtypes.bool_), nest),
+            ))),
+        ]  # fmt: skip
 
     def gather(self, e: Gather, env: dict[int, str], red: dict[Reduce, Var], memo: dict[int, tuple]) -> Read:
         """A read at computed indices: each one converted to int64, a negative one counted from the end (NumPy's
@@ -297,11 +442,18 @@ class _Lowerer:
     def innermost(self, sinks: list[_Sink], env: dict[int, str], red: dict[Reduce, Var]) -> list[Stmt]:
         memo: dict[int, tuple] = {}
         values = [self.expr(s.value, env, red, memo) for s in sinks]
-        lets, values = _bind_shared(values, self.fresh)
+        # a scatter's computed indices: shared parts bound with the values (an index built from one value
+        # several times, as pt.histogram's, would otherwise be printed as a tree of repeated subexpressions)
+        targets = [self.scatter_target(s.scatter, env, red, memo) for s in sinks if s.scatter is not None]
+        indices = [ix for t in targets for ix in t.index]
+        lets, bound = _bind_shared(values + indices, self.fresh)
+        values, indices = bound[: len(values)], bound[len(values) :]
         stmts: list[Stmt] = list(lets)
         for s, v in zip(sinks, values):
             if s.scatter is not None:
-                stmts.append(self.scatter_write(s.scatter, v, env, red, memo))
+                t = targets.pop(0)
+                index, indices = tuple(indices[: len(t.index)]), indices[len(t.index) :]
+                stmts.append(self.scatter_write(s.scatter, v, Read(t.buffer, index, dtype=t.dtype)))
             elif s.buffer is not None:
                 stmts.append(Write(s.buffer, tuple(self.affine(ix, env) for ix in s.index), v))
             else:

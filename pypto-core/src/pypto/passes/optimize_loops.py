@@ -116,8 +116,8 @@ def _map_exprs(s: Stmt, fn) -> Stmt:
         return Assign(s.name, fn(s.value))
     if isinstance(s, Declare):
         return Declare(s.name, s.dtype, fn(s.init))
-    if isinstance(s, Write):
-        return Write(s.buffer, s.index, fn(s.value))
+    if isinstance(s, Write):  # an atomic Update stays one
+        return replace(s, value=fn(s.value))
     if isinstance(s, If):
         return If(fn(s.cond), _map_exprs(s.then, fn), _map_exprs(s.orelse, fn) if s.orelse is not None else None)
     if isinstance(s, Loop):

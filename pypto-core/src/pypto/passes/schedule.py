@@ -32,7 +32,21 @@ from dataclasses import dataclass, replace
 
 from pypto.errors import ScheduleError
 from pypto.ir.kernel import Group, KernelIR, Split
-from pypto.ir.nodes import REDUCE_OPS, Binary, Cast, Gather, Load, Reduce, free_axes, loads, postorder, top_reduces
+from pypto.ir.nodes import (
+    REDUCE_OPS,
+    Binary,
+    Cast,
+    Gather,
+    Index,
+    Load,
+    Reduce,
+    Scatter,
+    ScatterPlan,
+    free_axes,
+    loads,
+    postorder,
+    top_reduces,
+)
 from pypto.ir.schedule import NestSchedule, Schedule
 from pypto.targets.machine import Machine, host_cpu
 
@@ -391,3 +405,50 @@ class _Scheduler:
 def schedule(k: KernelIR) -> KernelIR:
     """A :class:`NestSchedule` for every nest (see the module docstring)."""
     return _Scheduler(k).run()
+
+
+# -- scatters ------------------------------------------------------------------------------------------
+
+OWNER_RUN_BYTES = 256  # owner scatters: a thread's run of the plain axis (four cache lines)
+SCATTER_BLOCK = SPLIT_BLOCK  # blocked scatters: points per block at least (see pypto.passes.lower)
+
+
+def _owner_axis(s: Scatter) -> int | None:
+    """The loop axis the target's last index is an affine function of alone (``d`` in ``dtable[tok[t], d]``):
+    points with different values of it land on different elements, and a run of it is contiguous in memory."""
+    ix = s.index[-1] if s.index else None
+    if isinstance(ix, Index) and len(ix.affine.axes) == 1 and ix.affine.axes[0][1] != 0:
+        return ix.affine.axes[0][0]
+    return None
+
+
+def schedule_scatters(k: KernelIR) -> KernelIR:
+    """A :class:`~pypto.ir.nodes.ScatterPlan` for every scatter: ``parallel`` for indices declared unique,
+    ``atomic`` for accumulations when the kernel says ``deterministic=False`` (on GPUs, into 32- and 64-bit
+    elements), ``owner`` when the target's index holds a plain loop axis with room for two runs, ``blocks`` for
+    the other accumulations, ``serial`` when the scatter has no loop. Every plan but ``atomic`` gives the same
+    bits for any thread count."""
+    if not k.scatters:
+        return k
+    extents = {a.index: a.extent for a in k.axes}
+    simt = k.machine is not None and k.machine.kind == "simt"  # GPUs update 32- and 64-bit words atomically only
+    scatters = []
+    for s in k.scatters:
+        loops = free_axes(s.value).union(*(free_axes(ix) for ix in s.index))
+        plan = ScatterPlan("serial")
+        itemsize = max(1, k.buffer(s.tensor).dtype.itemsize)
+        if loops and s.op == "set":
+            plan = ScatterPlan("parallel")
+        elif loops and not k.deterministic and (simt is False or itemsize >= 4):
+            plan = ScatterPlan("atomic")
+        elif loops:
+            width = max(1, OWNER_RUN_BYTES // itemsize)
+            owner = _owner_axis(s)
+            small = owner is not None and extents[owner].is_const and extents[owner].const < 2 * width
+            if owner is not None and not small:
+                fallback = 0 if extents[owner].is_const else SCATTER_BLOCK  # a size known at run time only
+                plan = ScatterPlan("owner", axis=owner, width=width, block=fallback)
+            else:
+                plan = ScatterPlan("blocks", block=SCATTER_BLOCK)
+        scatters.append(replace(s, plan=plan))
+    return k.replace(scatters=tuple(scatters))

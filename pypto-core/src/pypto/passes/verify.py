@@ -4,7 +4,22 @@ from __future__ import annotations
 
 from pypto.errors import IRVerificationError
 from pypto.ir.kernel import KernelIR, ScalarParam
-from pypto.ir.loops import Alloc, Assign, Block, Comment, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write
+from pypto.ir.loops import (
+    Alloc,
+    Assign,
+    Block,
+    Comment,
+    Declare,
+    If,
+    Let,
+    Loop,
+    LoopKernel,
+    Read,
+    Stmt,
+    Update,
+    Var,
+    Write,
+)
 from pypto.ir.nodes import (
     ARITH_OPS,
     COMPARE_OPS,
@@ -179,6 +194,8 @@ def _check_stmt(s: Stmt, stage: str, ranks: dict, names: set, mutable: set) -> N
     elif isinstance(s, Write):
         if s.buffer not in ranks or ranks[s.buffer] != len(s.index):
             raise _fail(stage, f"bad write to '{s.buffer}'")
+        if isinstance(s, Update) and s.op not in ("add", "max", "min"):
+            raise _fail(stage, f"atomic update of '{s.buffer}' with unknown operation {s.op!r}")
         for i in s.index:
             _check_value(i, stage, ranks, names)
         _check_value(s.value, stage, ranks, names)

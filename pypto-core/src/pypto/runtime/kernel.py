@@ -66,6 +66,7 @@ class Kernel:
         fastmath: bool = False,
         schedule: Schedule | dict | None = None,
         boundscheck: bool = True,
+        deterministic: bool = True,
         **options: Any,
     ):
         if executor is not None and not isinstance(executor, str):
@@ -75,7 +76,7 @@ class Kernel:
                 expected="str",
                 got=executor,
             )
-        for flag, value in (("fastmath", fastmath), ("boundscheck", boundscheck)):
+        for flag, value in (("fastmath", fastmath), ("boundscheck", boundscheck), ("deterministic", deterministic)):
             if not isinstance(value, bool):
                 raise ArgumentError(
                     f"pt.kernel: {flag} must be True or False, got {value!r}", param=flag, expected="bool", got=value
@@ -88,7 +89,8 @@ class Kernel:
         self.executor = executor
         self.schedule = hints
         """The schedule hints (``@pt.tile``, ``schedule=``) this kernel is compiled with."""
-        self.options = KernelOptions(fastmath=fastmath, extra=tuple(sorted(options.items())), boundscheck=boundscheck)
+        self.options = KernelOptions(fastmath=fastmath, extra=tuple(sorted(options.items())), boundscheck=boundscheck,
+                                     deterministic=deterministic)  # fmt: skip
         self._lock = threading.RLock()
         self._compilations: dict[tuple[bool, str | None], Compilation] = {}
         self._binder: Binder | None = None
@@ -172,7 +174,8 @@ class Kernel:
             with self._lock:
                 c = self._compilations.get(key)
                 if c is None:
-                    c = driver.stages(self._trace(), target, noalias=noalias, hints=self.schedule)
+                    c = driver.stages(self._trace(), target, noalias=noalias, hints=self.schedule,
+                                      deterministic=self.options.deterministic)  # fmt: skip
                     self._compilations[key] = c
         return c
 

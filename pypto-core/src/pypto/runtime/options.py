@@ -14,7 +14,7 @@ from typing import Any
 
 from pypto.errors import ArgumentError
 
-KERNEL_OPTIONS = ("executor", "fastmath", "schedule", "boundscheck")
+KERNEL_OPTIONS = ("executor", "fastmath", "schedule", "boundscheck", "deterministic")
 JIT_OPTIONS = (*KERNEL_OPTIONS, "dims", "precision")
 
 

@@ -30,11 +30,13 @@ from pypto.ir.loops import (
     LoopKernel,
     Read,
     Stmt,
+    Update,
     Var,
     Write,
 )
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
 from pypto.ir.ops import FUNCTIONS, FUNCTIONS2, MATH, binary_symbols
+from pypto.ir.reducers import combine
 
 _INFIX = binary_symbols(c_infix=True)
 _PREC = {"*": 13, "/": 13, "%": 13, "+": 12, "-": 12, "<": 10, "<=": 10, ">": 10, ">=": 10, "==": 9, "!=": 9,
@@ -374,6 +376,8 @@ class CRenderer:
             self.emit(ind, f"{self.ctype(s.dtype)} {s.name} = {self.expr(s.init)};")
         elif isinstance(s, Assign):
             self.emit(ind, f"{s.name} = {self.expr(s.value)};")
+        elif isinstance(s, Update):
+            self.update(s, ind)
         elif isinstance(s, Write):
             self.emit(ind, f"{s.buffer}[{self.offset(s.buffer, s.index)}] = {self.expr(s.value)};")
         elif isinstance(s, Alloc):
@@ -389,6 +393,33 @@ class CRenderer:
             self.emit(ind, "/* " + s.text.replace("*/", "* /") + " */")
         else:
             raise TypeError(f"C renderer: unexpected statement {type(s).__name__}")
+
+    def update_value(self, s: Update, old: str, value: str) -> Expr:
+        """The element's new value after an atomic update: ``old ⊕ value`` (a 16-bit float widened, combined in
+        float32 and rounded), as IR over variables named ``old`` and ``value``."""
+        dt = self.buffers[s.buffer][0]
+        wide: Expr = Var(old, dtype=dt)
+        if dt.is_half:
+            wide = Cast(wide, dtype=float32)
+        new = combine({"add": "sum", "max": "max", "min": "min"}[s.op], wide, Var(value, dtype=s.value.dtype))
+        return Cast(new, dtype=dt) if new.dtype != dt else new
+
+    def update(self, s: Update, ind: int) -> None:
+        """An atomic update with the compiler's ``__atomic`` builtins (C and C++ alike): an integer sum is one
+        ``fetch_add``; anything else a compare-and-swap loop on the element's bytes (NaN included)."""
+        dt = self.buffers[s.buffer][0]
+        t, ref = self.ctype(dt), f"{s.buffer}[{self.offset(s.buffer, s.index)}]"
+        if dt.is_int and s.op == "add":
+            self.emit(ind, f"__atomic_fetch_add(&{ref}, ({t})({self.expr(s.value)}), __ATOMIC_RELAXED);")
+            return
+        new = self.expr(self.update_value(s, "_pt_o", "_pt_v"))
+        self.emit(ind, "{")
+        self.emit(ind + 1, f"const {self.ctype(s.value.dtype)} _pt_v = {self.expr(s.value)};")  # type: ignore[arg-type]
+        self.emit(ind + 1, f"{t} *_pt_p = &{ref}, _pt_o, _pt_n;")
+        self.emit(ind + 1, "__atomic_load(_pt_p, &_pt_o, __ATOMIC_RELAXED);")
+        self.emit(ind + 1, f"do _pt_n = {new}; while (!__atomic_compare_exchange(_pt_p, &_pt_o, &_pt_n, 1, "
+                           "__ATOMIC_RELAXED, __ATOMIC_RELAXED));")  # fmt: skip
+        self.emit(ind, "}")
 
     def loop_header(self, s: Loop, ind: int) -> None:
         """Lines before the ``for`` (pragmas); plain C has none."""

@@ -81,6 +81,15 @@ def assigned_outside(loop: Loop) -> bool:
     return bool(assigned(loop.body))
 
 
+def writes_through_data(loop: Loop) -> bool:
+    """Whether the loop writes at an index read from memory (a scatter): two of its iterations may write one
+    element, so they are not independent."""
+    return any(
+        isinstance(st, Write) and any(isinstance(n, Read) for ix in st.index for n in deep(ix))
+        for st in walk(loop.body)
+    )
+
+
 def fold_op(s: Stmt, acc: str) -> str | None:
     """The reducer every assignment of ``acc`` in ``s`` folds with, if they all use one."""
     ops = set()

@@ -62,6 +62,7 @@ from pypto.ir.loops import (
     LoopKernel,
     Read,
     Stmt,
+    Update,
     Var,
     Write,
     stmt_exprs,
@@ -298,6 +299,9 @@ class SimtRenderer(GroupSharing, CRenderer):
     def stmt(self, s: Stmt, ind: int) -> None:
         if isinstance(s, Alloc):
             raise Unsupported("a temporary inside a device kernel")
+        if isinstance(s, Update):
+            self.atomic_update(s, ind)
+            return
         if isinstance(s, Write):
             self.thread_write(s, ind)
             return
@@ -317,6 +321,32 @@ class SimtRenderer(GroupSharing, CRenderer):
         owner = self.owner_key(off)
         self.st.written.setdefault(s.buffer, set()).add(owner)
         self.emit(ind, f"{s.buffer}[{off}] = {value};")
+
+    def atomic_update(self, s: Update, ind: int) -> None:
+        """An atomic update of a 32- or 64-bit element (OpenCL C): ``atomic_add`` for a 32-bit integer sum, else
+        a compare-and-swap loop on the element's bits (``atom_cmpxchg`` and ``cl_khr_int64_base_atomics`` for
+        64 bits); the loop ends when the bits read are the bits swapped, NaN included."""
+        dt = self.buffers[s.buffer][0]
+        t, ref, g = self.ctype(dt), f"{s.buffer}[{self.offset(s.buffer, s.index)}]", self.buffer_qualifier
+        if dt.bits not in (32, 64):
+            raise Unsupported(f"an atomic update of a {dt.bits}-bit element")
+        if dt.is_int and s.op == "add" and dt.bits == 32:
+            self.emit(ind, f"atomic_add((volatile {g}{t} *)&{ref}, ({t})({self.expr(s.value)}));")
+            return
+        word, cas = ("uint", "atomic_cmpxchg") if dt.bits == 32 else ("ulong", "atom_cmpxchg")
+        if dt.bits == 64:
+            self.helpers["pt_int64_atomics"] = "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable"
+        new = self.expr(self.update_value(s, "_pt_o", "_pt_v"))
+        self.emit(ind, "{")
+        self.emit(ind + 1, f"const {self.ctype(s.value.dtype)} _pt_v = {self.expr(s.value)};")  # type: ignore[arg-type]
+        self.emit(ind + 1, f"volatile {g}{word} *_pt_p = (volatile {g}{word} *)&{ref};")
+        self.emit(ind + 1, f"{word} _pt_was, _pt_now = *_pt_p;")
+        self.emit(ind + 1, "do {")
+        self.emit(ind + 2, "_pt_was = _pt_now;")
+        self.emit(ind + 2, f"const {t} _pt_o = as_{t}(_pt_was);")
+        self.emit(ind + 2, f"_pt_now = {cas}(_pt_p, _pt_was, as_{word}(({t})({new})));")
+        self.emit(ind + 1, "} while (_pt_now != _pt_was);")
+        self.emit(ind, "}")
 
     def owner_key(self, off: str) -> tuple[str, str, str]:
         """Which thread writes an element: the shared loop's bounds, its lane width and the offset."""
@@ -448,6 +478,8 @@ class SimtRenderer(GroupSharing, CRenderer):
                 break
             s = inner[0]
             if s.reductions or ana.assigned_outside(s) or not ana.only_all((s.start, s.stop), known):
+                break
+            if ana.writes_through_data(s):  # a scatter's points in order: the loop stays in the thread
                 break
             chain.append(s)
         return chain
