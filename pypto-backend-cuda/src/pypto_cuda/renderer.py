@@ -110,20 +110,11 @@ class CudaRenderer(SimtRenderer):
                 native = "unsigned long long" if s.op == "add" or dt.is_unsigned else "long long"
             self.emit(ind, f"{fn}(({native} *)&{ref}, ({native})({v}));")
             return
-        to_bits, from_bits = (("__float_as_uint", "__uint_as_float") if dt.bits == 32 else
-                              ("(unsigned long long)__double_as_longlong", "__longlong_as_double"))  # fmt: skip
-        cast_in = "" if dt.bits == 32 else "(long long)"
-        new = self.expr(self.update_value(s, "_pt_o", "_pt_v"))
-        self.emit(ind, "{")
-        self.emit(ind + 1, f"const {self.ctype(s.value.dtype)} _pt_v = {v};")  # type: ignore[arg-type]
-        self.emit(ind + 1, f"{word} *_pt_p = ({word} *)&{ref};")
-        self.emit(ind + 1, f"{word} _pt_was, _pt_now = *_pt_p;")
-        self.emit(ind + 1, "do {")
-        self.emit(ind + 2, "_pt_was = _pt_now;")
-        self.emit(ind + 2, f"const {t} _pt_o = {from_bits}({cast_in}_pt_was);")
-        self.emit(ind + 2, f"_pt_now = atomicCAS(_pt_p, _pt_was, {to_bits}(({t})({new})));")
-        self.emit(ind + 1, "} while (_pt_now != _pt_was);")
-        self.emit(ind, "}")
+        if dt.bits == 32:
+            self.cas_loop(s, ind, word, "__uint_as_float({})", "__float_as_uint({})", "atomicCAS")
+        else:
+            self.cas_loop(s, ind, word, "__longlong_as_double((long long){})",
+                          "(unsigned long long)__double_as_longlong({})", "atomicCAS")  # fmt: skip
 
     def group_reduce_call(self, op: str, dt: DType, value: str) -> str:
         return f"{self.helper(f'group_{op}', dt)}({value})"

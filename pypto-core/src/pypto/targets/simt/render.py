@@ -336,15 +336,24 @@ class SimtRenderer(GroupSharing, CRenderer):
         word, cas = ("uint", "atomic_cmpxchg") if dt.bits == 32 else ("ulong", "atom_cmpxchg")
         if dt.bits == 64:
             self.helpers["pt_int64_atomics"] = "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable"
+        self.cas_loop(s, ind, f"volatile {g}{word}", f"as_{t}({{}})", f"as_{word}({{}})", cas)
+
+    def cas_loop(self, s: Update, ind: int, word: str, from_bits: str, to_bits: str, cas: str) -> None:
+        """An atomic update as a compare-and-swap loop on the element's bits seen as ``word`` (a pointer
+        qualifier included): ``from_bits``/``to_bits`` format the conversions between the element and the word,
+        ``cas(pointer, expected, new)`` swaps and returns the word it found. The loop ends when the bits read are
+        the bits swapped (NaN included)."""
+        t = self.ctype(self.buffers[s.buffer][0])
+        plain = word.removeprefix("volatile ").removeprefix(self.buffer_qualifier)
         new = self.expr(self.update_value(s, "_pt_o", "_pt_v"))
         self.emit(ind, "{")
         self.emit(ind + 1, f"const {self.ctype(s.value.dtype)} _pt_v = {self.expr(s.value)};")  # type: ignore[arg-type]
-        self.emit(ind + 1, f"volatile {g}{word} *_pt_p = (volatile {g}{word} *)&{ref};")
-        self.emit(ind + 1, f"{word} _pt_was, _pt_now = *_pt_p;")
+        self.emit(ind + 1, f"{word} *_pt_p = ({word} *)&{s.buffer}[{self.offset(s.buffer, s.index)}];")
+        self.emit(ind + 1, f"{plain} _pt_was, _pt_now = *_pt_p;")
         self.emit(ind + 1, "do {")
         self.emit(ind + 2, "_pt_was = _pt_now;")
-        self.emit(ind + 2, f"const {t} _pt_o = as_{t}(_pt_was);")
-        self.emit(ind + 2, f"_pt_now = {cas}(_pt_p, _pt_was, as_{word}(({t})({new})));")
+        self.emit(ind + 2, f"const {t} _pt_o = {from_bits.format('_pt_was')};")
+        self.emit(ind + 2, f"_pt_now = {cas}(_pt_p, _pt_was, {to_bits.format(f'({t})({new})')});")
         self.emit(ind + 1, "} while (_pt_now != _pt_was);")
         self.emit(ind, "}")
 
