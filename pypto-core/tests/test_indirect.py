@@ -632,3 +632,26 @@ def test_scatters_with_atomic_updates_when_determinism_is_not_asked_for(pypto_ex
     assert hist.ir("schedule_scatters").count("# atomic updates from every thread (deterministic=False)") == 3
     with pytest.raises(pt.ArgumentError, match="deterministic must be True or False"):
         pt.kernel(deterministic="no")(hist.fn)
+
+
+def test_kernel_vjp_of_a_gather_is_a_scatter_add(pypto_executor, rng):
+    """kernel.vjp through an embedding lookup (repeated and negative tokens, a constant index too), against the
+    gradient written with ``np.add.at``."""
+
+    @pt.kernel(executor=pypto_executor)
+    def emb(table: pt.Tensor[pt.float64, (V, D)], tok: pt.Tensor[pt.int64, (B,)], w: pt.Tensor[pt.float64, (D,)],
+            out: pt.Tensor[pt.float64, (B, D)]):  # fmt: skip
+        b, d = pt.axis(0), pt.axis(1)
+        out[b, d] = pt.tanh(table[tok[b], d]) * w[d] + table[tok[b], 0]
+
+    table, tok, w = rng.standard_normal((7, 5)), rng.integers(-7, 7, 30), rng.standard_normal(5)
+    out, pullback = emb.vjp(table, tok, w, np.zeros((30, 5)))
+    h = table[tok]
+    np.testing.assert_allclose(out, np.tanh(h) * w + h[:, :1], rtol=1e-12)
+    g = rng.standard_normal((30, 5))
+    g_table, g_w = pullback(g)  # the int64 tokens have no cotangent
+    want = np.zeros_like(table)
+    np.add.at(want, tok, (1 - np.tanh(h) ** 2) * w * g)
+    np.add.at(want[:, 0], tok, g.sum(axis=1))
+    np.testing.assert_allclose(g_table, want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(g_w, (np.tanh(h) * g).sum(axis=0), rtol=1e-10, atol=1e-12)

@@ -109,11 +109,35 @@ class _Reader:
             rest = tuple(a for a in axes if a not in e.axes)
             return (reduce(e.op, arr, over, False) if over else arr, rest)
         if isinstance(e, Gather):
-            raise self.fail(
-                store,
-                f"a gather from '{e.tensor}' (its gradient is a scatter-add, which kernel.vjp does not build yet)",
-            )
+            return self.gather(e, env, store)
         raise self.fail(store, f"{type(e).__name__} is not supported")
+
+    def gather(self, e: Gather, env: dict[str, Array], store: Any) -> Named:
+        """A gather as the array layer's integer-array indexing: every position an index array over the axes
+        the gather varies along (a plain axis as the positions along it), so the result has those axes in
+        order; its adjoint is the array layer's (a scatter-add into the table)."""
+        table = env.get(e.tensor)
+        if table is None:
+            raise self.fail(store, f"'{e.tensor}' is read before it is written")
+        parts: list[Any] = []
+        for ix in e.index:
+            if not isinstance(ix, Index):
+                parts.append(self.value(ix, env, store))
+            elif not ix.affine.axes:
+                parts.append((ix.affine.evaluate(self.dims), ()))
+            elif ix.affine.plain_axis() is not None:
+                parts.append(("axis", ix.affine.plain_axis()))
+            else:
+                raise self.fail(store, f"the gather from '{e.tensor}' has an affine index other than a plain axis")
+        plain = [isinstance(p[0], str) for p in parts]  # ("axis", a) (never compare an Array with ==)
+        axes = self.union(*[(None, (p[1],)) if is_axis else p for p, is_axis in zip(parts, plain)])
+        items: list[Any] = []
+        for p, is_axis in zip(parts, plain):
+            if is_axis:
+                items.append(views._iota(self.extent[p[1]], axes.index(p[1]), len(axes)))
+            else:
+                items.append(self.align(p, axes))
+        return (views._advanced(table, items), axes)
 
     def load(self, e: Load, env: dict[str, Array], store: Any) -> Named:
         arr = env.get(e.tensor)
