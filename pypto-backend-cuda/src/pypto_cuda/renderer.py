@@ -99,16 +99,15 @@ class CudaRenderer(SimtRenderer):
         """CUDA's atomics where it has them (``atomicAdd`` on 32- and 64-bit integers, float and double;
         ``atomicMax``/``atomicMin`` on integers), else a compare-and-swap loop on the element's bits."""
         dt = self.buffers[s.buffer][0]
-        t, ref, v = self.ctype(dt), f"{s.buffer}[{self.offset(s.buffer, s.index)}]", self.expr(s.value)
         if dt.bits not in (32, 64):
             raise Unsupported(f"an atomic update of a {dt.bits}-bit element")
         word = "unsigned int" if dt.bits == 32 else "unsigned long long"
         fn = {"add": "atomicAdd", "max": "atomicMax", "min": "atomicMin"}[s.op]
         if dt.is_int or (s.op == "add" and dt.is_float):
-            native = t
+            native, ref = self.ctype(dt), f"{s.buffer}[{self.offset(s.buffer, s.index)}]"
             if dt.is_int and dt.bits == 64:  # atomicAdd has no long long overload; max/min have both
                 native = "unsigned long long" if s.op == "add" or dt.is_unsigned else "long long"
-            self.emit(ind, f"{fn}(({native} *)&{ref}, ({native})({v}));")
+            self.emit(ind, f"{fn}(({native} *)&{ref}, ({native})({self.expr(s.value)}));")
             return
         if dt.bits == 32:
             self.cas_loop(s, ind, word, "__uint_as_float({})", "__float_as_uint({})", "atomicCAS")

@@ -439,7 +439,7 @@ def schedule_scatters(k: KernelIR) -> KernelIR:
         itemsize = max(1, k.buffer(s.tensor).dtype.itemsize)
         if loops and s.op == "set":
             plan = ScatterPlan("parallel")
-        elif loops and not k.deterministic and (simt is False or itemsize >= 4):
+        elif loops and not k.deterministic and (not simt or itemsize >= 4):
             plan = ScatterPlan("atomic")
         elif loops:
             width = max(1, OWNER_RUN_BYTES // itemsize)
