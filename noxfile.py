@@ -51,7 +51,8 @@ def tests(session: nox.Session) -> None:
         "docs/test_docs.py",
         *session.posargs,
     )
-    # the language, array-API, gradient and dask tests once more, compiled by the OpenMP backend
+    # the language, array-API, gradient, dask, indirect-indexing and control-flow tests once more, compiled by
+    # the OpenMP backend
     session.run(
         "pytest",
         "pypto-core/tests/test_language.py",
@@ -59,6 +60,7 @@ def tests(session: nox.Session) -> None:
         "pypto-core/tests/test_autodiff.py",
         "pypto-core/tests/test_dask.py",
         "pypto-core/tests/test_indirect.py",
+        "pypto-core/tests/test_control.py",
         *session.posargs,
         env={"PYPTO_TEST_EXECUTOR": "openmp"},
     )

@@ -51,7 +51,7 @@ class CudaBackend(SimtBackend):
 
     def capabilities(self) -> Capabilities:
         return Capabilities(dtypes=BASE_DTYPES | HALF_DTYPES | SMALL_INT_DTYPES | COMPLEX_DTYPES, max_threads=1024,
-                            notes="CUDA C through nvcc; blocks share rows, warp shuffles")  # fmt: skip
+                            atomics=True, notes="CUDA C through nvcc; blocks share rows, warp shuffles")  # fmt: skip
 
     def availability(self) -> Availability:
         """A driver and a GPU, then nvcc."""

@@ -175,7 +175,7 @@ class DeviceCapabilities:
     (the conformance suite, ``pt.get_runtime_info()``) reads them.
     """
 
-    atomics = False
+    atomics = True  # atomic_add / atomic_cmpxchg (OpenCL 1.1); 64-bit ones through cl_khr_int64_base_atomics
 
     def __init__(self, backend: Any):
         self.backend = backend

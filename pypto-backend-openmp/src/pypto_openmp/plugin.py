@@ -67,6 +67,7 @@ BACKEND = OpenMPBackend(
     description="C99 + OpenMP, compiled with $CC (gcc or clang)",
     capabilities=Capabilities(
         dtypes=BASE_DTYPES | HALF_DTYPES | SMALL_INT_DTYPES | COMPLEX_DTYPES,
+        atomics=True,  # __atomic builtins for deterministic=False scatters
         notes="OpenMP threads over outer loops, SIMD inner loops",
     ),
     codegen_modules=("pypto_openmp.renderer", "pypto_openmp.load"),

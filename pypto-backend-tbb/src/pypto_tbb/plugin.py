@@ -57,6 +57,7 @@ BACKEND = TBBBackend(
     description="C++17 + oneTBB (tbb-devel wheel), compiled with $CXX (g++ or clang++)",
     capabilities=Capabilities(
         dtypes=BASE_DTYPES | HALF_DTYPES | SMALL_INT_DTYPES | COMPLEX_DTYPES,
+        atomics=True,  # __atomic builtins for deterministic=False scatters
         notes="tbb::parallel_for over outer loops (a few chunks per thread), SIMD inner loops",
     ),
     # libtbb stays mapped until the process exits: the core's loader pins it (RTLD_NODELETE) once loaded

@@ -239,6 +239,8 @@ _LAZY: dict[str, str] = {
     "maximum": ".lang.functions",
     "minimum": ".lang.functions",
     "reduce_max": ".lang.functions",
+    "argmax": ".lang.functions",
+    "argmin": ".lang.functions",
     "reduce_mean": ".lang.functions",
     "reduce_min": ".lang.functions",
     "reduce_prod": ".lang.functions",
@@ -325,7 +327,7 @@ __all__ = [
     "atan", "sinh", "cosh", "atan2", "arctan2", "hypot",
     # complex numbers
     "real", "imag", "conj", "conjugate", "angle",
-    "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean",
+    "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "argmax", "argmin",
     # array API
     "jit", "JitFunction", "grad", "stop_gradient", "value_and_grad", "vjp", "no_grad", "grad_enabled", "is_grad_enabled",
     "GradFunction", "matmul", "einsum", "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu",

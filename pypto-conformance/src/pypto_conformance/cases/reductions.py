@@ -11,7 +11,7 @@ import numpy as np
 import pypto as pt
 
 from .spec import INTS, NUMERIC, SIZES_1D, SIZES_2D, SIZES_3D, SMALL_INTS, K, M, N, case
-from .values import by_kind, choice, floating, normal, span, sparse
+from .values import by_kind, choice, floating, normal, span, sparse, with_specials
 
 REDUCERS = {
     "sum": pt.reduce_sum,
@@ -156,3 +156,28 @@ def folded_row_reductions(dt):
         p[j] = pt.reduce_prod(((((-1) & (~(x[j, i] % x[j, i]))) ** 3) % 3) - 1, axis=i)
 
     return folded_row_reductions
+
+
+def _arg_ref(x):
+    v = x.astype(np.float64) if floating(x.dtype) else x  # positions only: the same order, NaN stays NaN
+    return {"hi": np.argmax(v, axis=1), "lo": np.argmin(v, axis=1), "top": np.argmax(v, axis=0)}
+
+
+@case(
+    dtypes=NUMERIC + SMALL_INTS,
+    sizes=tuple(s for s in SIZES_2D if s["M"] and s["N"]),  # (NumPy refuses an empty axis)
+    values={"x": with_specials(choice([-2.0, -1.0, -0.0, 0.0, 1.0, 2.0]), 0.03)},
+    reference=_arg_ref,
+)
+def argmax_argmin(dt):
+    """``pt.argmax`` / ``pt.argmin`` along rows and columns: the first of tied extremes (few distinct values, so
+    ties are common; -0.0 equals 0.0), and the first NaN's position where there is one, as NumPy."""
+
+    def argmax_argmin(x: pt.Tensor[dt, (M, N)], hi: pt.Tensor[pt.int64, (M,)], lo: pt.Tensor[pt.int64, (M,)],
+                      top: pt.Tensor[pt.int64, (N,)]):  # fmt: skip
+        r, c = pt.axis(0), pt.axis(1)
+        hi[r] = pt.argmax(x[r, c], axis=c)
+        lo[r] = pt.argmin(x[r, c], axis=c)
+        top[c] = pt.argmax(x[r, c], axis=r)
+
+    return argmax_argmin

@@ -55,12 +55,11 @@ def _where_ref(a, b, m):
     }
 
 
-@case(
-    dtypes=NUMERIC,
-    sizes=SIZES_1D,
-    values={"a": with_specials(normal(int_range=1000), 0.05), "b": normal(int_range=1000), "m": bools()},
-    reference=_where_ref,
-)
+SELECTED = {"a": with_specials(normal(int_range=1000), 0.05), "b": normal(int_range=1000), "m": bools()}
+"""Two operands (NaN and infinities among the first's floats) and a boolean mask: the selects' inputs."""
+
+
+@case(dtypes=NUMERIC, sizes=SIZES_1D, values=SELECTED, reference=_where_ref)
 def where(dt):
     """``pt.where(cond, a, b)`` with computed and boolean-array conditions and scalar branches."""
 
@@ -215,3 +214,29 @@ def cast_bool(dt):
         t[i] = pt.cast(x[i], pt.bool_)
 
     return cast_to_bool
+
+
+def _if_ref(a, b, m):
+    a, b = _f64(a), _f64(b)
+    first, second = (a > b) & ~m, (a < 0) | m
+    return {"y": np.where(first, a, np.where(second, b * 2, a - b)), "z": np.where(m & (a != 0), a, 1)}
+
+
+@case(dtypes=NUMERIC, sizes=SIZES_1D, values=SELECTED, reference=_if_ref)
+def if_elif_else(dt):
+    """Python ``if`` / ``elif`` / ``else``, ``and`` / ``or`` / ``not`` and ``x if c else y`` on traced values:
+    rewritten before tracing into selects of the branches' values (the ``pt.where`` case's program)."""
+
+    def if_elif_else(a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], m: pt.Tensor[pt.bool_, (N,)],
+                     y: pt.Tensor[dt, (N,)], z: pt.Tensor[dt, (N,)]):  # fmt: skip
+        i = pt.axis(0)
+        if a[i] > b[i] and not m[i]:
+            v = a[i]
+        elif a[i] < 0 or m[i]:
+            v = b[i] * 2
+        else:
+            v = a[i] - b[i]
+        y[i] = v
+        z[i] = a[i] if m[i] and a[i] else 1  # a traced number as a condition: its truth, a != 0
+
+    return if_elif_else

@@ -47,6 +47,7 @@ from pypto.array import views
 from pypto.array.graph import Array, binary, cast, reduce, scatter_add, unary, walk, where
 from pypto.errors import ArgumentError, TracingError
 from pypto.ir.ops import BINARY, CAST, FUNCTIONS, REDUCERS
+from pypto.lang.control import rewrite
 from pypto.lang.location import user_loc
 
 # -- switching gradients off --------------------------------------------------------------------------------
@@ -333,14 +334,6 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
         return out
     if op == "gather" and _differentiable(args[0]):
         source = args[0]
-        if source.op != "input":
-            raise TracingError(
-                "the gradient of integer-array indexing (x[idx], pt.take, pt.embedding) is a scatter-add, which "
-                "pt.grad builds only for an array the function takes as an argument (an embedding table), not for "
-                "a computed one",
-                node.loc,
-                "pick with a one-hot product instead ((x * pt.one_hot(idx, n)).sum(-1)), or use pt.cross_entropy",
-            )
         out.append((source, scatter_add(_zeros_like(source), g, tuple(args[1:]), node.attrs)))
         return out
     return out  # inputs and constants
@@ -457,7 +450,7 @@ class GradFunction:
                     user_loc(),
                     "pass a float32 or float64 array, or leave the argument out of argnums",
                 )
-        y = self.fn(*args)
+        y = rewrite(self.fn)(*args)
         if not isinstance(y, Array) or y.shape != ():
             shape = y.shape if isinstance(y, Array) else type(y).__name__
             raise TracingError(
@@ -573,7 +566,7 @@ class _Pullbacks:
         key = (n_args, n_out)
         hit = self.backward.get(key)  # type: ignore[call-overload]
         if hit is None:
-            fn = self.fn
+            fn = rewrite(self.fn)
 
             def program(*xs: Any) -> Any:
                 args, cts = xs[:n_args], xs[n_args:]

@@ -18,6 +18,7 @@ from typing import Any
 from pypto.array.function import JitFunction
 from pypto.array.graph import Array, op_scope
 from pypto.errors import ArgumentError, TracingError
+from pypto.lang.control import rewrite
 
 
 class CustomOp:
@@ -38,7 +39,7 @@ class CustomOp:
 
     def _traced(self, *args: Any, **kwargs: Any) -> Any:
         with op_scope(self.op_name):
-            out = self.fn(*args, **kwargs)
+            out = rewrite(self.fn)(*args, **kwargs)
             if self.vjp_fn is None:
                 return out
             if kwargs or not isinstance(out, Array):

@@ -42,6 +42,7 @@ from pypto.array.sizes import Size, has_sizes, symbolic_trace
 from pypto.compiler import progress
 from pypto.errors import ArgumentError, DTypeError, ShapeError, SpecializationWarning, TracingError
 from pypto.ir.schedule import Schedule
+from pypto.lang.control import rewrite
 from pypto.lang.values import _RESERVED, Dim
 from pypto.runtime.device_arrays import describe, empty_like_device, is_device_array, probe
 from pypto.runtime.foreign import is_dask_array
@@ -91,9 +92,12 @@ class Compiled:
     """
 
     def __init__(self, plan: Plan, kernel: Kernel, inputs: list[int], single: bool,
-                 specs: dict[int, tuple[Spec, Spec]] | None = None):  # fmt: skip
+                 specs: dict[int, tuple[Spec, Spec]] | None = None, steps: Sequence[Compiled] = ()):  # fmt: skip
         self.plan = plan
         self.kernel = kernel
+        # the programs of ``plan.steps``, run first: their results follow the call's arguments (``inputs`` counts
+        # them as arguments len(args), len(args) + 1, ...)
+        self.steps = list(steps)
         self.single = single  # the function returned one array (not a tuple)
         # Shape-generic programs (``pt.jit(dims=...)``): buffer -> (its declared shape, the shape of the value it
         # holds), each entry a size or ``(c,)`` for the call's c-th symbolic size.
@@ -150,7 +154,14 @@ class Compiled:
             return node.shape
         return _resolve(self.specs[k][1], sizes)
 
+    @property
+    def kernels(self) -> list[Kernel]:
+        """Every kernel a call runs, in order (one, unless the program reads a scatter's result)."""
+        return [*(s.kernel for s in self.steps), self.kernel]
+
     def run(self, args: tuple, given: dict[int, np.ndarray], sizes: tuple[int, ...] | None = None) -> Any:
+        for step in self.steps:  # scatter results the program reads, computed first
+            args = (*args, *step.run(args, {}, sizes))
         bound: list[Any] = [None] * self.n
         device = None  # the first argument in a GPU's memory: results are allocated like it, on its device
         for k, src, shape in self.feeds:
@@ -380,7 +391,7 @@ class JitFunction:
             positions.append(k)
         token = precision_tracing(self.precision)  # the mode its contractions record
         try:
-            result = self.fn(*traced)
+            result = rewrite(self.fn)(*traced)  # if/and/or/not on traced values: selects
         finally:
             precision_done(token)
         single = not isinstance(result, (tuple, list))
@@ -413,9 +424,23 @@ class JitFunction:
             cache = self._caches[mode] = LRUCache(JIT_CACHE_SIZE)
         return cache
 
-    def _build(self, plan: Plan, positions: list[int], single: bool, specs: dict | None = None) -> Compiled:
+    def _build(self, plan: Plan, positions: list[int], single: bool, nargs: int, symbolic: bool = False) -> Compiled:
+        """The program of ``plan`` (and of its steps) for calls with ``nargs`` arguments, the arrays at
+        ``positions``; ``symbolic``: shapes hold :class:`Size` s resolved at each call."""
         opts = {k: v for k, v in self.options.items() if v is not None and k != "precision"}
-        return Compiled(plan, Kernel.from_ir(plan.kernel, fn=self.fn, **opts), positions, single, specs)
+        made = 0  # results of the steps so far: arguments nargs, nargs + 1, ...
+
+        def build(p: Plan, single: bool, steps: list[Compiled]) -> Compiled:
+            specs = {k: (_spec(b.shape), _spec(b.node.shape if b.node is not None else b.shape))
+                     for k, b in enumerate(p.buffers)} if symbolic else None  # fmt: skip
+            inputs = [*positions, *range(nargs, nargs + made)]
+            return Compiled(p, Kernel.from_ir(p.kernel, fn=self.fn, **opts), inputs, single, specs, steps)
+
+        steps = []
+        for p in plan.steps:
+            steps.append(build(p, False, []))
+            made += len(p.outputs)
+        return build(plan, single, steps)
 
     def _compile(self, args: tuple, key: tuple) -> Compiled:
         with self._lock:
@@ -424,7 +449,7 @@ class JitFunction:
                 return hit
             with progress(f"compiling {self.__name__}"):
                 inputs, outs, positions, single, _ = self._trace(args, key)
-                compiled = self._build(lower(_kernel_name(self.__name__), inputs, outs), positions, single)
+                compiled = self._build(lower(_kernel_name(self.__name__), inputs, outs), positions, single, len(args))
             self._cache[key] = compiled
             return compiled
 
@@ -456,13 +481,11 @@ class JitFunction:
                     plan = lower(_kernel_name(self.__name__), inputs, outs)
                 except Exception as e:  # noqa: BLE001 - the per-shape trace raises it again where it is real
                     return needed or [f"the trace with symbolic sizes failed ({type(e).__name__}: {e})"]
-                if not needed and has_sizes(plan.kernel):
+                if not needed and any(has_sizes(p.kernel) for p in (*plan.steps, plan)):
                     needed.append("the kernel holds a symbolic size's value")
             if needed:
                 return needed
-            specs = {k: (_spec(b.shape), _spec(b.node.shape if b.node is not None else b.shape))
-                     for k, b in enumerate(plan.buffers)}  # fmt: skip
-            compiled = self._build(plan, positions, single, specs)
+            compiled = self._build(plan, positions, single, len(args), symbolic=True)
             self._cache[key] = compiled
             return compiled
 
@@ -527,7 +550,7 @@ class JitFunction:
             if out is not None:
                 raise TracingError(f"{self.__name__}: out= inside a traced function", None,
                                    "return the array instead")  # fmt: skip
-            return self.fn(*args)
+            return rewrite(self.fn)(*args)
         from pypto import dask
 
         return dask.call_jit(self, args, out)
@@ -573,15 +596,18 @@ class JitFunction:
 
     # -- introspection -------------------------------------------------------------------------------------
     def get_code(self, *args: Any, backend: str | None = None) -> str:
-        """The source of the kernel compiled for these arguments' signature."""
-        return self.compiled(*args).kernel.get_code(backend)
+        """The source of the kernel compiled for these arguments' signature (of each kernel, in the order they
+        run, for a program that reads a scatter's result)."""
+        return "\n\n".join(k.get_code(backend) for k in self.compiled(*args).kernels)
 
     def ir(self, *args: Any, stage: str | None = None, backend: str | None = None) -> str:
-        """The kernel's IR after ``stage`` (default: the last) for these arguments' signature."""
-        return self.compiled(*args).kernel.ir(stage, backend)
+        """The kernel's IR after ``stage`` (default: the last) for these arguments' signature (each kernel's,
+        in the order they run, for a program that reads a scatter's result)."""
+        return "\n\n".join(k.ir(stage, backend) for k in self.compiled(*args).kernels)
 
     def kernel(self, *args: Any) -> Kernel:
-        """The :class:`~pypto.Kernel` compiled for these arguments' signature."""
+        """The :class:`~pypto.Kernel` compiled for these arguments' signature (the last one a call runs; see
+        :attr:`Compiled.kernels` for all)."""
         return self.compiled(*args).kernel
 
     def __repr__(self) -> str:

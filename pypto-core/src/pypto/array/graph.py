@@ -323,6 +323,12 @@ class Array:
     def mean(self, axis=None, keepdims: bool = False) -> Array:
         return reduce("mean", self, axis, keepdims)
 
+    def argmax(self, axis=None, keepdims: bool = False) -> Array:
+        return STRUCTURAL["arg_reduce"]("max", self, axis, keepdims, "argmax()")
+
+    def argmin(self, axis=None, keepdims: bool = False) -> Array:
+        return STRUCTURAL["arg_reduce"]("min", self, axis, keepdims, "argmin()")
+
     def transpose(self, *axes) -> Array:
         return STRUCTURAL["transpose"](
             self, axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes or None

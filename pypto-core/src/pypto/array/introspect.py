@@ -251,14 +251,22 @@ def check_memory(f: Any, *args: Any) -> MemoryReport:
     c, sizes = _jit_of(f, "pt.check_memory").lookup(args)
     kinds = {"input": "input", "output": "result", "temp": "temporary"}
     rows: list[MemoryEntry] = []
-    for k, b in enumerate(c.plan.buffers):
-        if b.source is not None:  # a flat view of an input is the input
-            continue
-        shape = b.node.shape if b.node is not None else b.shape
-        nbytes = b.nbytes
-        if sizes is not None and c.specs is not None:  # a shape-generic program: this call's sizes
-            shape = c.shape_of(k, sizes)
-            nbytes = math.prod(shape) * b.dtype.itemsize
-        rows.append(MemoryEntry(b.name, kinds[b.kind], shape, b.dtype.name, nbytes))
+    for part in (c, *c.steps):  # a program reading a scatter's result runs steps first (their results: temporaries)
+        last = part is c
+        inputs = 0
+        for k, b in enumerate(part.plan.buffers):
+            if b.source is not None:  # a flat view of an input is the input
+                continue
+            if b.kind == "input":
+                inputs += 1
+                if not last or inputs > part.plan.n_inputs:  # listed once: where the call or a step makes it
+                    continue
+            shape = b.node.shape if b.node is not None else b.shape
+            nbytes = b.nbytes
+            if sizes is not None and part.specs is not None:  # a shape-generic program: this call's sizes
+                shape = part.shape_of(k, sizes)
+                nbytes = math.prod(shape) * b.dtype.itemsize
+            kind = kinds[b.kind] if last else "temporary"
+            rows.append(MemoryEntry(b.name, kind, shape, b.dtype.name, nbytes))
     entries = tuple(rows)
     return MemoryReport(c.kernel.name, entries)

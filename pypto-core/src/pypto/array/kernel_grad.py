@@ -13,8 +13,10 @@ pullback is compiled like any gradient: one kernel, fused and scheduled.
 
 Supported: stores that write a whole output at distinct plain axes (``y[i, j] = ...``), each output written
 once; loads at plain axes, constants, or ``k*axis + c`` (slices); the kernel language's elementwise
-operations, ``where``, casts and reductions; scalar parameters (constants of the pullback). A kernel beyond
-that gets a :class:`~pypto.errors.TracingError` naming the store.
+operations, ``where``, casts and reductions; gathers (their adjoint a scatter-add into the table) and
+scatter-adds after the stores (``y[idx[i]] += v``: the array layer's ``y.at[idx].add(v)``, whose adjoint
+gathers the cotangent); scalar parameters (constants of the pullback). A kernel beyond that gets a
+:class:`~pypto.errors.TracingError` naming the store.
 """
 
 from __future__ import annotations
@@ -119,8 +121,35 @@ class _Reader:
         table = env.get(e.tensor)
         if table is None:
             raise self.fail(store, f"'{e.tensor}' is read before it is written")
+        parts = self.positions(e.index, e.tensor, env, store)
+        plain = [isinstance(p[0], str) for p in parts]  # ("axis", a) (never compare an Array with ==)
+        axes = self.union(*[(None, (p[1],)) if is_axis else p for p, is_axis in zip(parts, plain)])
+        items = self.items(parts, plain, axes)
+        return (views._advanced(table, items), axes)
+
+    def scatter(self, c: Any, base: Array, env: dict[str, Array]) -> Array:
+        """A scatter-add as the array layer's ``base.at[items].add(value)``: every position of the target an
+        index array over the scatter's points (all the axes its indices and value vary along)."""
+        if c.op != "add":
+            what = "pt.scatter(..., unique=True)" if c.op == "set" else f"pt.scatter_{c.op}"
+            raise self.fail(c, f"the scatter into '{c.tensor}' is {what}; kernel.vjp differentiates scatter-adds")
+        parts = self.positions(c.index, c.tensor, env, c)
+        value = self.value(c.value, env, c)
+        plain = [isinstance(p[0], str) for p in parts]
+        axes = self.union(*[(None, (p[1],)) if is_axis else p for p, is_axis in zip(parts, plain)], value)
+        items = self.items(parts, plain, axes)
+        shape = tuple(self.extent[a] for a in axes)
+        first = next((k for k, x in enumerate(items) if isinstance(x, Array)), None)
+        if first is None:
+            raise self.fail(c, f"the scatter into '{c.tensor}' reads no index from data")
+        items[first] = views.broadcast_to(items[first], shape)  # one update per point, the value's axes too
+        v = self.align(value, axes)
+        return views._scatter_of(base, items, v, f"kernel.vjp of '{self.ir.name}'")
+
+    def positions(self, index: tuple[Expr, ...], tensor: str, env: dict[str, Array], store: Any) -> list[Any]:
+        """Each position of a gather or scatter: a value over axes, a constant, or ``("axis", a)``."""
         parts: list[Any] = []
-        for ix in e.index:
+        for ix in index:
             if not isinstance(ix, Index):
                 parts.append(self.value(ix, env, store))
             elif not ix.affine.axes:
@@ -128,16 +157,18 @@ class _Reader:
             elif ix.affine.plain_axis() is not None:
                 parts.append(("axis", ix.affine.plain_axis()))
             else:
-                raise self.fail(store, f"the gather from '{e.tensor}' has an affine index other than a plain axis")
-        plain = [isinstance(p[0], str) for p in parts]  # ("axis", a) (never compare an Array with ==)
-        axes = self.union(*[(None, (p[1],)) if is_axis else p for p, is_axis in zip(parts, plain)])
+                raise self.fail(store, f"an index of '{tensor}' is an affine expression other than a plain axis")
+        return parts
+
+    def items(self, parts: list[Any], plain: list[bool], axes: tuple[int, ...]) -> list[Any]:
+        """The index arrays of ``parts`` over ``axes`` (a plain axis: the positions along it)."""
         items: list[Any] = []
         for p, is_axis in zip(parts, plain):
             if is_axis:
                 items.append(views._iota(self.extent[p[1]], axes.index(p[1]), len(axes)))
             else:
                 items.append(self.align(p, axes))
-        return (views._advanced(table, items), axes)
+        return items
 
     def load(self, e: Load, env: dict[str, Array], store: Any) -> Named:
         arr = env.get(e.tensor)
@@ -174,18 +205,11 @@ def kernel_vjp(kernel: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
 
     ``pullback(*cotangents)`` takes one array per output (shaped like it) and returns the cotangents of
     the kernel's input arrays, in parameter order."""
-    from pypto.array.autodiff import _clean, _require_grad, backward, cotangents_for
+    from pypto.array.autodiff import _clean, _require_grad, backward, cotangents_for, full
     from pypto.array.function import JitFunction
 
     bound = kernel.bind(*args, **kwargs)
     ir = kernel.compilation().stages["infer_shapes"]
-    if ir.scatters:
-        raise TracingError(
-            f"kernel.vjp of '{kernel.name}': the kernel scatters into '{ir.scatters[0].tensor}' (kernel.vjp does not "
-            "differentiate scatters yet)",
-            ir.scatters[0].loc,
-            "write the computation as a @pt.jit function and use pt.grad or pt.vjp",
-        )
     dims = dict(zip(ir.dims, bound.dims))
     values = dict(zip([p.name for p in ir.params], bound.in_param_order))
     outputs = kernel(*args, **kwargs)
@@ -222,6 +246,14 @@ def kernel_vjp(kernel: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
             arr = views.broadcast_to(arr, target) if arr.shape != target else arr
             dtype = next(p.dtype for p in outs if p.name == s.tensor)
             written[s.tensor] = env[s.tensor] = cast(arr, dtype)
+        for c in ir.scatters:  # after the stores, in order: a scatter-add into what is there
+            p = next(p for p in outs if p.name == c.tensor)
+            # a target the kernel did not store holds its values from before the call: they add nothing to
+            # the gradient of the inputs (an output's own cotangent is not returned), so zeros stand for them
+            base = written.get(c.tensor)
+            if base is None:
+                base = full(tuple(np.shape(values[c.tensor])), 0.0, p.dtype)
+            written[c.tensor] = env[c.tensor] = reader.scatter(c, base, env)
         ys = [written[p.name] for p in outs]
         wrt = [a for a in arrays if a.dtype.is_inexact]
         return tuple(backward(ys, list(cts), wrt))

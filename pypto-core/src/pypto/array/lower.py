@@ -1,4 +1,4 @@
-"""Lowering an array program to one kernel: every output (and each temporary) becomes a store.
+"""Lowering an array program to a kernel: every output (and each temporary) becomes a store.
 
 Each node is evaluated *at an index*: ``at(node, (i, j))`` is the IR expression for element
 ``[i, j]`` of the node, built from the loads of the inputs. Elementwise operations and views are
@@ -13,6 +13,9 @@ would recompute a reduction: when a node containing a reduction is read at an in
 with another reduction's axis (the hidden layer of an MLP read inside the next matmul, attention
 scores read inside the softmax's maximum). A reshape that merges axes reads its input from a
 temporary too, stored flat.
+
+A program is one kernel unless it reads a scatter's result: a kernel's scatters run after its stores,
+so the scatters read are computed first, by kernels of their own (the plan's ``steps``, see :func:`lower`).
 """
 
 from __future__ import annotations
@@ -60,6 +63,11 @@ class Plan:
     outputs: list[int] = field(default_factory=list)  # positions in ``buffers`` of the results, in order
     nodes: list[Array] = field(default_factory=list)  # the program's nodes, operands first
     computed_in: dict[int, list[str]] = field(default_factory=dict)  # node id -> buffers computing it inline
+    # plans run first, in order, when the program reads a scatter's result: each computes scatter results the
+    # later ones take as inputs (the program's inputs come first in every step's inputs, then the results of
+    # the steps before it, in order)
+    steps: list[Plan] = field(default_factory=list)
+    n_inputs: int = 0  # the program's own inputs among this plan's input buffers (the rest: earlier steps' results)
 
 
 def _declared(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -184,7 +192,7 @@ class Lowering:
 
     def store(self, buf: Buffer, node: Array) -> None:
         """Emit the store that fills ``buf`` with ``node`` (flat when ``buf.flat``)."""
-        if node.op == "scatter_add":
+        if node.op == "scatter_add" and id(node) not in self.by_node:  # (else computed by an earlier step)
             self.scatter_into(buf, node)
             return
         if node.op == "concat":  # one store per part, each at its offset along the axis
@@ -265,14 +273,7 @@ class Lowering:
         if hit is not None:
             return hit
         buf = self.by_node.get(id(node))
-        if buf is None and node.op == "scatter_add":  # written by scatters after the stores: read from its buffer
-            raise TracingError(
-                "the result of a scatter (x.at[idx].add, pt.index_add, pt.bincount, or a gradient through x[idx]) "
-                "is used inside the function; a program's scatters run after its other work, so it can only be "
-                "returned for now",
-                node.loc,
-                "return it, and use it in a second jit function",
-            )
+        assert buf is not None or node.op != "scatter_add", "a scatter read inside a step (see lower)"
         if buf is None and (node.op == "concat" or id(node) in self.force) and id(node) not in self.storing:
             buf = self.materialize(node)  # written part by part, then read; or stored in an earlier pass
         if buf is None and node.op != "input" and _expensive(node, self.costly) and self.varies(node, idx):
@@ -539,7 +540,57 @@ def lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tupl
     A :class:`~pypto.array.sizes.Size` in a shape (``pt.jit(dims=...)``) becomes the dim it names: loops and
     shapes of that size read it from the arrays at each call. Where the kernel needs its value instead (a flat
     buffer's constant sizes), the use is recorded in the symbolic trace under way.
+
+    A kernel's scatters run after its stores, so a program that reads a scatter's result (``x.at[i].add(v) * 2``,
+    a gradient through ``x[idx]`` flowing on into ``x``'s own operands) runs as several kernels, one after
+    another: each step computes the scatter results the later steps read (:func:`scatter_steps`), and the last
+    computes the outputs. The plan returned is the last; ``plan.steps`` are the ones before it.
     """
+    levels = scatter_steps([node for _, node in outputs])
+    if not levels:
+        return _lower(name, inputs, outputs)
+    taken = {n for n, _ in (*inputs, *outputs)}
+    done: list[tuple[str, Array]] = []
+    steps: list[Plan] = []
+    count = 0
+    for k, group in enumerate(levels):
+        outs = []
+        for node in group:
+            while f"scattered{count}" in taken:
+                count += 1
+            outs.append((f"scattered{count}", node))
+            taken.add(f"scattered{count}")
+        step = _lower(f"{name}_step{k}", [*inputs, *done], outs)
+        step.n_inputs = len(inputs)
+        steps.append(step)
+        done += outs
+    plan = _lower(name, [*inputs, *done], outputs)
+    plan.steps, plan.n_inputs = steps, len(inputs)
+    return plan
+
+
+def scatter_steps(outputs: Sequence[Array]) -> list[list[Array]]:
+    """The scatter results the program reads (not only returns), grouped into the steps computing them: a
+    scatter whose operands read no other such scatter is in step 0, one reading a step-0 result in step 1 ..."""
+    nodes = walk(list(outputs))
+    read = {id(a) for n in nodes for a in n.args if isinstance(a, Array) and a.op == "scatter_add"}
+    if not read:
+        return []
+    below: dict[int, int] = {}  # node id -> the latest step among the read scatters it depends on (-1: none)
+    levels: list[list[Array]] = []
+    for n in nodes:
+        deepest = max((below[id(a)] for a in n.args if isinstance(a, Array)), default=-1)
+        if id(n) in read:
+            level = deepest + 1
+            while len(levels) <= level:
+                levels.append([])
+            levels[level].append(n)
+            deepest = level
+        below[id(n)] = deepest
+    return levels
+
+
+def _lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tuple[str, Array]]) -> Plan:
     # A first pass finds the nodes worth storing; the second stores each of them before its first read, so
     # a value read inline before the read that decided to store it is loaded too, not computed twice.
     first = Lowering(name, inputs)
@@ -562,4 +613,4 @@ def lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tupl
     again = {id(n) for n in nodes if n.op == "contract" and len(low.computed_in.get(id(n), ())) > 1}
     if again:
         low, positions = run(stored | again)
-    return Plan(low.kernel(), low.buffers, positions, nodes, low.computed_in)
+    return Plan(low.kernel(), low.buffers, positions, nodes, low.computed_in, n_inputs=len(inputs))

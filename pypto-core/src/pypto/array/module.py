@@ -29,6 +29,7 @@ import numpy as np
 
 from pypto.array.function import JitFunction
 from pypto.errors import ArgumentError
+from pypto.lang.control import rewrite
 
 
 class Parameter:
@@ -114,7 +115,7 @@ class Module:
         fn = cache.get(key)
         if fn is None:
             fn = cache[key] = self._compile(paths, len(args))
-        return fn(*(p.data for p in params), *args)
+        return rewrite(fn)(*(p.data for p in params), *args)
 
     def _compile(self, paths: list[Path], n_args: int) -> JitFunction:
         forward = type(self).forward

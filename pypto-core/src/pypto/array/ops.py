@@ -13,6 +13,9 @@ import string
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from pypto import dtypes
 from pypto.array import views
 from pypto.array.graph import (
     STRUCTURAL,
@@ -23,8 +26,10 @@ from pypto.array.graph import (
     cast,
     contract,
     normalize_axes,
+    reduce,
     stop_gradient,
     unary,
+    where,
 )
 from pypto.dtypes import promote as _promote
 from pypto.errors import ShapeError, TracingError
@@ -223,6 +228,40 @@ def log_softmax(x: Any, dim: int = -1) -> Array:
     return shifted - unary("log", unary("exp", shifted).sum(dim, keepdims=True))
 
 
+def arg_reduce(op: str, x: Any, axis: Any, keepdims: bool, what: str) -> Array:
+    """``np.argmax`` / ``np.argmin`` (``op``: "max", "min"): the first position of the extreme along ``axis``
+    (the flattened array's for ``None``), the first NaN's where there is one; int64."""
+    x = _array(x, what)
+    if x.dtype.is_complex:
+        raise TracingError(f"{what} of a complex array (complex numbers have no order)", user_loc(),
+                           "take it of the real parts (x.real) or of the magnitudes (pt.abs(x))")  # fmt: skip
+    if not isinstance(keepdims, bool):
+        raise TracingError(f"{what}: keepdims must be True or False, got {keepdims!r}", user_loc())
+    ndim = x.ndim
+    if axis is None:
+        x = views.reshape(x, (-1,)) if x.ndim != 1 else x
+        a = 0
+    elif isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
+        (a,) = normalize_axes(int(axis), x.ndim, what)
+    else:
+        raise TracingError(f"{what}: axis must be an int or None, got {axis!r}", user_loc(),
+                           "take one axis at a time (NumPy's argmax does too)")  # fmt: skip
+    if x.ndim == 0:
+        x = views.reshape(x, (1,))
+    if x.shape[a] == 0:
+        raise ShapeError(f"{what} of an empty sequence (axis {a} has size 0)", param="x",
+                         expected="a non-empty axis", got=x.shape)  # fmt: skip
+    if x.dtype.is_bool:
+        x = cast(x, dtypes.int32)
+    m = reduce(op, x, (a,), keepdims=True)
+    hit = binary("or", binary("eq", x, m), binary("ne", x, x))  # the first NaN wins, as NumPy's
+    pos = views._iota(x.shape[a], a, x.ndim)
+    out = reduce("min", where(hit, pos, np.iinfo(np.int64).max), (a,), keepdims=keepdims and axis is not None)
+    if keepdims and axis is None:
+        out = views.reshape(out, (1,) * ndim)
+    return out
+
+
 def one_hot(indices: Any, num_classes: int, dtype: Any = None) -> Array:
     """``indices.shape + (num_classes,)``: 1 where the last axis equals the index, else 0 (``jax.nn.one_hot``:
     an index outside ``[0, num_classes)`` gives a row of zeros). ``dtype`` defaults to float32."""
@@ -374,4 +413,4 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Array:
     return concat([views.expand_dims(p, ax) for p in parts], axis=ax)
 
 
-STRUCTURAL["matmul"] = matmul  # Array's @
+STRUCTURAL.update(matmul=matmul, arg_reduce=arg_reduce)  # Array's @, .argmax and .argmin

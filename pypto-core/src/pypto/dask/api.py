@@ -186,9 +186,26 @@ def _standin(a: Any) -> Any:
     return a
 
 
-def _jit_plan(fn: Any, args: tuple) -> tuple[Planner, list[tuple[str, tuple[int, ...]]], bool]:
+def _jit_plan(fn: Any, args: tuple) -> tuple[Planner, list[tuple[str, tuple[int, ...]]], bool, list[Any]]:
+    """The dask plan of a jit function's program on ``args``: the planner of its (last) kernel, its results' names
+    and shapes, whether it returns one array, and the planners of the steps run before it (a program that reads
+    a scatter's result: each step's results are dask arrays the later steps take as arguments)."""
     stand = tuple(_standin(a) for a in args)
     c, sizes = fn.lookup(stand)
+    before = []
+    for step in c.steps:
+        planner, results, _ = _part_plan(fn, step, args, sizes)
+        before.append(planner)
+        args = (*args, *_results(planner, results))
+    return (*_part_plan(fn, c, args, sizes), before)
+
+
+def _results(planner: Any, results: list[tuple[str, tuple[int, ...]]]) -> list[Any]:
+    return [planner.env[name].reshape(shape) if tuple(planner.env[name].shape) != shape else planner.env[name]
+            for name, shape in results]  # fmt: skip
+
+
+def _part_plan(fn: Any, c: Any, args: tuple, sizes: Any) -> tuple[Planner, list[tuple[str, tuple[int, ...]]], bool]:
     plan = c.plan
     ir = plan.kernel
     arrays: dict[str, Any] = {}
@@ -226,9 +243,8 @@ def _jit_plan(fn: Any, args: tuple) -> tuple[Planner, list[tuple[str, tuple[int,
 def call_jit(fn: Any, args: tuple, out: Any = None) -> Any:
     """A ``@pt.jit`` function called with dask arrays: its results as dask arrays (``out=``: NumPy arrays
     computed into now, as a NumPy call would)."""
-    planner, results, single = _jit_plan(fn, args)
-    arrays = [planner.env[name].reshape(shape) if tuple(planner.env[name].shape) != shape else planner.env[name]
-              for name, shape in results]  # fmt: skip
+    planner, results, single, _ = _jit_plan(fn, args)
+    arrays = _results(planner, results)
     if out is not None:
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         if len(outs) != len(arrays) or not all(isinstance(o, np.ndarray) for o in outs):
@@ -248,6 +264,9 @@ def explain(fn: Any, *args: Any, **kwargs: Any) -> str:
     per-chunk partials, tree reductions), any rechunking, and the IR of every generated kernel."""
     if isinstance(fn, Kernel):
         planner, _ = _kernel_plan(fn, args, kwargs)
-    else:  # a pt.jit function
-        planner, *_ = _jit_plan(fn, args)
-    return planner.plan.text()
+        return planner.plan.text()
+    planner, _, _, before = _jit_plan(fn, args)  # a pt.jit function
+    if not before:
+        return planner.plan.text()
+    parts = [*before, planner]
+    return "\n\n".join(f"step {k + 1} of {len(parts)}:\n{p.plan.text()}" for k, p in enumerate(parts))

@@ -10,7 +10,8 @@ import numpy as np
 
 from pypto import dtypes
 from pypto.errors import TracingError
-from pypto.ir.nodes import Binary, Cast, Extent, Gather, Index, Load, Reduce, Unary, Where, free_axes
+from pypto.ir.affine import Affine
+from pypto.ir.nodes import Binary, Cast, Const, Extent, Gather, Index, Load, Reduce, Unary, Where, free_axes
 from pypto.ir.ops import COMPLEX_PARTS, FUNCTIONS, FUNCTIONS2, MATH, REDUCERS
 from pypto.lang.context import active_tracer
 from pypto.lang.location import user_loc
@@ -250,6 +251,72 @@ reduce_sum, reduce_prod, reduce_max, reduce_min = (
 reduce_mean = _make_reduce(
     "mean", "reduce_mean", "Mean over ``axis`` (sum / count, in floating point); NaN when empty."
 )
+
+
+def _make_arg_reduce(op: str, fname: str):
+    def fn(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        if _is_array(x):  # @pt.jit: over an int axis (or all of them), NumPy's signature
+            from pypto.array.ops import arg_reduce
+
+            return arg_reduce(op, x, axis, keepdims, f"pt.{fname}")
+        if keepdims:
+            raise TracingError(f"pt.{fname}: keepdims applies to arrays (in @pt.jit)", user_loc(),
+                               "in a kernel, store the index where you want it")  # fmt: skip
+        node = to_node(x, what=f"pt.{fname}")
+        axes = _reduce_axes(fname, axis)
+        if len(axes) != 1:
+            raise TracingError(f"pt.{fname}: one axis at a time, got {len(axes)}", user_loc(),
+                               f"reduce one axis: pt.{fname}(x[r, c], axis=c)")  # fmt: skip
+        if axes[0] not in free_axes(node):
+            raise TracingError(f"pt.{fname}: the expression does not depend on pt.axis({axes[0]})", user_loc(),
+                               "reduce over an axis the expression is indexed with")  # fmt: skip
+        return ExprProxy(arg_reduce_expr(op, node, axes[0], user_loc()))
+
+    fn.__name__ = fn.__qualname__ = fname
+    fn.__doc__ = (
+        f"The position of the first {'largest' if op == 'max' else 'smallest'} value along ``axis`` (``np.{fname}``):"
+        " int64; the first NaN's where there is one, as NumPy. In a kernel ``pt.{fname}(x[r, c], axis=c)``, in "
+        f"``@pt.jit`` ``pt.{fname}(x, axis=None, keepdims=False)`` (``None``: over the flattened array)."
+    ).replace("{fname}", fname)
+    return fn
+
+
+def arg_reduce_expr(op: str, node: Any, a: int, loc: Any) -> Any:
+    """``argmax``/``argmin`` of ``node`` along axis ``a`` as two reductions: the extreme value ``m``, then the
+    least position holding ``m`` or a NaN (NaN != NaN; an extreme of values with a NaN is NaN, which no value
+    equals, so the first NaN wins, as NumPy's)."""
+    if node.dtype is not None and node.dtype.is_complex:
+        raise TracingError(f"arg{op} of complex values (they have no order)", loc,
+                           "take it of the real parts or of the magnitudes (pt.abs)")  # fmt: skip
+    if _boolean(node):  # (booleans have no max: False < True as int32)
+        node = Cast(node, dtype=dtypes.int32, loc=loc)
+    m = Reduce(op, node, (a,), loc=loc)
+    hit = Binary("or", Binary("eq", node, m, loc=loc), Binary("ne", node, node, loc=loc), loc=loc)
+    pos = Cast(Index(Affine.axis(a), loc=loc), dtype=dtypes.int64, loc=loc)
+    past = Const(np.iinfo(np.int64).max, dtype=dtypes.int64, loc=loc)
+    return Reduce("min", Where(hit, pos, past, loc=loc), (a,), loc=loc)
+
+
+def _boolean(node: Any) -> bool:
+    """Whether a traced expression is boolean (before type inference: a bool tensor's element, a comparison,
+    a logical combination of booleans, a cast to bool)."""
+    if node.dtype is not None:
+        return node.dtype.is_bool
+    if isinstance(node, (Load, Gather)):
+        t = active_tracer()
+        p = next((p for p in t.params if p.name == node.tensor), None) if t is not None else None
+        return p is not None and getattr(p, "dtype", None) is not None and p.dtype.is_bool
+    if isinstance(node, Cast):
+        return node.dtype is not None and node.dtype.is_bool
+    if isinstance(node, Binary):
+        if node.op in ("lt", "le", "gt", "ge", "eq", "ne"):
+            return True
+        return node.op in ("and", "or", "xor") and _boolean(node.a) and _boolean(node.b)
+    return False
+
+
+argmax = _make_arg_reduce("max", "argmax")
+argmin = _make_arg_reduce("min", "argmin")
 
 
 # NumPy ufuncs applied to traced values inside a kernel: the op table's (np.exp, np.log1p, np.arctan ...), then

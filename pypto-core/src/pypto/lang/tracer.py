@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import linecache
-import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +15,8 @@ from pypto.ir.nodes import Expr, Gather, Index, Load, Scalar, Scatter, Store, po
 from pypto.ir.ops import FUNCTIONS
 from pypto.lang import functions as _functions  # noqa: F401  (fills values.NUMPY_UFUNCS before any trace)
 from pypto.lang.context import active_tracer, set_active_tracer
+from pypto.lang.control import rewrite
+from pypto.lang.source import function_tree
 from pypto.lang.tensor import TensorType
 from pypto.lang.values import _RESERVED, ExprProxy, TensorProxy
 
@@ -34,33 +34,10 @@ def _scalar_dtype(annotation: Any) -> dtypes.DType | None:
     return None
 
 
-def _last_line(code: Any) -> int:
-    """The last source line of ``code`` and of the functions defined in it."""
-    last = max((line for _, _, line in code.co_lines() if line is not None), default=code.co_firstlineno)
-    for c in code.co_consts:
-        if hasattr(c, "co_lines"):
-            last = max(last, _last_line(c))
-    return last
-
-
-def _function_tree(fn: Callable) -> ast.AST:
-    """``fn``'s parsed source: its lines as the code object spans them (cheap), else those
-    :func:`inspect.getsource` finds (it tokenizes the file: a few milliseconds of a cached kernel's first call)."""
-    code = getattr(fn, "__code__", None)
-    if code is not None:
-        lines = linecache.getlines(code.co_filename)
-        if lines:
-            try:
-                return ast.parse(textwrap.dedent("".join(lines[code.co_firstlineno - 1 : _last_line(code)])))
-            except SyntaxError:  # a statement running past the last line with code (a closing bracket)
-                pass
-    return ast.parse(textwrap.dedent(inspect.getsource(fn)))
-
-
 def _axis_names_from_source(fn: Callable) -> dict[int, str]:
     """Map axis numbers to the variable names the source gives them (``row = pt.axis(0)``)."""
     try:
-        tree = _function_tree(fn)
+        tree = function_tree(fn)
     except (OSError, TypeError, SyntaxError, IndentationError):
         return {}
 
@@ -233,7 +210,7 @@ class Tracer:
         proxies = self._signature()
         previous = set_active_tracer(self)
         try:
-            result = self.fn(*proxies)
+            result = rewrite(self.fn)(*proxies)  # if/and/or/not on traced values: selects
         finally:
             set_active_tracer(previous)
         if result is not None:

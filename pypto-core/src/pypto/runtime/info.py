@@ -35,6 +35,7 @@ def get_runtime_info() -> dict[str, Any]:
             "description": b.spec.description,
             "dtypes": sorted(b.spec.capabilities.dtypes),
             "fp64": b.spec.capabilities.fp64,
+            "atomics": b.spec.capabilities.atomics,
         }
         if b.spec.info is not None:
             try:

@@ -1,0 +1,447 @@
+"""Control flow on traced values: the front ends' AST pass.
+
+Both front ends trace: they call the user's function on symbolic values (a kernel's elements, a jit
+function's arrays), so Python's own ``if``, ``and``, ``or`` and ``not`` would need a value's truth, which
+tracing does not know. Before a function is first traced, :func:`rewrite` parses its source and turns
+those constructs into calls of the functions below, which keep Python's meaning for concrete values
+(a Python or NumPy bool, a shape) and build a select for traced ones:
+
+* ``if c: ... else: ...`` becomes two local functions (the branches) over the variables either branch
+  assigns, and ``x, y = cond(c, then, orelse, (x, y), ...)``. A concrete ``c`` runs one branch, as Python
+  does; a traced ``c`` runs both (tracing each) and selects every variable they assign differently:
+  ``pt.where(c, x_then, x_else)``. ``elif`` is an ``if`` in the ``else`` branch.
+* ``a and b``, ``a or b``, ``not a`` and ``a if c else b`` on traced values are the elementwise
+  ``&``, ``|``, ``== False`` and ``pt.where`` (on booleans: a traced number ``x`` stands for ``x != 0``);
+  on concrete ones they short-circuit as in Python.
+
+A branch on a traced condition that stores (``y[i] = ...``, a scatter), returns, breaks or continues, and a
+``while`` loop on a traced condition, are a :class:`~pypto.errors.TracingError` naming the line and what
+to write instead. Both branches of a
+traced ``if`` are evaluated at every point (a select): an index read in a branch is bounds-checked even
+where the branch is not taken.
+
+The rewritten function is compiled from the original file's lines (tracebacks and error locations point at
+the user's source) with the original's globals and closure cells; a function without readable source (typed
+at a prompt, built by ``exec``) is traced as it is, and control flow on traced values in it stays an error.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import types
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pypto.errors import SourceLoc, TracingError
+from pypto.lang.source import function_tree
+
+_RT = "__pt_control"  # the name the rewritten code reaches this module by (a closure cell of its own)
+_PREFIX = "__pt_"  # names the pass introduces (never a user's variable)
+
+
+# -- run time ---------------------------------------------------------------------------------------------------
+class Undefined:
+    """A variable a traced ``if`` may assign that had no value before it."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<undefined variable {self.name!r}>"
+
+    def _fail(self, *_: Any, **__: Any) -> Any:
+        raise NameError(f"name {self.name!r} is not defined (it is assigned in a branch that did not run)")
+
+    __bool__ = __call__ = __getitem__ = __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _fail
+    __truediv__ = __rtruediv__ = __lt__ = __le__ = __gt__ = __ge__ = __neg__ = __float__ = __int__ = _fail
+
+    def __getattr__(self, _name: str) -> Any:
+        self._fail()
+
+
+def local(scope: dict[str, Any], name: str) -> Any:
+    """The value of ``name`` in ``scope`` (a ``locals()``), or :class:`Undefined`."""
+    return scope[name] if name in scope else Undefined(name)
+
+
+def traced(x: Any) -> bool:
+    """Whether ``x`` is a value tracing does not know (a kernel expression, axis or dim, or a jit array)."""
+    from pypto.lang.values import _Operators
+
+    return isinstance(x, _Operators) or bool(getattr(type(x), "__pypto_array__", False))
+
+
+def truth(x: Any) -> Any:
+    """A traced value as a boolean: itself when it is one, else ``x != 0`` (Python's truth of a number)."""
+    if getattr(type(x), "__pypto_array__", False):
+        return x if x.dtype.name == "bool" else x != 0
+    from pypto.lang.functions import _boolean
+    from pypto.lang.values import ExprProxy
+
+    if isinstance(x, ExprProxy) and _boolean(x.node):
+        return x
+    return x != 0
+
+
+def and_(a: Any, rest: Callable[[], Any]) -> Any:
+    """``a and rest()``: Python's when ``a`` is concrete, else the elementwise ``&`` of both truths."""
+    if not traced(a):
+        return a and rest()
+    return truth(a) & truth(rest())
+
+
+def or_(a: Any, rest: Callable[[], Any]) -> Any:
+    """``a or rest()``: Python's when ``a`` is concrete, else the elementwise ``|`` of both truths."""
+    if not traced(a):
+        return a or rest()
+    return truth(a) | truth(rest())
+
+
+def not_(a: Any) -> Any:
+    """``not a``: Python's when ``a`` is concrete, else ``truth(a) == False``."""
+    if not traced(a):
+        return not a
+    return truth(a) == False  # noqa: E712 - an elementwise comparison, not a truth test
+
+
+def ifexp(c: Any, then: Callable[[], Any], orelse: Callable[[], Any]) -> Any:
+    """``then() if c else orelse()``: Python's when ``c`` is concrete, else ``pt.where`` of both."""
+    if not traced(c):
+        return then() if c else orelse()
+    return _select(truth(c), then(), orelse(), "the value of 'x if c else y'", None)
+
+
+def cond(c: Any, then: Callable[..., tuple], orelse: Callable[..., tuple], values: tuple, names: Sequence[str],
+         file: str, line: int) -> tuple:  # fmt: skip
+    """An ``if`` statement: the branch ``c`` picks (concrete ``c``), or both branches traced and each variable
+    either assigns selected by ``c``. ``values`` are the variables' values before the ``if``."""
+    if not traced(c):
+        return then(*values) if c else orelse(*values)
+    loc = _loc(file, line)
+    test = truth(c)
+    before = _writes()
+    a = then(*values)
+    b = orelse(*values)
+    if _writes() != before:
+        raise TracingError(
+            "a store inside an 'if' on a traced value: both branches are traced and their values selected, "
+            "so a store (or scatter) in a branch would run at every point",
+            loc,
+            "compute the value in the branches and store it once after the if: "
+            "v = a if cond else b (or pt.where(cond, a, b)); y[i] = v",
+        )
+    return tuple(_select(test, x, y, f"variable '{n}'", loc) for n, x, y in zip(names, a, b))
+
+
+def concrete(c: Any, file: str, line: int, what: str) -> Any:
+    """The test of an ``if`` that the pass leaves as it is (a branch that returns, breaks or continues)."""
+    if traced(c):
+        raise TracingError(
+            f"an 'if' on a traced value whose branch {what}: the branches of such an if become a select, "
+            "and a select cannot leave the function or the loop",
+            _loc(file, line),
+            "assign the value in both branches and return (or store) it after the if, or use pt.where",
+        )
+    return c
+
+
+def loop_test(c: Any, file: str, line: int) -> Any:
+    """The test of a ``while`` loop: Python's for a concrete value; a traced one is not supported yet."""
+    if traced(c):
+        raise TracingError(
+            "a 'while' loop on a traced value: the number of iterations would differ from element to element, "
+            "and loops with a per-element condition are not supported yet",
+            _loc(file, line),
+            "bound the loop with a Python number (for k in range(n): ...) and select the update with "
+            "pt.where(cond, new, old), or compute the result in closed form",
+        )
+    return c
+
+
+def _select(c: Any, x: Any, y: Any, what: str, loc: SourceLoc | None) -> Any:
+    if x is y:
+        return x
+    if isinstance(x, Undefined) or isinstance(y, Undefined):
+        name = (x if isinstance(x, Undefined) else y).name
+        raise TracingError(
+            f"'{name}' is assigned in only one branch of an 'if' on a traced value and has no value before it",
+            loc,
+            f"give {name} a value before the if (or assign it in both branches)",
+        )
+    if traced(x) or traced(y) or (_number(x) and _number(y)):
+        from pypto.lang.functions import where
+
+        return where(c, x, y)
+    try:
+        same = bool(x == y)
+    except Exception:  # noqa: BLE001 - anything that cannot say it is equal is not
+        same = False
+    if same:
+        return x
+    raise TracingError(
+        f"the {what} differs between the branches of an 'if' on a traced value and is not a number or "
+        f"traced value ({type(x).__name__} and {type(y).__name__}): the branches' results are selected "
+        "element by element",
+        loc,
+        "select numbers or traced values only; compute other things outside the if",
+    )
+
+
+def _number(x: Any) -> bool:
+    import numbers
+
+    return isinstance(x, numbers.Number) and not isinstance(x, complex)
+
+
+def _writes() -> int:
+    from pypto.lang.context import active_tracer
+
+    t = active_tracer()
+    return 0 if t is None else len(t.stores) + len(t.scatters)
+
+
+def _loc(file: str, line: int) -> SourceLoc:
+    import linecache
+
+    return SourceLoc(file, line, linecache.getline(file, line).rstrip())
+
+
+# -- the rewrite ----------------------------------------------------------------------------------------------
+class _Assigned(ast.NodeVisitor):
+    """The names a block of statements assigns in its own scope (not inside nested functions or classes)."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, None] = {}
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Store) and not node.id.startswith(_PREFIX):
+            self.names[node.id] = None
+
+    def _scope(self, node: Any) -> None:
+        if not node.name.startswith(_PREFIX):
+            self.names[node.name] = None  # the def itself binds its name; its body is another scope
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scope
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        pass
+
+    def _comprehension(self, node: Any) -> None:  # its variables are its own; only a walrus leaks (rare)
+        pass
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+    def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
+        for a in node.names:
+            self.names[(a.asname or a.name).split(".")[0]] = None
+
+    visit_ImportFrom = visit_Import
+
+
+def _assigned(stmts: list[ast.stmt]) -> list[str]:
+    v = _Assigned()
+    for s in stmts:
+        v.visit(s)
+    return list(v.names)
+
+
+class _Escapes(ast.NodeVisitor):
+    """Whether a block leaves its function or loop (``return``, ``break``, ``continue``, ``yield``)."""
+
+    def __init__(self) -> None:
+        self.what: str | None = None
+        self.loops = 0
+
+    def visit_Return(self, node: ast.AST) -> None:
+        self.what = self.what or "returns"
+
+    def visit_Yield(self, node: ast.AST) -> None:
+        self.what = self.what or "yields"
+
+    visit_YieldFrom = visit_Await = visit_Yield
+
+    def visit_Break(self, node: ast.AST) -> None:
+        if not self.loops:
+            self.what = self.what or "breaks out of a loop"
+
+    def visit_Continue(self, node: ast.AST) -> None:
+        if not self.loops:
+            self.what = self.what or "continues a loop"
+
+    def visit_Global(self, node: ast.AST) -> None:
+        self.what = self.what or "declares a global or nonlocal name"
+
+    visit_Nonlocal = visit_Global
+
+    def _loop(self, node: Any) -> None:
+        self.loops += 1
+        self.generic_visit(node)
+        self.loops -= 1
+
+    visit_For = visit_While = visit_AsyncFor = _loop
+
+    def _scope(self, node: Any) -> None:
+        pass
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _scope
+
+
+def _escapes(stmts: list[ast.stmt]) -> str | None:
+    v = _Escapes()
+    for s in stmts:
+        v.visit(s)
+    return v.what
+
+
+def _rt(attr: str) -> ast.Attribute:
+    return ast.Attribute(ast.Name(_RT, ast.Load()), attr, ast.Load())
+
+
+def _def(name: str, args: ast.arguments, body: list[ast.stmt]) -> ast.FunctionDef:
+    return ast.FunctionDef(name=name, args=args, body=body, decorator_list=[], returns=None)
+
+
+def _thunk(e: ast.expr) -> ast.Lambda:
+    return ast.Lambda(ast.arguments([], [], None, [], [], None, []), e)
+
+
+class _Rewriter(ast.NodeTransformer):
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.count = itertools.count()
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
+        self.generic_visit(node)
+        fn = "and_" if isinstance(node.op, ast.And) else "or_"
+        out = node.values[-1]
+        for v in reversed(node.values[:-1]):  # a and b and c: and_(a, lambda: and_(b, lambda: c))
+            out = ast.Call(_rt(fn), [v, _thunk(out)], [])
+        return ast.copy_location(out, node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
+        self.generic_visit(node)
+        if not isinstance(node.op, ast.Not):
+            return node
+        return ast.copy_location(ast.Call(_rt("not_"), [node.operand], []), node)
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.expr:
+        self.generic_visit(node)
+        call = ast.Call(_rt("ifexp"), [node.test, _thunk(node.body), _thunk(node.orelse)], [])
+        return ast.copy_location(call, node)
+
+    def visit_While(self, node: ast.While) -> ast.While:
+        self.generic_visit(node)
+        where = [ast.Constant(self.file), ast.Constant(node.lineno)]
+        node.test = ast.copy_location(ast.Call(_rt("loop_test"), [node.test, *where], []), node.test)
+        return node
+
+    def visit_If(self, node: ast.If) -> Any:
+        self.generic_visit(node)  # the ifs inside first
+        where = [ast.Constant(self.file), ast.Constant(node.lineno)]
+        what = _escapes(node.body) or _escapes(node.orelse)
+        if what is not None:  # left as Python's if, its test checked to be concrete
+            node.test = ast.copy_location(ast.Call(_rt("concrete"), [node.test, *where, ast.Constant(what)], []),
+                                          node.test)  # fmt: skip
+            return node
+        k = next(self.count)
+        names = _assigned(node.body) + [n for n in _assigned(node.orelse) if n not in _assigned(node.body)]
+        params = ast.arguments([], [ast.arg(n) for n in names], None, [], [], None, [])
+        result = ast.Return(ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load()))
+        then = _def(f"{_PREFIX}then{k}", params, [*node.body, result])
+        orelse = _def(f"{_PREFIX}else{k}", params, [*node.orelse, result])
+        scope = ast.Call(ast.Name("locals", ast.Load()), [], [])
+        values = ast.Tuple([ast.Call(_rt("local"), [scope, ast.Constant(n)], []) for n in names], ast.Load())
+        call = ast.Call(_rt("cond"), [node.test, ast.Name(then.name, ast.Load()), ast.Name(orelse.name, ast.Load()),
+                                      values, ast.Constant(tuple(names)), *where], [])  # fmt: skip
+        if names:
+            stmt: ast.stmt = ast.Assign([ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())], call)
+        else:
+            stmt = ast.Expr(call)
+        out = [then, orelse, stmt]
+        for s in out:
+            ast.copy_location(s, node)
+        return out
+
+
+def _controls(tree: ast.AST) -> bool:
+    return any(isinstance(n, (ast.If, ast.While, ast.BoolOp, ast.IfExp)) or (isinstance(n, ast.UnaryOp) and
+               isinstance(n.op, ast.Not)) for n in ast.walk(tree))  # fmt: skip
+
+
+_cache: weakref.WeakKeyDictionary[Any, Callable] = weakref.WeakKeyDictionary()
+
+
+def rewrite(fn: Callable) -> Callable:
+    """``fn`` with its control flow made traceable (module docstring); ``fn`` itself where there is nothing
+    to rewrite or its source cannot be read. Cached per function."""
+    code = getattr(fn, "__code__", None)
+    if code is None or not isinstance(fn, types.FunctionType):
+        return fn
+    try:
+        return _cache[fn]
+    except KeyError:
+        pass
+    except TypeError:  # not weakly referable
+        return fn
+    out = _rewrite(fn) or fn
+    _cache[fn] = out
+    return out
+
+
+def _rewrite(fn: types.FunctionType) -> Callable | None:
+    code = fn.__code__
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) or (
+        "super" in code.co_names  # super() needs the class cell only a class body makes
+    ):
+        return None
+    try:
+        tree = function_tree(fn)
+    except (OSError, TypeError, SyntaxError):
+        return None
+    func = tree.body[0] if isinstance(tree, ast.Module) and tree.body else None
+    if not isinstance(func, ast.FunctionDef) or func.name != code.co_name or not _controls(func):
+        return None  # a lambda, or nothing to rewrite
+    ast.increment_lineno(tree, code.co_firstlineno - 1)
+    func.decorator_list = []
+    # annotations and defaults were evaluated where the function was defined: the original's are kept
+    for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs, func.args.vararg, func.args.kwarg):
+        if a is not None:
+            a.annotation = None
+    func.returns = None
+    func.args.defaults = []
+    func.args.kw_defaults = [None] * len(func.args.kwonlyargs)
+    func.body = _Rewriter(code.co_filename).visit(ast.Module(func.body, [])).body
+    free = [*code.co_freevars, _RT]
+    maker = _def(f"{_PREFIX}make", ast.arguments([], [ast.arg(n) for n in free], None, [], [], None, []),
+                 [func, ast.Return(ast.Name(func.name, ast.Load()))])  # fmt: skip
+    module = ast.Module([maker], [])
+    ast.fix_missing_locations(module)
+    try:
+        compiled = compile(module, code.co_filename, "exec", dont_inherit=True)
+    except SyntaxError:  # pragma: no cover - the pass produced invalid code: trace the original
+        return None
+    namespace: dict[str, Any] = {}
+    exec(compiled, fn.__globals__, namespace)  # noqa: S102 - the user's own function, rewritten
+    made = namespace[maker.name](*[None] * len(free))
+    cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
+    cells[_RT] = types.CellType(_module())
+    new = types.FunctionType(made.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                             tuple(cells[n] for n in made.__code__.co_freevars))  # fmt: skip
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__annotations__ = fn.__annotations__
+    new.__qualname__ = fn.__qualname__
+    new.__module__ = fn.__module__
+    new.__doc__ = fn.__doc__
+    new.__wrapped__ = fn  # type: ignore[attr-defined]
+    return new
+
+
+def _module() -> types.ModuleType:
+    import sys
+
+    return sys.modules[__name__]
