@@ -9,6 +9,7 @@ as kernel-language source.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -495,8 +496,16 @@ def _dtype_source(dt: str) -> str:
     return "pt.bool_" if dt == "bool" else f"pt.{dt}"
 
 
-def render(node: Node) -> str:
-    """The node as kernel-language source (fully parenthesised)."""
+def render(node: Node, hoisted: list[str] | None = None) -> str:
+    """The node as kernel-language source (fully parenthesised). With ``hoisted``, each select is written as an
+    ``if``/``else`` statement assigning a variable (appended to ``hoisted``, inner ones first), which the
+    expression then names: the same program through the control-flow pass."""
+    if hoisted is not None:
+        return _render(node, lambda n: render(n, hoisted), hoisted)
+    return _render(node, render, None)
+
+
+def _render(node: Node, render: Callable[[Node], str], hoisted: list[str] | None) -> str:
     if isinstance(node, Load):
         return f"{node.tensor.name}{node.tensor.index_source()}"
     if isinstance(node, Const):
@@ -524,7 +533,12 @@ def render(node: Node) -> str:
     if isinstance(node, Power):
         return f"({render(node.x)} ** {node.k})"
     if isinstance(node, Select):
-        return f"pt.where({render(node.cond)}, {render(node.a)}, {render(node.b)})"
+        cond, a, b = render(node.cond), render(node.a), render(node.b)
+        if hoisted is None:
+            return f"pt.where({cond}, {a}, {b})"
+        name = f"v{len(hoisted)}"
+        hoisted.append(f"if {cond}:\n        {name} = {a}\n    else:\n        {name} = {b}")
+        return name
     if isinstance(node, Convert):
         return f"pt.cast({render(node.x)}, {_dtype_source(node.dtype)})"
     if isinstance(node, Reduce):
@@ -581,7 +595,16 @@ class Program:
             self.store
         ]
         axes = "j, i = pt.axis(0), pt.axis(1)" if self.swapped else "i, j = pt.axis(0), pt.axis(1)"
-        return f"def fuzz_kernel({', '.join(params)}):\n    {axes}\n    {target} = {render(self.root)}\n"
+        hoisted: list[str] | None = [] if self.branchy else None
+        value = render(self.root, hoisted)
+        body = "".join(f"    {h}\n" for h in hoisted or ())
+        return f"def fuzz_kernel({', '.join(params)}):\n    {axes}\n{body}    {target} = {value}\n"
+
+    @property
+    def branchy(self) -> bool:
+        """Whether the source writes its selects as ``if``/``else`` statements (every other seed) instead of
+        ``pt.where``: the same program, through the control-flow pass."""
+        return self.seed % 2 == 1
 
     def __repr__(self) -> str:  # what hypothesis prints for a falsifying example
         return f"Program(M={self.m}, N={self.n}, seed={self.seed}):\n{self.source()}"
