@@ -122,19 +122,44 @@ def test_if_in_jit_functions_and_their_gradients_match_torch(pypto_executor, rng
         np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-10, atol=1e-12)
 
 
-def test_what_a_traced_if_cannot_do_is_a_typed_error():
-    @pt.kernel
-    def store_in_branch(x: pt.Tensor[pt.float32, (N,)], y: pt.Tensor[pt.float32, (N,)]):
+def test_stores_in_a_traced_branch_write_only_where_it_is_taken(pypto_executor, rng):
+    """A store inside a traced ``if`` keeps the element's value where the branch is not taken (it becomes
+    ``y[i] = where(c, v, y[i])``); a scatter-add in a branch adds only where it is taken."""
+
+    @pt.kernel(executor=pypto_executor)
+    def branchy(x: pt.Tensor[pt.float64, (N,)], bins: pt.Tensor[pt.int32, (N,)], y: pt.Tensor[pt.float64, (N,)],
+                z: pt.Tensor[pt.float64, (N,)], counts: pt.Tensor[pt.int64, (M,)]):  # fmt: skip
         i = pt.axis(0)
-        if x[i] > 0.0:
-            y[i] = x[i]
+        if x[i] > 0.5:
+            y[i] = x[i] * 2.0
+            counts[bins[i]] += 1
+        elif x[i] < -0.5:
+            z[i] = z[i] * 10.0  # reads the element's old value
         else:
             y[i] = 0.0
+            z[i] = -1.0
 
-    with pytest.raises(pt.TracingError, match="a store inside an 'if' on a traced value") as e:
-        store_in_branch.ir()
-    assert e.value.loc.lineno == store_in_branch.fn.__code__.co_firstlineno + 3
-    assert "store it once" in e.value.hint
+    x, bins = rng.uniform(-1, 1, 40), rng.integers(0, 5, 40).astype(np.int32)
+    y0, z0 = rng.standard_normal(40), rng.standard_normal(40)
+    y, z, counts = y0.copy(), z0.copy(), np.zeros(5, np.int64)
+    branchy(x, bins, y, z, counts)
+    hi, lo = x > 0.5, x < -0.5
+    np.testing.assert_array_equal(y, np.where(hi, x * 2.0, np.where(lo, y0, 0.0)))
+    np.testing.assert_array_equal(z, np.where(hi, z0, np.where(lo, z0 * 10.0, -1.0)))
+    np.testing.assert_array_equal(counts, np.bincount(bins[hi], minlength=5))
+
+
+def test_what_a_traced_if_cannot_do_is_a_typed_error():
+    @pt.kernel
+    def max_in_branch(x: pt.Tensor[pt.float32, (N,)], b: pt.Tensor[pt.int32, (N,)], y: pt.Tensor[pt.float32, (M,)]):
+        i = pt.axis(0)
+        if x[i] > 0.0:
+            pt.scatter_max(y[b[i]], x[i])
+
+    with pytest.raises(pt.TracingError, match="pt.scatter_max inside an 'if' on a traced value") as e:
+        max_in_branch.ir()
+    assert e.value.loc.lineno == max_in_branch.fn.__code__.co_firstlineno + 4
+    assert "pt.where" in e.value.hint
 
     @pt.kernel
     def one_branch(x: pt.Tensor[pt.float32, (N,)], y: pt.Tensor[pt.float32, (N,)]):

@@ -192,15 +192,17 @@ def test_argument_errors():
 # -- TracingError ----------------------------------------------------------------------------------
 
 
-def test_tracing_error_python_if_points_at_line_with_hint():
+def test_tracing_error_python_while_points_at_line_with_hint():
     @pt.kernel
-    def relu(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
+    def doubling(x: pt.Tensor[float, (N,)], y: pt.Tensor[float, (N,)]):
         i = pt.axis(0)
-        if x[i] > 0:  # the offending line
-            y[i] = x[i]
+        v = x[i]
+        while v < 10:  # the offending line
+            v = v * 2
+        y[i] = v
 
     with pytest.raises(pt.TracingError) as ei:
-        relu.ir()
+        doubling.ir()
     e = ei.value
     assert e.loc is not None and e.loc.filename.endswith("test_errors.py")
     assert "the offending line" in str(e) and "pt.where" in str(e)

@@ -522,3 +522,21 @@ def test_kernels_named_like_c_library_functions():
     remainder(a, b, c)
     close(c, np.remainder(a, b))
     assert remainder.name == "remainder_kernel"
+
+
+def test_a_store_sees_earlier_stores_through_computed_values(pypto_executor):
+    """The same expression of an output after a store to it is a new value (every backend, the NumPy reference
+    included: it once reused ``y[i] * 2`` computed for the first store, and a float16 load converted once)."""
+
+    @pt.kernel(executor=pypto_executor)
+    def twice(y: pt.Tensor[pt.float32, (N,)], z: pt.Tensor[pt.float16, (N,)]):
+        i = pt.axis(0)
+        y[i] = y[i] * 2.0
+        y[i] = y[i] * 2.0
+        z[i] = pt.where(z[i] > 0, z[i] + 1.0, z[i])
+        z[i] = pt.where(z[i] > 2, z[i] * 3.0, z[i])
+
+    y, z = np.array([1.0, -2.0, 3.0], np.float32), np.array([1.5, -1.0, 0.5], np.float16)
+    twice(y, z)
+    np.testing.assert_array_equal(y, [4.0, -8.0, 12.0])
+    np.testing.assert_array_equal(z, np.array([7.5, -1.0, 1.5], np.float16))

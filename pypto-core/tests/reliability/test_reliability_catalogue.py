@@ -403,13 +403,13 @@ CATALOGUE: list[Case] = [
     # -- tracing ----------------------------------------------------------------------------------------------------
     Case(
         "if_on_value",
-        "`if` on a traced value",
+        "`if` on a traced value in a function without source (built by `exec`: not rewritten)",
         _trace_error("k", "    if x[i] > 0:\n        y[i] = x[i]\n"),
         (pt.TracingError, r"pt.where"),
     ),
     Case(
         "while_on_value",
-        "`while` on a traced value",
+        "`while` on a traced value in a function without source",
         _trace_error("k", "    while x[i] > 0:\n        y[i] = x[i]\n"),
         (pt.TracingError, r"<string>:3: Python control flow .* on a traced value(.|\n)*pt\.where"),
     ),

@@ -240,3 +240,35 @@ def if_elif_else(dt):
         z[i] = a[i] if m[i] and a[i] else 1  # a traced number as a condition: its truth, a != 0
 
     return if_elif_else
+
+
+def _if_stores_ref(a, b, m, y):
+    a, b, y = _f64(a), _f64(b), _f64(y)
+    hi = a > b
+    return {"y": np.where(hi, a * 2, np.where(m, y, b)), "z": np.where(hi, 1, np.where(m, 2, 3))}
+
+
+@case(
+    dtypes=NUMERIC,
+    sizes=SIZES_1D,
+    values={**SELECTED, "y": normal(int_range=1000)},
+    inplace=("y",),
+    reference=_if_stores_ref,
+)
+def if_stores(dt):
+    """Stores inside the branches of an ``if`` on traced values: each writes only where its branch is taken, and
+    an element no branch writes keeps its value (``y`` is updated in place where ``m`` holds)."""
+
+    def if_stores(a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], m: pt.Tensor[pt.bool_, (N,)],
+                  y: pt.Tensor[dt, (N,)], z: pt.Tensor[pt.int32, (N,)]):  # fmt: skip
+        i = pt.axis(0)
+        if a[i] > b[i]:
+            y[i] = a[i] * 2
+            z[i] = 1
+        elif m[i]:
+            z[i] = 2
+        else:
+            y[i] = b[i]
+            z[i] = 3
+
+    return if_stores

@@ -146,6 +146,14 @@ class NumpyRenderer:
         self.names[id(e)] = (e, name)
         return name
 
+    def forget(self, tensor: str) -> None:
+        """Drop the values computed from ``tensor`` (just stored into): a later store reading it sees the new
+        values, as in the compiled kernels (a value computed before would be stale)."""
+        self.names = {
+            key: (e, name) for key, (e, name) in self.names.items()
+            if not any(isinstance(n, (Load, Gather)) and n.tensor == tensor for n in postorder(e))
+        }  # fmt: skip
+
     def compute(self, e: Expr) -> str:
         dt = e.dtype
         assert dt is not None
@@ -214,6 +222,7 @@ class NumpyRenderer:
                 self.emit(f"{self.buffer(s.tensor)}[{self.gather_index(s.index)}] = _np.reshape({v}, ())")
             else:
                 self.emit(f"{self.buffer(s.tensor)}[{self.gather_index(s.index)}] = {v}")
+            self.forget(s.tensor)
         for c in k.scatters:
             if c.loc:
                 self.emit(f"# {c.loc.filename.rsplit('/', 1)[-1]}:{c.loc.lineno}: {c.loc.text.strip()}")

@@ -14,9 +14,11 @@ those constructs into calls of the functions below, which keep Python's meaning 
   ``&``, ``|``, ``== False`` and ``pt.where`` (on booleans: a traced number ``x`` stands for ``x != 0``);
   on concrete ones they short-circuit as in Python.
 
-A branch on a traced condition that stores (``y[i] = ...``, a scatter), returns, breaks or continues, and a
-``while`` loop on a traced condition, are a :class:`~pypto.errors.TracingError` naming the line and what
-to write instead. Both branches of a
+A store in a branch on a traced condition writes only where the branch is taken: it becomes
+``y[i] = where(c, v, y[i])`` (the element keeps its value elsewhere), and a scatter-add adds
+``where(c, v, 0)``. A scatter max/min or unique store in such a branch, a branch that returns, breaks or
+continues, and a ``while`` loop on a traced condition are a :class:`~pypto.errors.TracingError` naming the
+line and what to write instead. Both branches of a
 traced ``if`` are evaluated at every point (a select): an index read in a branch is bounds-checked even
 where the branch is not taken.
 
@@ -124,18 +126,65 @@ def cond(c: Any, then: Callable[..., tuple], orelse: Callable[..., tuple], value
         return then(*values) if c else orelse(*values)
     loc = _loc(file, line)
     test = truth(c)
-    before = _writes()
-    a = then(*values)
-    b = orelse(*values)
-    if _writes() != before:
-        raise TracingError(
-            "a store inside an 'if' on a traced value: both branches are traced and their values selected, "
-            "so a store (or scatter) in a branch would run at every point",
-            loc,
-            "compute the value in the branches and store it once after the if: "
-            "v = a if cond else b (or pt.where(cond, a, b)); y[i] = v",
-        )
+    tracer = _tracer()
+    a, then_writes = _branch(tracer, then, values)
+    b, else_writes = _branch(tracer, orelse, values)
+    if any(then_writes) or any(else_writes):
+        _masked_writes(tracer, test, then_writes, else_writes, loc)
     return tuple(_select(test, x, y, f"variable '{n}'", loc) for n, x, y in zip(names, a, b))
+
+
+def _tracer() -> Any:
+    from pypto.lang.context import active_tracer
+
+    return active_tracer()
+
+
+def _branch(tracer: Any, fn: Callable[..., tuple], values: tuple) -> tuple[tuple, tuple[list, list]]:
+    """Trace one branch; its stores and scatters are taken out of the kernel's lists (put back masked)."""
+    if tracer is None:
+        return fn(*values), ([], [])
+    s0, c0 = len(tracer.stores), len(tracer.scatters)
+    out = fn(*values)
+    stores, scatters = tracer.stores[s0:], tracer.scatters[c0:]
+    del tracer.stores[s0:], tracer.scatters[c0:]
+    return out, (stores, scatters)
+
+
+def _masked_writes(tracer: Any, test: Any, then_writes: tuple[list, list], else_writes: tuple[list, list],
+                   loc: SourceLoc) -> None:  # fmt: skip
+    """A traced branch's stores, made to write only where it is taken: ``y[i] = where(c, v, y[i])`` (the element
+    keeps its value elsewhere), and its scatter-adds to add ``where(c, v, 0)``: the stores of the if-branch, of
+    the else-branch, then the scatters of each (a kernel's scatters run after its stores)."""
+    from dataclasses import replace
+
+    from pypto.ir.nodes import Binary, Const, Load, Where
+    from pypto.lang.values import to_node
+
+    taken = to_node(test)
+    branches = ((taken, then_writes), (Binary("eq", taken, Const(False), loc=loc), else_writes))
+    for cond, (stores, _) in branches:  # the stores of both branches, then the scatters
+        for s in stores:
+            if tracer.scatters:
+                raise TracingError(
+                    f"a store into '{s.tensor}' in a branch follows a scatter; a kernel's scatters run after "
+                    "its stores",
+                    s.loc,
+                    "write the stores first, then the scatters (or use two kernels)",
+                )
+            old = Load(s.tensor, s.index, loc=s.loc)
+            tracer.stores.append(replace(s, value=Where(cond, s.value, old, loc=s.loc)))
+    for cond, (_, scatters) in branches:
+        for sc in scatters:
+            if sc.op != "add":
+                what = "pt.scatter(..., unique=True)" if sc.op == "set" else f"pt.scatter_{sc.op}"
+                raise TracingError(
+                    f"{what} inside an 'if' on a traced value: a branch's scatter-adds add 0 where the branch "
+                    "is not taken, but this scatter has no such neutral value here",
+                    sc.loc or loc,
+                    f"select the value to scatter with pt.where and call {what} after the if",
+                )
+            tracer.scatters.append(replace(sc, value=Where(cond, sc.value, Const(0, weak=True), loc=sc.loc)))
 
 
 def concrete(c: Any, file: str, line: int, what: str) -> Any:
@@ -196,13 +245,6 @@ def _number(x: Any) -> bool:
     import numbers
 
     return isinstance(x, numbers.Number) and not isinstance(x, complex)
-
-
-def _writes() -> int:
-    from pypto.lang.context import active_tracer
-
-    t = active_tracer()
-    return 0 if t is None else len(t.stores) + len(t.scatters)
 
 
 def _loc(file: str, line: int) -> SourceLoc:
