@@ -168,9 +168,23 @@ def test_what_a_traced_if_cannot_do_is_a_typed_error():
             v = x[i]
         y[i] = v
 
-    with pytest.raises(pt.TracingError, match="'v' is assigned in only one branch") as e:
+    with pytest.raises(pt.TracingError, match="'v' has no value here: it is assigned in only one branch") as e:
         one_branch.ir()
     assert "give v a value before the if" in e.value.hint
+
+    @pt.kernel(executor="reference")
+    def loop_in_branch(x: pt.Tensor[pt.float32, (N,)], y: pt.Tensor[pt.float32, (N,)]):
+        i = pt.axis(0)
+        acc = 0.0
+        if x[i] > 0.0:
+            for k in range(3):  # k: assigned in one branch only, never used after the if: fine
+                acc = acc + x[i] * k
+        y[i] = acc
+
+    x = np.array([1.0, -1.0, 2.0], np.float32)
+    y = np.empty_like(x)
+    loop_in_branch(x, y)
+    np.testing.assert_array_equal(y, np.where(x > 0, x * 3.0, 0.0))
 
     def early_return(x):
         if x.sum() > 0.0:

@@ -86,6 +86,8 @@ def _operand(x: Any, what: str) -> Array | Scalar:
             user_loc(),
             "pass it as an argument of the jit function (arrays are inputs, not constants)",
         )
+    if getattr(type(x), "_pt_undefined", False):  # a variable an if on a traced value left without a value
+        x._fail()
     raise TracingError(
         f"{what}: cannot use a {type(x).__name__} in an array expression",
         user_loc(),

@@ -46,18 +46,25 @@ _PREFIX = "__pt_"  # names the pass introduces (never a user's variable)
 
 # -- run time ---------------------------------------------------------------------------------------------------
 class Undefined:
-    """A variable a traced ``if`` may assign that had no value before it."""
+    """A variable with no value: unassigned before an ``if`` and by the branch that ran, or (``why``) assigned
+    by one branch only of an ``if`` on a traced value. Using it raises; passing it along does not."""
 
-    __slots__ = ("name",)
+    __slots__ = ("name", "why", "loc")
+    _pt_undefined = True  # what to_node / the array layer's operands look for (no import of this module)
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, why: str | None = None, loc: SourceLoc | None = None):
         self.name = name
+        self.why = why
+        self.loc = loc
 
     def __repr__(self) -> str:
         return f"<undefined variable {self.name!r}>"
 
     def _fail(self, *_: Any, **__: Any) -> Any:
-        raise NameError(f"name {self.name!r} is not defined (it is assigned in a branch that did not run)")
+        if self.why is None:
+            raise NameError(f"name {self.name!r} is not defined (it is assigned in a branch that did not run)")
+        raise TracingError(f"'{self.name}' has no value here: {self.why}", self.loc,
+                           f"give {self.name} a value before the if (or assign it in both branches)")  # fmt: skip
 
     __bool__ = __call__ = __getitem__ = __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _fail
     __truediv__ = __rtruediv__ = __lt__ = __le__ = __gt__ = __ge__ = __neg__ = __float__ = __int__ = _fail
@@ -215,13 +222,10 @@ def loop_test(c: Any, file: str, line: int) -> Any:
 def _select(c: Any, x: Any, y: Any, what: str, loc: SourceLoc | None) -> Any:
     if x is y:
         return x
-    if isinstance(x, Undefined) or isinstance(y, Undefined):
-        name = (x if isinstance(x, Undefined) else y).name
-        raise TracingError(
-            f"'{name}' is assigned in only one branch of an 'if' on a traced value and has no value before it",
-            loc,
-            f"give {name} a value before the if (or assign it in both branches)",
-        )
+    if isinstance(x, Undefined) or isinstance(y, Undefined):  # an error where it is used (a loop's variable
+        name = (x if isinstance(x, Undefined) else y).name  # inside a branch may never be)
+        return Undefined(name, "it is assigned in only one branch of an 'if' on a traced value and had no value "
+                         "before it", loc)  # fmt: skip
     if traced(x) or traced(y) or (_number(x) and _number(y)):
         from pypto.lang.functions import where
 

@@ -83,6 +83,8 @@ def to_node(value: Any, *, what: str = "operand") -> Expr:
             user_loc(),
             f"index it with axes, e.g. {value.name}[{', '.join(f'i{k}' for k in range(value.ndim)) or '0'}]",
         )
+    if getattr(type(value), "_pt_undefined", False):  # a variable an if on a traced value left without a value
+        value._fail()
     raise TracingError(
         f"{what}: cannot use a {type(value).__name__} in a kernel expression",
         user_loc(),
