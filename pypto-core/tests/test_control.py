@@ -298,3 +298,14 @@ def test_argmax_errors_are_typed():
 
     with pytest.raises(pt.TracingError, match="one axis at a time"):
         two_axes.ir()
+
+    @pt.kernel
+    def rows(x: pt.Tensor[pt.float32, (M, N)], i: pt.Tensor[pt.int64, (M,)]):
+        r, c = pt.axis(0), pt.axis(1)
+        i[r] = pt.argmax(x[r, c], axis=c)
+
+    out = np.full(3, 7, np.int64)
+    with pytest.raises(pt.ShapeError, match="pt.argmax over axis 'c', which is empty"):
+        rows(np.ones((3, 0), np.float32), out)  # NumPy raises too; nothing is written
+    assert (out == 7).all()
+    rows(np.ones((0, 4), np.float32), np.empty(0, np.int64))  # no rows: nothing to do

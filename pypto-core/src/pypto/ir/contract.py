@@ -21,7 +21,17 @@ import numpy as np
 
 from pypto.errors import ArgumentError, DTypeError, ShapeError
 from pypto.ir.affine import Affine
-from pypto.ir.kernel import Check, DimEqual, GatherInBounds, IndexInBounds, KernelIR, Param, ParamViews, ScalarParam
+from pypto.ir.kernel import (
+    AxisNotEmpty,
+    Check,
+    DimEqual,
+    GatherInBounds,
+    IndexInBounds,
+    KernelIR,
+    Param,
+    ParamViews,
+    ScalarParam,
+)
 from pypto.ir.nodes import Gather, Load, load_accesses, postorder
 
 
@@ -159,6 +169,16 @@ class CallContract(ParamViews):
                         expected=va,
                         got=vb,
                         fix="pass arrays whose sizes agree along that axis",
+                    )
+            elif isinstance(c, AxisNotEmpty):
+                if extents[c.axis] == 0:
+                    where = f"{c.loc}: " if c.loc else ""
+                    raise ShapeError(
+                        f"{where}{self.name}(): {c.what} over axis '{self.axis_name(c.axis)}', which is empty",
+                        param="axis",
+                        expected="an axis of at least one point",
+                        got=0,
+                        fix="pass arrays that are not empty along that axis (NumPy's argmax raises there too)",
                     )
             elif isinstance(c, IndexInBounds):
                 lo = hi = c.index.without_axes().evaluate(dims)

@@ -97,7 +97,17 @@ class GatherInBounds:
     loc: SourceLoc | None = None
 
 
-Check = DimEqual | IndexInBounds | GatherInBounds
+@dataclass(frozen=True)
+class AxisNotEmpty:
+    """Runtime check: ``axis`` has at least one point (``what`` needs one: ``pt.argmax`` over an empty axis
+    has no answer, and NumPy raises too)."""
+
+    axis: int
+    what: str
+    loc: SourceLoc | None = None
+
+
+Check = DimEqual | IndexInBounds | GatherInBounds | AxisNotEmpty
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ loop IR prints as indented pseudo-code.
 from __future__ import annotations
 
 from pypto.ir.affine import Affine
-from pypto.ir.kernel import DimEqual, GatherInBounds, IndexInBounds, KernelIR, TensorParam
+from pypto.ir.kernel import AxisNotEmpty, DimEqual, GatherInBounds, IndexInBounds, KernelIR, TensorParam
 from pypto.ir.loops import (
     Alloc,
     Assign,
@@ -88,6 +88,8 @@ def format_kernel(k: KernelIR) -> str:
             lines.append(
                 f"  check -{c.size} <= (gathered index) < {c.size}   ({c.tensor} dim {c.position}, before the call)"
             )
+        elif isinstance(c, AxisNotEmpty):
+            lines.append(f"  check {name(c.axis)} not empty   ({c.what})")
 
     ids: dict[int, str] = {}
 

@@ -270,7 +270,13 @@ def _make_arg_reduce(op: str, fname: str):
         if axes[0] not in free_axes(node):
             raise TracingError(f"pt.{fname}: the expression does not depend on pt.axis({axes[0]})", user_loc(),
                                "reduce over an axis the expression is indexed with")  # fmt: skip
-        return ExprProxy(arg_reduce_expr(op, node, axes[0], user_loc()))
+        loc = user_loc()
+        tracer = active_tracer()
+        if tracer is not None:  # checked at each call: an empty axis has no argmax (NumPy raises too)
+            from pypto.ir.kernel import AxisNotEmpty
+
+            tracer.nonempty.append(AxisNotEmpty(axes[0], f"pt.{fname}", loc))
+        return ExprProxy(arg_reduce_expr(op, node, axes[0], loc))
 
     fn.__name__ = fn.__qualname__ = fname
     fn.__doc__ = (

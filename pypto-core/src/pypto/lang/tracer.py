@@ -10,7 +10,7 @@ from typing import Any
 from pypto import dtypes
 from pypto.errors import SourceLoc, TracingError
 from pypto.ir.affine import Affine
-from pypto.ir.kernel import AxisInfo, KernelIR, ScalarParam, TensorParam
+from pypto.ir.kernel import AxisInfo, AxisNotEmpty, KernelIR, ScalarParam, TensorParam
 from pypto.ir.nodes import Expr, Gather, Index, Load, Scalar, Scatter, Store, postorder
 from pypto.ir.ops import FUNCTIONS
 from pypto.lang import functions as _functions  # noqa: F401  (fills values.NUMPY_UFUNCS before any trace)
@@ -126,6 +126,7 @@ class Tracer:
         self.name = _c_identifier(name or getattr(fn, "__name__", "kernel"))
         self.stores: list[Store] = []
         self.scatters: list[Scatter] = []
+        self.nonempty: list[AxisNotEmpty] = []  # axes a reduction needs a point of (pt.argmax)
         self.params: list[TensorParam | ScalarParam] = []
         self.loc = _fn_loc(fn)
 
@@ -271,7 +272,7 @@ class Tracer:
             taken.add(nm)
             axis_infos.append(AxisInfo(k, nm))
         return KernelIR(self.name, tuple(params), tuple(dims), tuple(axis_infos), tuple(self.stores), loc=self.loc,
-                        scatters=tuple(self.scatters))  # fmt: skip
+                        scatters=tuple(self.scatters), checks=tuple(dict.fromkeys(self.nonempty)))  # fmt: skip
 
     def _check_dims(self, used: frozenset[str], declared: list[str], loc: SourceLoc | None) -> None:
         for d in used:

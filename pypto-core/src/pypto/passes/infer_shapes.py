@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pypto.errors import TracingError
 from pypto.ir.affine import Affine
-from pypto.ir.kernel import AxisInfo, DimEqual, GatherInBounds, IndexInBounds, KernelIR
+from pypto.ir.kernel import AxisInfo, AxisNotEmpty, DimEqual, GatherInBounds, IndexInBounds, KernelIR
 from pypto.ir.nodes import Expr, Extent, Gather, Index, Load, Scatter, Store, free_axes, postorder, transform
 
 
@@ -45,7 +45,7 @@ def infer_shapes(k: KernelIR) -> KernelIR:
         if a is not None:
             plain[a].append((k.buffer(tensor).shape[pos], _describe(tensor, pos), loc))
 
-    checks: list = []
+    checks: list = [c for c in k.checks if isinstance(c, AxisNotEmpty)]  # (the tracer's: pt.argmax)
     axes = []
     for info in k.axes:
         uses = plain[info.index]
