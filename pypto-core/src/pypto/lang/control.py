@@ -158,11 +158,32 @@ def _branch(tracer: Any, fn: Callable[..., tuple], values: tuple) -> tuple[tuple
     return out, (stores, scatters)
 
 
+def _both_branches(taken: Any, then_stores: list, else_stores: list) -> dict[tuple, Any]:
+    """The elements both branches store once each, into tensors neither branch reads: stored once, the value
+    ``where(c, then's, else's)`` (no read of the old value: the element is written on every path)."""
+    from pypto.ir.nodes import Gather, Load, Where, postorder
+
+    def count(stores: list) -> dict[tuple, list]:
+        out: dict[tuple, list] = {}
+        for s in stores:
+            out.setdefault((s.tensor, s.index), []).append(s)
+        return out
+
+    then_by, else_by = count(then_stores), count(else_stores)
+    read = {n.tensor for s in (*then_stores, *else_stores) for n in postorder(s.value) if isinstance(n, (Load, Gather))}
+    return {
+        key: Where(taken, then_by[key][0].value, else_by[key][0].value, loc=then_by[key][0].loc)
+        for key in then_by.keys() & else_by.keys()
+        if len(then_by[key]) == 1 and len(else_by[key]) == 1 and key[0] not in read
+    }
+
+
 def _masked_writes(tracer: Any, test: Any, then_writes: tuple[list, list], else_writes: tuple[list, list],
                    loc: SourceLoc) -> None:  # fmt: skip
     """A traced branch's stores, made to write only where it is taken: ``y[i] = where(c, v, y[i])`` (the element
     keeps its value elsewhere), and its scatter-adds to add ``where(c, v, 0)``: the stores of the if-branch, of
-    the else-branch, then the scatters of each (a kernel's scatters run after its stores)."""
+    the else-branch, then the scatters of each (a kernel's scatters run after its stores). An element both
+    branches store (and neither reads) is one store of the selected value."""
     from dataclasses import replace
 
     from pypto.ir.nodes import Binary, Const, Load, Where
@@ -170,8 +191,14 @@ def _masked_writes(tracer: Any, test: Any, then_writes: tuple[list, list], else_
 
     taken = to_node(test)
     branches = ((taken, then_writes), (Binary("eq", taken, Const(False), loc=loc), else_writes))
+    merged = _both_branches(taken, then_writes[0], else_writes[0])
     for cond, (stores, _) in branches:  # the stores of both branches, then the scatters
         for s in stores:
+            key = (s.tensor, s.index)
+            if key in merged:  # stored by both branches: one store of the selected value, in the if-branch's place
+                if cond is taken:
+                    tracer.stores.append(replace(s, value=merged[key]))
+                continue
             if tracer.scatters:
                 raise TracingError(
                     f"a store into '{s.tensor}' in a branch follows a scatter; a kernel's scatters run after "
