@@ -181,3 +181,45 @@ def argmax_argmin(dt):
         top[c] = pt.argmax(x[r, c], axis=r)
 
     return argmax_argmin
+
+
+def _accumulate(op: str, x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
+    """A running reduction computed with NumPy in float64 / int64 (uint64), wrapping around as narrow types do."""
+    v = x.astype(np.float64) if floating(x.dtype) else x.astype(np.uint64 if x.dtype.kind == "u" else np.int64)
+    ufunc = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}[op]
+    flip = tuple(slice(None, None, -1) if d == axis and reverse else slice(None) for d in range(v.ndim))
+    with np.errstate(all="ignore"):
+        return ufunc.accumulate(v[flip], axis=axis)[flip]
+
+
+def _scan_ref(x, p):
+    return {
+        "s": _accumulate("sum", x, 1, False),
+        "sr": _accumulate("sum", x, 0, True),
+        "pr": _accumulate("prod", p, 0, True),
+        "hi": _accumulate("max", x, 1, True),
+        "lo": _accumulate("min", x, 0, False),
+    }
+
+
+@case(
+    dtypes=NUMERIC + SMALL_INTS,
+    sizes=SIZES_2D,
+    values={"x": by_kind(with_specials(span(-0.5, 1.5), 0.02), span(-100, 100)), "p": VALUES["prod"]},
+    tolerances=LONG_REDUCTION,
+    reference=_scan_ref,
+)
+def scans(dt):
+    """``pt.cumsum``, ``pt.cumprod``, ``pt.cummax``, ``pt.cummin`` along rows and columns, forward and reversed:
+    NaN spreads from its position on; empty axes write nothing."""
+
+    def scans(x: pt.Tensor[dt, (M, N)], p: pt.Tensor[dt, (M, N)], s: pt.Tensor[dt, (M, N)], sr: pt.Tensor[dt, (M, N)],
+              pr: pt.Tensor[dt, (M, N)], hi: pt.Tensor[dt, (M, N)], lo: pt.Tensor[dt, (M, N)]):  # fmt: skip
+        r, c = pt.axis(0), pt.axis(1)
+        s[r, c] = pt.cumsum(x[r, c], axis=c)
+        sr[r, c] = pt.cumsum(x[r, c], axis=r, reverse=True)
+        pr[r, c] = pt.cumprod(p[r, c], axis=r, reverse=True)
+        hi[r, c] = pt.cummax(x[r, c], axis=c, reverse=True)
+        lo[r, c] = pt.cummin(x[r, c], axis=r)
+
+    return scans

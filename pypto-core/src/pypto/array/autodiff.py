@@ -46,7 +46,7 @@ from pypto import dtypes
 from pypto.array import views
 from pypto.array.graph import Array, binary, cast, reduce, scatter_add, unary, walk, where
 from pypto.errors import ArgumentError, TracingError
-from pypto.ir.ops import BINARY, CAST, FUNCTIONS, REDUCERS
+from pypto.ir.ops import BINARY, CAST, FUNCTIONS, REDUCERS, SCANS
 from pypto.lang.control import rewrite
 from pypto.lang.location import user_loc
 
@@ -299,6 +299,18 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
             gx = REDUCERS[kind].adjoint(ge, x, _expand(node, axes, keepdims, x.shape), ops)
         out.append((x, gx))
         return out
+    if op == "scan":
+        (x,) = args
+        kind, axis, reverse = node.attrs
+        if not _differentiable(x):
+            return out
+        entry = SCANS[kind]
+        if entry.adjoint is None:
+            raise TracingError(f"pt.grad: the gradient of {entry.name} is not supported yet", node.loc,
+                               "differentiate a cumsum (supported), or stop the gradient: pt.stop_gradient(...)")  # fmt: skip
+        ops = SimpleNamespace(scan=lambda k, a, ax, rev: Array("scan", (a,), (k, ax, rev), a.shape, a.dtype))
+        out.append((x, entry.adjoint(g, x, node, axis, reverse, ops)))
+        return out
     if op == "contract":
         for k, x in enumerate(args):
             if _differentiable(x):
@@ -336,7 +348,9 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
         source = args[0]
         out.append((source, scatter_add(_zeros_like(source), g, tuple(args[1:]), node.attrs)))
         return out
-    return out  # inputs and constants
+    if op in ("input", "fill", "iota", "stop", "gather"):  # nothing to pass on (a gather's indices are integers)
+        return out
+    raise TracingError(f"pt.grad: no gradient rule for the operation {op!r}", node.loc)  # never silently zero
 
 
 def _as_array(gx: Any, like: Array) -> Array:

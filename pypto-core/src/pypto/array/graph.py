@@ -325,6 +325,12 @@ class Array:
     def mean(self, axis=None, keepdims: bool = False) -> Array:
         return reduce("mean", self, axis, keepdims)
 
+    def cumsum(self, axis=None) -> Array:
+        return STRUCTURAL["scan"]("sum", self, axis, False, "cumsum()")
+
+    def cumprod(self, axis=None) -> Array:
+        return STRUCTURAL["scan"]("prod", self, axis, False, "cumprod()")
+
     def argmax(self, axis=None, keepdims: bool = False) -> Array:
         return STRUCTURAL["arg_reduce"]("max", self, axis, keepdims, "argmax()")
 

@@ -31,7 +31,7 @@ from pypto.dtypes import DType
 from pypto.errors import TracingError
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import AxisInfo, KernelIR, TensorParam
-from pypto.ir.nodes import Binary, Cast, Const, Expr, Gather, Index, Load, Reduce, Scatter, Store, Unary, Where
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Gather, Index, Load, Reduce, Scan, Scatter, Store, Unary, Where
 
 MAX_AXES = 256  # a guard against runaway programs; each reduction of a program has its own axes
 
@@ -80,7 +80,7 @@ def _expensive(node: Array, memo: dict[int, bool]) -> bool:
     if hit is None and node.op in ("reshape", "concat"):
         hit = memo[id(node)] = False  # it reads its input from a buffer the input is stored in first
     if hit is None:
-        hit = node.op in ("reduce", "contract") or any(
+        hit = node.op in ("reduce", "contract", "scan") or any(
             isinstance(a, Array) and a.op != "input" and _expensive(a, memo) for a in node.args
         )
         memo[id(node)] = hit
@@ -293,7 +293,7 @@ class Lowering:
         a reduction axis (so inlining it would compute the reduction again at every step of that axis)."""
         if not isinstance(node, Array) or node.op in ("input", "reshape", "concat") or id(node) in self.by_node:
             return False
-        if node.op in ("reduce", "contract"):
+        if node.op in ("reduce", "contract", "scan"):
             return any(a in self.reduction_axis_set for ix in idx for a in ix.axis_set())
         if node.op == "view":
             return self.varies(node.args[0], _apply_view(node.attrs, idx))
@@ -355,6 +355,8 @@ class Lowering:
             return Load(buf.name, _flat_index(idx, node.shape, lead), loc=loc)
         if op == "reduce":
             return self.reduce(node, idx)
+        if op == "scan":
+            return self.scan(node, idx)
         if op == "contract":
             return self.contract(node, idx)
         if op == "gather":
@@ -398,6 +400,24 @@ class Lowering:
                     count = Binary("mul", count, n, loc=node.loc)
             return Binary("div", total, count, loc=node.loc)
         return Reduce(op, body, tuple(red), loc=node.loc)
+
+    def scan(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
+        """A running reduction at ``idx``: a ``Scan`` along the axis at its position when that is a plain axis of
+        the store (its loop carries the scan); read from a temporary it is stored in first otherwise (a reversed
+        or shifted view of it, one element of it, a scan read inside a reduction)."""
+        (x,) = node.args
+        op, a, reverse = node.attrs
+        axis = idx[a].plain_axis()
+        if (
+            axis is None
+            or axis in self.reduction_axis_set
+            or any(axis in ix.axis_set() for ix in idx[:a] + idx[a + 1 :])
+        ):
+            return self.load(self.materialize(node), node, idx)
+        body = self.at(x, idx)
+        if x.dtype != node.dtype:  # booleans and narrow integers summed in a wider type (see pypto.array.ops.scan)
+            body = Cast(body, dtype=node.dtype, loc=node.loc)
+        return Scan(op, body, axis, reverse, loc=node.loc)
 
     def contract(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
         subscripts, out, sizes, mode = node.attrs

@@ -262,6 +262,38 @@ def arg_reduce(op: str, x: Any, axis: Any, keepdims: bool, what: str) -> Array:
     return out
 
 
+def scan(op: str, x: Any, axis: Any, reverse: bool, what: str) -> Array:
+    """The running reduction ``op`` (a reducer of :data:`pypto.ir.ops.SCANS`) along ``axis`` (``None``: along the
+    flattened array, as ``np.cumsum``), typed as ``pt.sum`` types a sum: narrow integers and booleans summed or
+    multiplied in the default integer's width (int32; NumPy's is int64); a running maximum or minimum keeps the
+    type (booleans refused)."""
+    x = _array(x, what)
+    if axis is None:
+        x = views.reshape(x, (-1,)) if x.ndim != 1 else x
+        a = 0
+    elif isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
+        if x.ndim == 0:
+            raise TracingError(f"{what}: axis {axis} is out of bounds for a 0-d array", user_loc(),
+                               "pass axis=None (the array as one element)")  # fmt: skip
+        (a,) = normalize_axes(int(axis), x.ndim, what)
+    else:
+        raise TracingError(f"{what}: axis must be an int or None, got {axis!r}", user_loc(),
+                           "scan along one axis at a time (NumPy's cumsum does too)")  # fmt: skip
+    if x.ndim == 0:
+        x = views.reshape(x, (1,))
+    dt = x.dtype
+    if dt.is_complex and op != "sum":
+        raise TracingError(f"{what} of a complex array (complex numbers have no order, and a product of them is not "
+                           "supported yet)", user_loc(), "scan the real parts (x.real) or the magnitudes (pt.abs(x))")  # fmt: skip
+    if dt.is_bool:
+        if op in ("max", "min"):
+            raise TracingError(f"{what} of a boolean array", user_loc(), "convert first: x.astype(pt.int32)")
+        dt = dtypes.int32
+    if op in ("sum", "prod") and dt.is_narrow_int:  # as pt.sum: the default integer's width (the array API's rule)
+        dt = dtypes.uint32 if dt.is_unsigned else dtypes.DEFAULT_INT
+    return Array("scan", (x,), (op, a, reverse), x.shape, dt)
+
+
 def one_hot(indices: Any, num_classes: int, dtype: Any = None) -> Array:
     """``indices.shape + (num_classes,)``: 1 where the last axis equals the index, else 0 (``jax.nn.one_hot``:
     an index outside ``[0, num_classes)`` gives a row of zeros). ``dtype`` defaults to float32."""
@@ -413,4 +445,4 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Array:
     return concat([views.expand_dims(p, ax) for p in parts], axis=ax)
 
 
-STRUCTURAL.update(matmul=matmul, arg_reduce=arg_reduce)  # Array's @, .argmax and .argmin
+STRUCTURAL.update(matmul=matmul, arg_reduce=arg_reduce, scan=scan)  # Array's @, .argmax and .argmin

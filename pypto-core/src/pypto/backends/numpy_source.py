@@ -23,6 +23,7 @@ from pypto.ir.nodes import (
     Load,
     Reduce,
     Scalar,
+    Scan,
     Scatter,
     Unary,
     Where,
@@ -47,6 +48,7 @@ _UNARY = {
 }
 _BINARY = {o.name: f"_np.{o.numpy.__name__}" for o in BINARY_TABLE}  # NumPy's ufunc of each operator
 _REDUCE = {r.name: f"_np.{r.numpy.__name__}" for r in REDUCERS.values()}  # NumPy's reduction of each reducer
+_ACCUMULATE = {r.name: _BINARY[r.combine] for r in REDUCERS.values()}  # the ufunc a scan accumulates
 
 
 def np_literal(value: object, dt: DType) -> str:
@@ -198,6 +200,17 @@ class NumpyRenderer:
             if e.op in ("max", "min"):
                 extra = f", initial={np_literal(identity(e.op, dt).value, dt)}"
             return f"{_REDUCE[e.op]}({full}, axis={positions!r}, keepdims=True{extra}).astype({_NP_DTYPE[dt.name]})"
+        if isinstance(e, Scan):  # the combine's ufunc accumulated along the axis (in order, as the loops do)
+            body = self.value(e.body)
+            shape = ["1"] * self.n
+            pos = self.pos[e.axis]
+            shape[pos] = self.extent(e.axis)
+            full = f"_full({body}, ({', '.join(shape)},))"
+            flip = f"[{', '.join(':' if p != pos else '::-1' for p in range(self.n))}]"
+            if e.reverse:
+                full = f"{full}{flip}"
+            out = f"{_ACCUMULATE[e.op]}.accumulate({full}, axis={pos}, dtype={_NP_DTYPE[dt.name]})"
+            return f"{out}{flip}" if e.reverse else out
         raise TypeError(f"numpy renderer: unexpected {type(e).__name__}")
 
     # -- kernel ---------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from pypto.ir.nodes import (
     Node,
     Reduce,
     Scalar,
+    Scan,
     Scatter,
     Store,
     Unary,
@@ -34,6 +35,7 @@ from pypto.ir.nodes import (
     postorder,
     top_reduces,
 )
+from pypto.ir.ops import SCANS
 from pypto.ir.reducers import identity as identity_value
 from pypto.runtime.foreign import is_dask_array
 
@@ -191,6 +193,8 @@ class Planner:
                 if isinstance(e, Index) and id(e) not in entries:
                     for ax in e.affine.axis_set():
                         whole[("a", ax)] = f"axis {ir.axis_name(ax)} is used as a value"
+                elif isinstance(e, Scan):  # a running value needs every earlier block of its axis
+                    whole[("a", e.axis)] = f"{SCANS[e.op].name} runs along axis {ir.axis_name(e.axis)}"
             # a gathered tensor: whole along the positions read at indices from data (every block may read any
             # of it: it is passed whole to each), chunked with its axis along a plain one (table[tok[i], d]: d)
             for g in gathers:
@@ -550,6 +554,8 @@ class Planner:
                     axes_used |= {a for i in e.index for a in i.axis_set()}
                 elif isinstance(e, Reduce):
                     axes_used |= set(e.axes)
+                elif isinstance(e, Scan):
+                    axes_used.add(e.axis)
                 elif isinstance(e, Index):
                     axes_used |= e.affine.axis_set()
         axes = [

@@ -184,6 +184,21 @@ class Reduce(Expr):
 
 
 @_node
+class Scan(Expr):
+    """The running ``op`` (a reducer) of ``body`` along ``axis``: at point ``t`` of the axis, ``body``'s values at
+    ``0..t`` combined in order (``reverse``: at ``t..end``, combined from the end). Unlike a :class:`Reduce` it
+    binds nothing: its value depends on ``axis`` as ``body`` does, and a loop nest computes it with an
+    accumulator carried along that axis's loop, which therefore runs in order, innermost (``pypto.passes.lower``)."""
+
+    op: str
+    body: Expr
+    axis: int
+    reverse: bool = False
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+@_node
 class Store(Node):
     """``tensor[index] = value`` for every point of the index's axes (a statement, not a value)."""
 
@@ -346,6 +361,11 @@ def substitute_axes(e: Expr, mapping: dict[int, Affine], memo: dict | None = Non
             return replace(n, index=tuple(ix.substitute_axes(mapping) for ix in n.index))
         if isinstance(n, Index) and any(a in mapping for a, _ in n.affine.axes):
             return replace(n, affine=n.affine.substitute_axes(mapping))
+        if isinstance(n, Scan) and n.axis in mapping:  # a scan moves with its axis: to another plain axis only
+            b = mapping[n.axis].plain_axis()
+            if b is None:
+                raise ValueError(f"substitute_axes: the axis of a scan replaced by {mapping[n.axis]}")
+            return replace(n, axis=b)
         return None
 
     return transform(e, fn, memo)  # type: ignore[return-value]
@@ -363,6 +383,8 @@ def free_axes(e: Expr, _memo: dict | None = None) -> frozenset[int]:
         r = e.affine.axis_set()
     elif isinstance(e, Reduce):
         r = free_axes(e.body, memo) - frozenset(e.axes)
+    elif isinstance(e, Scan):
+        r = free_axes(e.body, memo) | {e.axis}
     else:
         r = frozenset().union(*(free_axes(c, memo) for c in children(e)))
     memo[key] = (e, r)
@@ -388,7 +410,7 @@ def load_accesses(e: Expr) -> list[tuple[str, tuple[Affine, ...], bool]]:
         seen.add((id(n), in_reduce))
         if isinstance(n, Load):
             out.append((n.tensor, n.index, in_reduce))
-        elif isinstance(n, Reduce):
+        elif isinstance(n, (Reduce, Scan)):  # (a scan reads its body at every earlier point of its axis)
             stack.append((n.body, True))
         else:
             stack.extend((c, in_reduce) for c in reversed(list(children(n))))
@@ -411,3 +433,8 @@ def top_reduces(e: Expr) -> list[Reduce]:
             continue
         stack.extend(reversed(list(children(n))))
     return out
+
+
+def scans(e: Node) -> list[Scan]:
+    """Every distinct :class:`Scan` under ``e``, inner ones (those in another's body) first."""
+    return [n for n in postorder(e) if isinstance(n, Scan)]

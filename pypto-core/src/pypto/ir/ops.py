@@ -16,7 +16,8 @@ of every printer, the reference backend's NumPy ufuncs and constant folding. The
 :data:`REDUCERS`) give ``pt.reduce_<name>``, the IR's ``Reduce`` operators, their identities and typing,
 the combine each lowers to, OpenMP's reduction clauses, the reference backend's NumPy reductions and their
 adjoints; :data:`CAST` is the one conversion (its NumPy meaning for folding and the reference backend, its
-adjoint). Every entry states its cost in operations per point (``flops``), which ``pt.profile`` adds up, and
+adjoint). The scans (:class:`Scanner`, :data:`SCANS`) are running reducers: ``pt.cumsum``, ``pt.cumprod``,
+``pt.cummax``, ``pt.cummin``, the IR's ``Scan``, their NumPy meaning and adjoints. Every entry states its cost in operations per point (``flops``), which ``pt.profile`` adds up, and
 an estimate of its work in multiply-adds per point (``work``: a transcendental function 8 to 16, a division 4)
 with which the compiler weighs computing a value again against storing it (:mod:`pypto.passes.hoist`).
 
@@ -292,6 +293,42 @@ REDUCER_TABLE: tuple[Reducer, ...] = (
 
 REDUCERS: dict[str, Reducer] = {r.name: r for r in REDUCER_TABLE}
 """The reducers by name, in the order the IR lists them."""
+
+
+@dataclass(frozen=True)
+class Scanner:
+    """One running reduction (``Scan.op``, ``pt.cum<name>``): the reducer ``reducer`` applied to every prefix
+    along an axis (every suffix when reversed). Its combine, identity and typing are the reducer's; ``numpy``
+    is NumPy's meaning (``numpy(x, axis)``: the reference backend and tests); ``adjoint(g, x, y, axis, reverse,
+    ops)`` its rule for ``pt.grad`` (``None``: not differentiable yet, a typed error), with ``ops.scan(op, g,
+    axis, reverse)`` the array layer's scan."""
+
+    name: str  # the function: cumsum, cumprod, cummax, cummin
+    reducer: str  # the Reduce op it runs (sum, prod, max, min)
+    doc: str
+    numpy: Callable[[Any, int], Any]
+    adjoint: Callable[[Any, Any, Any, int, bool, Any], Any] | None = None
+    flops: int = 1  # operations per element that pt.profile counts
+
+
+def _cumsum_adjoint(g: Any, x: Any, y: Any, axis: int, reverse: bool, ops: Any) -> Any:
+    """Each element is added into every later running sum: its cotangent is the sum of theirs (a cumulative sum
+    of the cotangent in the other direction)."""
+    return ops.scan("sum", g, axis, not reverse)
+
+
+SCAN_TABLE: tuple[Scanner, ...] = (
+    Scanner("cumsum", "sum", "Running sum along ``axis`` (``np.cumsum``): element ``t`` is the sum of elements "
+            "``0..t``.", np.cumsum, _cumsum_adjoint),
+    Scanner("cumprod", "prod", "Running product along ``axis`` (``np.cumprod``).", np.cumprod),
+    Scanner("cummax", "max", "Running maximum along ``axis`` (``np.maximum.accumulate``): NaN from the first NaN "
+            "on.", lambda x, axis: np.maximum.accumulate(x, axis=axis)),
+    Scanner("cummin", "min", "Running minimum along ``axis`` (``np.minimum.accumulate``): NaN from the first NaN "
+            "on.", lambda x, axis: np.minimum.accumulate(x, axis=axis)),
+)  # fmt: skip
+
+SCANS: dict[str, Scanner] = {s.reducer: s for s in SCAN_TABLE}
+"""The scans by the reducer they run (``Scan.op``)."""
 
 
 @dataclass(frozen=True)

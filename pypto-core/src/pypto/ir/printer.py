@@ -35,12 +35,13 @@ from pypto.ir.nodes import (
     Load,
     Reduce,
     Scalar,
+    Scan,
     Scatter,
     Unary,
     Where,
     postorder,
 )
-from pypto.ir.ops import binary_symbols
+from pypto.ir.ops import SCANS, binary_symbols
 
 _SYMBOL = binary_symbols()
 
@@ -157,6 +158,8 @@ def _describe(e: Expr, ref, name) -> str:
         return f"cast({ref(e.x)}, {e.dtype})"
     if isinstance(e, Reduce):
         return f"reduce_{e.op}({ref(e.body)}, over {', '.join(name(a) for a in e.axes)})"
+    if isinstance(e, Scan):
+        return f"{SCANS[e.op].name}({ref(e.body)}, along {name(e.axis)}{', reversed' if e.reverse else ''})"
     if isinstance(e, Scalar):
         return f"scalar {e.name}"
     if isinstance(e, Extent):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pypto.errors import ScheduleError
 
-PATTERNS = ("map", "transpose", "rows", "columns", "contraction", "full-reduction")
+PATTERNS = ("map", "transpose", "rows", "columns", "contraction", "full-reduction", "scan")
 """The access patterns a nest is classified as:
 
 * ``map``: elementwise or broadcast stores; the innermost loop walks every operand contiguously.
@@ -27,6 +27,8 @@ PATTERNS = ("map", "transpose", "rows", "columns", "contraction", "full-reductio
 * ``contraction``: ``f(reduce_sum(a[.., i, k] * b[.., k, j], axis=k))``: packed panels and register
   tiles.
 * ``full-reduction``: no loops left: the reduction is split into fixed blocks.
+* ``scan``: a running reduction (``pt.cumsum``) carried along the innermost loop, which runs in order (never
+  vectorised); the outermost loop, another axis, runs on threads.
 """
 
 

@@ -11,8 +11,8 @@ import numpy as np
 from pypto import dtypes
 from pypto.errors import TracingError
 from pypto.ir.affine import Affine
-from pypto.ir.nodes import Binary, Cast, Const, Extent, Gather, Index, Load, Reduce, Unary, Where, free_axes
-from pypto.ir.ops import COMPLEX_PARTS, FUNCTIONS, FUNCTIONS2, MATH, REDUCERS
+from pypto.ir.nodes import Binary, Cast, Const, Extent, Gather, Index, Load, Reduce, Scan, Unary, Where, free_axes
+from pypto.ir.ops import COMPLEX_PARTS, FUNCTIONS, FUNCTIONS2, MATH, REDUCERS, SCANS
 from pypto.lang.context import active_tracer
 from pypto.lang.location import user_loc
 from pypto.lang.values import NUMPY_UFUNCS, Axis, Dim, ExprProxy, to_node
@@ -323,6 +323,39 @@ def _boolean(node: Any) -> bool:
 
 argmax = _make_arg_reduce("max", "argmax")
 argmin = _make_arg_reduce("min", "argmin")
+
+
+def _make_scan(entry: Any):
+    fname = entry.name
+
+    def fn(x: Any, axis: Any = None, *, reverse: bool = False) -> Any:
+        if not isinstance(reverse, bool):
+            raise TracingError(f"pt.{fname}: reverse must be True or False, got {reverse!r}", user_loc())
+        if _is_array(x):  # @pt.jit: along an int axis (None: the flattened array), NumPy's signature
+            from pypto.array.ops import scan
+
+            return scan(entry.reducer, x, axis, reverse, f"pt.{fname}")
+        node = to_node(x, what=f"pt.{fname}")
+        if axis is None:
+            raise TracingError(f"pt.{fname}: in a kernel, name the axis to scan along", user_loc(),
+                               f"pass the axis the value is indexed with: y[r, c] = pt.{fname}(x[r, c], axis=c)")  # fmt: skip
+        axes = _reduce_axes(fname, axis)
+        if len(axes) != 1:
+            raise TracingError(f"pt.{fname}: one axis at a time, got {len(axes)}", user_loc(),
+                               f"scan along one axis: pt.{fname}(x[r, c], axis=c)")  # fmt: skip
+        return ExprProxy(Scan(entry.reducer, node, axes[0], reverse, loc=user_loc()))
+
+    fn.__name__ = fn.__qualname__ = fname
+    fn.__doc__ = (
+        f"{entry.doc} In a kernel ``y[r, c] = pt.{fname}(x[r, c], axis=c)`` (the value at ``c`` combines the "
+        f"expression's values at ``0..c``; ``reverse=True``: at ``c..end``); in ``@pt.jit`` ``pt.{fname}(x, "
+        "axis=None)`` as NumPy (``None``: along the flattened array)."
+    )
+    return fn
+
+
+# one function per scan of the op table: pt.cumsum, pt.cumprod, pt.cummax, pt.cummin
+cumsum, cumprod, cummax, cummin = (_make_scan(SCANS[n]) for n in ("sum", "prod", "max", "min"))
 
 
 # NumPy ufuncs applied to traced values inside a kernel: the op table's (np.exp, np.log1p, np.arctan ...), then

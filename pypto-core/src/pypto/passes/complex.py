@@ -39,6 +39,7 @@ from pypto.ir.nodes import (
     Load,
     Reduce,
     Scalar,
+    Scan,
     Scatter,
     Store,
     Unary,
@@ -136,6 +137,10 @@ class _Split:
         if isinstance(e, Reduce):  # infer_types lets only sums of complex values through
             br, bi = self.pair(e.body)
             return self.sum_of(e, br), (None if bi is None else self.sum_of(e, bi))
+        if isinstance(e, Scan):  # infer_types lets only running sums of complex values through
+            br, bi = self.pair(e.body)
+            scan = lambda p: None if p is None else Scan(e.op, p, e.axis, e.reverse, dtype=dt, loc=e.loc)  # noqa: E731
+            return scan(br), scan(bi)  # type: ignore[return-value]
         if isinstance(e, Binary):
             return self.binary(e.op, self.pair(e.a), self.pair(e.b), dt)
         if isinstance(e, Unary):

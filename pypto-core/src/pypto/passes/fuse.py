@@ -19,22 +19,39 @@ from pypto.ir.nodes import (
     Gather,
     Load,
     Node,
+    Scan,
     Store,
     free_axes,
     load_accesses,
     postorder,
+    scans,
     top_reduces,
     transform,
 )
 
 
+def scan_of(s: Store) -> tuple[int, bool] | None:
+    """``(axis, reverse)`` of the first scan a store computes in its nest (one outside any reduction's body), or
+    None: the nest carries its accumulator along that axis, whose loop runs last, in order."""
+    inside = {id(n) for r in top_reduces(s.value) for n in postorder(r.body)}
+    for n in postorder(s.value):
+        if isinstance(n, Scan) and id(n) not in inside:
+            return n.axis, n.reverse
+    return None
+
+
 def store_loops(s: Store) -> tuple[int, ...]:
-    """The axes of a store's domain, in the order its output index mentions them."""
+    """The axes of a store's domain, in the order its output index mentions them (the axis it scans along,
+    if any, last: see :func:`scan_of`)."""
     order: list[int] = []
     for ix in s.index:
         for a, _ in ix.axes:
             if a not in order:
                 order.append(a)
+    scan = scan_of(s)
+    if scan is not None and scan[0] in order:
+        order.remove(scan[0])
+        order.append(scan[0])
     return tuple(order)
 
 
@@ -53,7 +70,7 @@ def _pointwise(reads, tensor: str, index) -> bool:
 def is_contraction(s: Store) -> bool:
     """Whether ``s`` stores ``f(reduce_sum(a * b, axis=k))``: a product summed over one axis (a matmul)."""
     reds = top_reduces(s.value)
-    if len(reds) != 1 or reds[0].op != "sum" or len(reds[0].axes) != 1:
+    if len(reds) != 1 or reds[0].op != "sum" or len(reds[0].axes) != 1 or scans(s.value):
         return False
     if any(isinstance(n, Gather) for n in postorder(reds[0].body)):  # operands read at computed indices: a loop
         return False
@@ -70,6 +87,8 @@ def is_contraction(s: Store) -> bool:
 def can_join(group: list[Store], s: Store) -> bool:
     """Whether ``s`` may run in the same loop nest as the stores of ``group``."""
     if set(store_loops(group[0])) != set(store_loops(s)) or not store_loops(s):
+        return False
+    if scan_of(s) != scan_of(group[0]):  # a nest carries one scan axis, in one direction
         return False
     if is_contraction(s) or any(is_contraction(g) for g in group):
         return False  # a contraction runs alone in its nest, where its schedule tiles it

@@ -34,6 +34,7 @@ from pypto.ir.nodes import (
     Load,
     Reduce,
     Scalar,
+    Scan,
     Store,
     Unary,
     Where,
@@ -77,7 +78,7 @@ def _top(e: Expr) -> str:
 
 
 def _has_reduce(e: Expr) -> bool:
-    return any(isinstance(n, Reduce) for n in postorder(e))
+    return any(isinstance(n, (Reduce, Scan)) for n in postorder(e))
 
 
 def _count(axes, extents: dict) -> tuple[int, list[str]]:

@@ -27,13 +27,14 @@ from pypto.ir.nodes import (
     Load,
     Reduce,
     Scalar,
+    Scan,
     Scatter,
     Store,
     Unary,
     Where,
     postorder,
 )
-from pypto.ir.ops import COMPLEX_FUNCTIONS, COMPLEX_PARTS, FUNCTIONS2, REDUCERS
+from pypto.ir.ops import COMPLEX_FUNCTIONS, COMPLEX_PARTS, FUNCTIONS2, REDUCERS, SCANS
 
 _COMPLEX_BINARY = frozenset({"add", "sub", "mul", "div", "eq", "ne"})
 
@@ -180,6 +181,20 @@ class _Typer:
                 dt = dtypes.as_dtype(counted)
                 body = _fix_const(body, dt)
             return Reduce(e.op, body, e.axes, dtype=dt, loc=e.loc)
+        if isinstance(e, Scan):  # typed as the reduction it runs (pypto.ir.ops.SCANS)
+            name = SCANS[e.op].name
+            body = self(e.body)
+            dt = body.dtype
+            if dt.is_complex and e.op != "sum":
+                raise self.err(e, f"{name} of a complex expression (complex numbers have no order, and a product "
+                               "of them is not supported yet)", "scan the real parts or the magnitudes (pt.abs)")  # fmt: skip
+            if dt.is_bool:
+                counted = REDUCERS[e.op].on_bool
+                if counted is None:
+                    raise self.err(e, f"{name} of a boolean expression", "use pt.cast(cond, pt.int32)")
+                dt = dtypes.as_dtype(counted)
+                body = _fix_const(body, dt)
+            return Scan(e.op, body, e.axis, e.reverse, dtype=dt, loc=e.loc)
         raise TypeError(f"infer_types: unexpected node {type(e).__name__}")
 
     def gather(self, e: Gather) -> Gather:

@@ -46,6 +46,7 @@ from pypto.ir.nodes import (
     Load,
     Reduce,
     Scalar,
+    Scan,
     Scatter,
     ScatterPlan,
     Store,
@@ -55,6 +56,7 @@ from pypto.ir.nodes import (
     free_axes,
     map_children,
     postorder,
+    scans,
     substitute_axes,
     top_reduces,
 )
@@ -142,8 +144,8 @@ class _Lowerer:
         if hit is not None:
             return hit[1]
         r: Expr
-        if isinstance(e, Reduce):
-            r = red[e]
+        if isinstance(e, (Reduce, Scan)):
+            r = red[e]  # type: ignore[index]
         elif isinstance(e, Load):
             r = Read(e.tensor, tuple(self.affine(ix, env) for ix in e.index), dtype=e.dtype)
         elif isinstance(e, Gather):
@@ -381,6 +383,11 @@ class _Lowerer:
         """
         bounds = bounds or {}
         known = known or {}
+        # the scans the sinks carry along their axis's loop (the nest's last; materialize put the others in
+        # nests of their own): an accumulator declared before that loop, updated at each of its steps
+        inside = {id(n) for s in sinks for r in top_reduces(s.value) for n in postorder(r.body)}
+        carried = [n for s in sinks for n in scans(s.value) if id(n) not in inside]
+        carried = list(dict.fromkeys(carried))
         reduces: list[Reduce] = []
         for s in sinks:
             for r in top_reduces(s.value):
@@ -408,22 +415,34 @@ class _Lowerer:
                     stmts.extend(pre)
                     red[r] = var
             if d == len(loops):
-                stmts.extend(self.innermost(sinks, env, red))
+                stmts.extend(self.innermost(sinks, env, red, carried))
                 return stmts
             ax = loops[d]
+            for c in carried:
+                if c.axis == ax:  # the running value starts at the reducer's identity before the scan's loop
+                    assert c.dtype is not None
+                    acc = self.fresh(f"cum{c.op}_")
+                    stmts.append(Declare(acc, c.dtype, identity(c.op, c.dtype)))
+                    red[c] = Var(acc, dtype=c.dtype)  # type: ignore[index]
             name = self.k.axis_name(ax)
             if name in env.values():
                 name = self.fresh(name + "_")
             inner_env = {**env, ax: name}
             start, stop = bounds.get(ax, (_i64(0), self.extent(ax)))
             innermost = d == len(loops) - 1
-            is_par = ax == parallel
+            along = [c for c in carried if c.axis == ax]
+            is_par = ax == parallel and not along
             # a loop with a reduction placed inside its body holds loops itself: not a vector loop
-            is_vec = ax == vector and innermost and deepest < len(loops) - 1
+            is_vec = ax == vector and innermost and deepest < len(loops) - 1 and not along
             kind = (
                 "parallel_vector" if is_par and is_vec else "parallel" if is_par else "vector" if is_vec else "serial"
             )
             body = build(d + 1, inner_env, red)
+            if any(c.reverse for c in along):  # a reversed scan walks its axis from the end
+                step = self.fresh(f"_{name}_r")
+                last = add(add(start, stop), _i64(-1))
+                body = [Let(name, Binary("sub", last, Var(step, dtype=I64), dtype=I64)), *body]
+                name = step
             stmts.append(
                 Loop(
                     name,
@@ -439,8 +458,14 @@ class _Lowerer:
 
         return build(0, env, dict(known))
 
-    def innermost(self, sinks: list[_Sink], env: dict[int, str], red: dict[Reduce, Var]) -> list[Stmt]:
+    def innermost(
+        self, sinks: list[_Sink], env: dict[int, str], red: dict[Reduce, Var], carried: list[Scan] = ()
+    ) -> list[Stmt]:
         memo: dict[int, tuple] = {}
+        updates: list[Stmt] = []
+        for c in carried:  # each running value takes this step's body (inner scans first: postorder)
+            acc = red[c]  # type: ignore[index]
+            updates.append(Assign(acc.name, combine(c.op, acc, self.expr(c.body, env, red, memo))))
         values = [self.expr(s.value, env, red, memo) for s in sinks]
         # a scatter's computed indices: shared parts bound with the values (an index built from one value
         # several times, as pt.histogram's, would otherwise be printed as a tree of repeated subexpressions)
@@ -448,7 +473,7 @@ class _Lowerer:
         indices = [ix for t in targets for ix in t.index]
         lets, bound = _bind_shared(values + indices, self.fresh)
         values, indices = bound[: len(values)], bound[len(values) :]
-        stmts: list[Stmt] = list(lets)
+        stmts: list[Stmt] = updates + list(lets)
         for s, v in zip(sinks, values):
             if s.scatter is not None:
                 t = targets.pop(0)
@@ -605,7 +630,7 @@ class _Lowerer:
             online = self.emit(list(g.loops), sinks, {}, parallel=g.parallel, vector=g.vector, work=work)
             self.online_pair = {}
             sinks = [_Sink(s.value, buffer=s.tensor, index=s.index) for s in g.stores]
-        if self.noalias and len(g.stores) == 1:
+        if self.noalias and len(g.stores) == 1 and not scans(g.stores[0].value):
             sinks[0].value = self.plan_write_through(g, g.stores[0])
         passes = _scheduled(self.emit(list(g.loops), sinks, {}, parallel=g.parallel, vector=g.vector, work=work), g)
         # a reduction is matched by value: the same one in a later nest (a softmax's sum in its gradient's

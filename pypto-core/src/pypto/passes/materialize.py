@@ -1,6 +1,6 @@
 """Temporaries: compute into a scratch buffer what cannot be computed inside its loop nest.
 
-Two cases need one:
+Three cases need one:
 
 * a store that reads its own output at another index or inside a reduction (``x[i] = x[i + 1]``):
   the value goes to a temporary first, then is copied, as if the right-hand side were evaluated
@@ -8,15 +8,16 @@ Two cases need one:
 * a reduction whose free axes are not the outer loops of its nest (a column maximum used inside a
   row-major nest), or that has no free axes at all inside a nest with loops: it is computed once
   in a nest of its own instead of once per point. Full reductions computed this way are split
-  into parallel blocks later.
+  into parallel blocks later;
+* a scan its nest cannot carry (inside a reduction, or along another axis than the nest's scan axis).
 """
 
 from __future__ import annotations
 
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import Group, KernelIR, Temp
-from pypto.ir.nodes import Expr, Load, Node, Store, free_axes, top_reduces, transform
-from pypto.passes.fuse import accesses, store_loops
+from pypto.ir.nodes import Expr, Load, Node, Scan, Store, free_axes, postorder, top_reduces, transform
+from pypto.passes.fuse import accesses, scan_of, store_loops
 
 
 def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
@@ -41,6 +42,20 @@ class _Temps:
 
 def _self_dependent(s: Store) -> bool:
     return any(t == s.tensor and (idx != s.index or red) for t, idx, red in accesses(s))
+
+
+def _misplaced_scans(value: Expr, g: Group) -> list[Scan]:
+    """The scans of ``value`` its nest cannot carry: one inside a reduction's body (each step of the reduction
+    would need the scan at another point), or along another axis or direction than the nest's (its axis is not
+    the nest's last loop). Each is computed into a temporary first, in a nest of its own."""
+    sig = scan_of(g.stores[0])
+    if sig is None:  # (a store whose every scan is inside a reduction)
+        sig = (-1, False)
+    inside = {id(n) for r in top_reduces(value) for n in postorder(r.body)}
+    return [
+        n for n in postorder(value)
+        if isinstance(n, Scan) and (id(n) in inside or (n.axis, n.reverse) != sig or n.axis not in g.loops[-1:])
+    ]  # fmt: skip
 
 
 def materialize_temporaries(k: KernelIR) -> KernelIR:
@@ -71,6 +86,13 @@ def materialize_temporaries(k: KernelIR) -> KernelIR:
                     tindex = tuple(Affine.axis(a) for a in loops) or (Affine.constant(0),)
                     new_before.append(Group((Store(name, tindex, r, loc=r.loc),), loops))
                     value = _replace(value, r, Load(name, tindex, dtype=r.dtype, loc=r.loc))
+            for c in _misplaced_scans(value, g):
+                loops = tuple(a for a in g.loops if a in free_axes(c) and a != c.axis) + (c.axis,)
+                name = temps.new(c.dtype, tuple(extents[a] for a in loops))
+                tindex = tuple(Affine.axis(a) for a in loops)
+                new_before.append(Group((Store(name, tindex, c, loc=c.loc),), loops))
+                value = _replace(value, c, Load(name, tindex, dtype=c.dtype, loc=c.loc))
+                break  # the others are found again in the rewritten value
             stores.append(Store(s.tensor, s.index, value, loc=s.loc) if value is not s.value else s)
         g = Group(tuple(stores), g.loops)
         if new_before:

@@ -45,6 +45,7 @@ from pypto.ir.nodes import (
     free_axes,
     loads,
     postorder,
+    scans,
     top_reduces,
 )
 from pypto.ir.schedule import NestSchedule, Schedule
@@ -97,7 +98,7 @@ def _axes(e) -> set[int]:
 
 def contraction(g: Group) -> _Contraction | None:
     """The nest as a contraction ``f(reduce_sum(a[.., i, k] * b[.., k, j], axis=k))``, or None."""
-    if len(g.stores) != 1 or len(g.loops) < 2:
+    if len(g.stores) != 1 or len(g.loops) < 2 or scans(g.stores[0].value):
         return None
     s = g.stores[0]
     i, j = g.loops[-2], g.loops[-1]
@@ -135,6 +136,8 @@ def classify(g: Group) -> tuple[str, _Contraction | None]:
     """The nest's access pattern (see :data:`pypto.ir.schedule.PATTERNS`)."""
     if not g.loops:
         return "full-reduction", None
+    if any(scans(s.value) for s in g.stores):
+        return "scan", None
     c = contraction(g)
     if c is not None:
         return "contraction", c
@@ -248,6 +251,10 @@ class _Scheduler:
         if pattern == "full-reduction":
             return replace(g, schedule=NestSchedule(pattern, (), None, None))
         hinted: list[str] = []
+        if pattern == "scan":  # the scan's axis (the last loop) runs in order; an outer axis on threads
+            parallel = self.parallel(gi, g, g.loops, hinted) if len(g.loops) > 1 else None
+            self.allowed.append(f"{self.where(gi, g)}: none (a scan nest has no tiles)")
+            return replace(g, schedule=NestSchedule(pattern, g.loops, parallel, None, hinted=tuple(hinted)))
         order = self.order(gi, g, pattern, hinted)
         if order != g.loops:  # the pattern as the nest will be walked
             pattern, c = classify(replace(g, loops=order))

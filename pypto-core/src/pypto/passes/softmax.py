@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pypto.ir.kernel import KernelIR, OnlineSoftmax
-from pypto.ir.nodes import Binary, Expr, Reduce, Unary, postorder
+from pypto.ir.nodes import Binary, Expr, Reduce, Unary, postorder, scans
 
 # Measured (softmax, 2 threads): per-row passes beat online softmax for rows up to about 16 KiB;
 # rows of at least this many bytes do not stay in cache between passes.
@@ -42,7 +42,7 @@ def online_softmax(k: KernelIR, min_bytes: int = ONLINE_MIN_BYTES, block: int = 
     assert k.groups is not None
     groups = []
     for g in k.groups:
-        if g.loops and g.split is None and len(g.stores) == 1:
+        if g.loops and g.split is None and len(g.stores) == 1 and not scans(g.stores[0].value):
             pairs = softmax_pairs(g.stores[0].value)
             if pairs:
                 g = replace(g, online=OnlineSoftmax(tuple(pairs.items()), min_bytes, block))

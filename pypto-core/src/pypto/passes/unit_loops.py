@@ -5,7 +5,7 @@ broadcasting) is a loop of one iteration. As the outermost loop of a nest it is 
 runs on threads, so the whole nest ran on one thread: a Llama block on one sequence used one core.
 Its index is 0 at every point, so the pass writes 0 for it in every index of the nest and drops the
 loop; the next loop becomes the outermost. A nest whose loops all have one iteration keeps its
-innermost. Reductions over such an axis are left as they are (they cost one iteration).
+innermost; the loop a scan is carried along stays. Reductions over such an axis are left as they are (they cost one iteration).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import Group, KernelIR
-from pypto.ir.nodes import Store, substitute_axes
+from pypto.ir.nodes import Store, scans, substitute_axes
 
 
 def _without(g: Group, axes: set[int]) -> Group:
@@ -38,7 +38,8 @@ def drop_unit_loops(k: KernelIR) -> KernelIR:
         return k
     groups = []
     for g in k.groups:
-        drop = [a for a in g.loops if a in unit]
+        carried = {n.axis for s in g.stores for n in scans(s.value)}  # a scan's loop stays (it carries the scan)
+        drop = [a for a in g.loops if a in unit and a not in carried]
         if len(drop) == len(g.loops):
             drop = drop[:-1]
         groups.append(_without(g, set(drop)) if drop and g.split is None and g.online is None else g)

@@ -34,6 +34,7 @@ from pypto.ir.nodes import (
     Load,
     Reduce,
     Scalar,
+    Scan,
     Unary,
     Where,
     children,
@@ -123,6 +124,8 @@ def _check_expr(e: Expr, stage, buffers, scalars, axes, typed: bool, shaped: boo
         raise _fail(stage, "an extent was left unresolved")
     elif isinstance(e, Reduce) and not set(e.axes) <= axes:
         raise _fail(stage, "reduction over an undeclared axis")
+    elif isinstance(e, Scan) and e.axis not in axes:
+        raise _fail(stage, "scan along an undeclared axis")
     if not typed:
         return
     if e.dtype is None:

@@ -28,8 +28,8 @@ import numpy as np
 
 from pypto.hookspecs import hookimpl
 from pypto.ir.kernel import KernelIR, TensorParam
-from pypto.ir.nodes import Binary, Cast, Expr, Reduce, Unary, Where, free_axes, postorder
-from pypto.ir.ops import BINARY, CAST, MATH, REDUCERS
+from pypto.ir.nodes import Binary, Cast, Expr, Reduce, Scan, Unary, Where, free_axes, postorder
+from pypto.ir.ops import BINARY, CAST, MATH, REDUCERS, SCANS
 from pypto.plugins import register_plugin, unregister_plugin
 
 
@@ -72,6 +72,8 @@ def op_cost(e: Expr) -> int:
         return f.flops if f is not None else 1  # neg, abs, invert
     if isinstance(e, Reduce):
         return REDUCERS[e.op].flops  # per element reduced
+    if isinstance(e, Scan):
+        return SCANS[e.op].flops  # per element
     if isinstance(e, Cast):
         return CAST.flops
     if isinstance(e, Where):

@@ -1,0 +1,202 @@
+"""Scans: ``pt.cumsum``, ``pt.cumprod``, ``pt.cummax``, ``pt.cummin`` in kernels and jit functions, compared with
+NumPy's ``cumsum``/``cumprod``/``maximum.accumulate``/``minimum.accumulate`` on the same inputs, and their
+gradients with torch autograd."""
+
+import numpy as np
+import pytest
+
+import pypto as pt
+
+N, M, K = pt.dims("N M K")
+
+F32 = pt.Tensor[pt.float32, (N, M)]
+F64 = pt.Tensor[pt.float64, (N, M)]
+
+_NUMPY = {
+    "cumsum": np.cumsum,
+    "cumprod": np.cumprod,
+    "cummax": lambda x, axis: np.maximum.accumulate(x, axis=axis),
+    "cummin": lambda x, axis: np.minimum.accumulate(x, axis=axis),
+}
+
+
+def _reference(name, x, axis, reverse=False):
+    if not reverse:
+        return _NUMPY[name](x, axis=axis)
+    flip = [slice(None)] * x.ndim
+    flip[axis] = slice(None, None, -1)
+    return _NUMPY[name](x[tuple(flip)], axis=axis)[tuple(flip)]
+
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod", "cummax", "cummin"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_kernel_scans_along_either_axis_match_numpy(pypto_executor, rng, name, reverse):
+    fn = getattr(pt, name)
+
+    @pt.kernel(executor=pypto_executor)
+    def scans(x: F64, along_c: F64, along_r: F64):
+        r, c = pt.axis(0), pt.axis(1)
+        along_c[r, c] = fn(x[r, c], axis=c, reverse=reverse)
+        along_r[r, c] = fn(x[r, c] * 0.5 + 1.0, axis=r, reverse=reverse) - 1.0
+
+    x = rng.uniform(0.5, 1.5, (37, 23))  # products stay finite
+    x[3, 5] = np.nan  # NaN spreads from its position on, as NumPy's accumulations
+    a, b = np.zeros_like(x), np.zeros_like(x)
+    scans(x, a, b)
+    np.testing.assert_allclose(a, _reference(name, x, 1, reverse), rtol=1e-12)
+    np.testing.assert_allclose(b, _reference(name, x * 0.5 + 1.0, 0, reverse) - 1.0, rtol=1e-12, atol=1e-12)
+    text = scans.ir("schedule")
+    assert f"{name}(" in text and "scan order=(r, c)" in text and "scan order=(c, r)" in text
+
+
+def test_kernel_float32_cumsum_is_numpys_sequential_sum(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def running(x: F32, y: F32):
+        r, c = pt.axis(0), pt.axis(1)
+        y[r, c] = pt.cumsum(x[r, c], axis=c)
+
+    x = rng.standard_normal((16, 1000)).astype(np.float32)
+    y = np.zeros_like(x)
+    running(x, y)
+    # the same additions in the same order: float32 partial sums equal to NumPy's within an ulp of the sum
+    np.testing.assert_allclose(y, np.cumsum(x, axis=1), rtol=1e-6, atol=1e-4)
+
+
+def test_kernel_scans_of_integers_booleans_and_empty_axes(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def counts(x: pt.Tensor[pt.int32, (N, M)], total: pt.Tensor[pt.int32, (N, M)],
+               positives: pt.Tensor[pt.int32, (N, M)], top: pt.Tensor[pt.int32, (N, M)]):  # fmt: skip
+        r, c = pt.axis(0), pt.axis(1)
+        total[r, c] = pt.cumsum(x[r, c], axis=c)
+        positives[r, c] = pt.cumsum(x[r, c] > 0, axis=c)  # booleans count
+        top[r, c] = pt.cummax(x[r, c], axis=r)
+
+    x = rng.integers(-50, 50, (9, 13)).astype(np.int32)
+    outs = [np.zeros_like(x) for _ in range(3)]
+    counts(x, *outs)
+    np.testing.assert_array_equal(outs[0], np.cumsum(x, axis=1))
+    np.testing.assert_array_equal(outs[1], np.cumsum(x > 0, axis=1))
+    np.testing.assert_array_equal(outs[2], np.maximum.accumulate(x, axis=0))
+    empty = [np.zeros((4, 0), np.int32) for _ in range(4)]
+    counts(*empty)  # nothing to scan: nothing written, nothing fails
+    assert all(e.shape == (4, 0) for e in empty)
+
+
+def test_kernel_scans_nested_in_scans_and_reductions(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def nested(x: F64, a: pt.Tensor[pt.float64, (N, M, K)], twice: F64, both: F64, summed: pt.Tensor[pt.float64, (N,)],
+               of_sums: F64):  # fmt: skip
+        r, c, k = pt.axis(0), pt.axis(1), pt.axis(2)
+        twice[r, c] = pt.cumsum(pt.cumsum(x[r, c], axis=c) * 2.0, axis=c)  # one loop carries both
+        both[r, c] = pt.cummax(pt.cumsum(x[r, c], axis=c), axis=r)  # along another axis: a temporary first
+        summed[r] = pt.reduce_sum(pt.cumsum(x[r, c], axis=c), axis=c)  # inside a reduction: a temporary first
+        of_sums[r, c] = pt.cumsum(pt.reduce_sum(a[r, c, k], axis=k), axis=c)  # a reduction per step
+
+    x = rng.standard_normal((11, 7))
+    a = rng.standard_normal((11, 7, 5))
+    twice, both, of_sums = (np.zeros_like(x) for _ in range(3))
+    summed = np.zeros(11)
+    nested(x, a, twice, both, summed, of_sums)
+    cs = np.cumsum(x, axis=1)
+    np.testing.assert_allclose(twice, np.cumsum(cs * 2.0, axis=1), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(both, np.maximum.accumulate(cs, axis=0), rtol=1e-12)
+    np.testing.assert_allclose(summed, cs.sum(axis=1), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(of_sums, np.cumsum(a.sum(axis=2), axis=1), rtol=1e-12, atol=1e-12)
+
+
+def test_kernel_complex_and_half_cumsum(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def running(z: pt.Tensor[pt.complex128, (N, M)], w: pt.Tensor[pt.complex128, (N, M)]):
+        r, c = pt.axis(0), pt.axis(1)
+        w[r, c] = pt.cumsum(z[r, c] * 1j, axis=c)
+
+    @pt.kernel(executor=pypto_executor)
+    def halves(h: pt.Tensor[pt.float16, (N, M)], hs: pt.Tensor[pt.float16, (N, M)]):
+        r, c = pt.axis(0), pt.axis(1)
+        hs[r, c] = pt.cumsum(h[r, c], axis=c)  # accumulated in float32, rounded once
+
+    z = rng.standard_normal((5, 9)) + 1j * rng.standard_normal((5, 9))
+    w = np.zeros_like(z)
+    running(z, w)
+    np.testing.assert_allclose(w, np.cumsum(z * 1j, axis=1), rtol=1e-12)
+    h = rng.uniform(-1, 1, (5, 9)).astype(np.float16)
+    hs = np.zeros_like(h)
+    if pypto_executor == "numba":  # (the Numba example backend has no float16: a typed error says so)
+        with pytest.raises(pt.DTypeError, match="no float16"):
+            halves(h, hs)
+        return
+    halves(h, hs)
+    np.testing.assert_allclose(hs.astype(np.float64), np.cumsum(h.astype(np.float64), axis=1), rtol=2e-3, atol=2e-3)
+
+
+def test_kernel_scan_errors_name_the_construct():
+    with pytest.raises(pt.TracingError, match="name the axis"):
+
+        @pt.kernel
+        def no_axis(x: F32, y: F32):
+            r, c = pt.axis(0), pt.axis(1)
+            y[r, c] = pt.cumsum(x[r, c])
+
+        no_axis.ir("traced")
+    with pytest.raises(pt.TracingError, match="one axis at a time"):
+
+        @pt.kernel
+        def two(x: F32, y: F32):
+            r, c = pt.axis(0), pt.axis(1)
+            y[r, c] = pt.cumsum(x[r, c], axis=(r, c))
+
+        two.ir("traced")
+
+    @pt.kernel
+    def of_bools(x: F32, y: pt.Tensor[pt.bool_, (N, M)]):
+        r, c = pt.axis(0), pt.axis(1)
+        y[r, c] = pt.cummax(x[r, c] > 0, axis=c)
+
+    with pytest.raises(pt.TracingError, match="cummax of a boolean"):
+        of_bools.ir("infer_types")
+
+
+def test_jit_scans_match_numpy(pypto_executor, rng):
+    @pt.jit(executor=pypto_executor)
+    def programs(x):
+        return (
+            pt.cumsum(x, axis=1),
+            x.cumsum(0),
+            x.cumprod(1),
+            pt.cummax(x, -1),
+            pt.cummin(x, 0, reverse=True),
+            pt.cumsum(x),  # along the flattened array
+            pt.exp(pt.cumsum(x, 1))[:, ::-1],  # a reversed view of a scan: stored first
+            pt.cumsum(x, 1).sum(1),  # a scan inside a reduction
+            pt.cumsum(pt.cumsum(x, 0), 1),
+        )
+
+    x = rng.uniform(-1, 1, (13, 17))
+    got = programs(x)
+    want = (
+        np.cumsum(x, 1), np.cumsum(x, 0), np.cumprod(x, 1), np.maximum.accumulate(x, -1),
+        _reference("cummin", x, 0, True), np.cumsum(x), np.exp(np.cumsum(x, 1))[:, ::-1], np.cumsum(x, 1).sum(1),
+        np.cumsum(np.cumsum(x, 0), 1),
+    )  # fmt: skip
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+    i8 = rng.integers(-100, 100, (6, 40)).astype(np.int8)
+    s = pt.jit(lambda a: pt.cumsum(a, 1), executor=pypto_executor)(i8)
+    assert s.dtype == np.int32  # as pt.sum: narrow integers in the default integer's width
+    np.testing.assert_array_equal(s, np.cumsum(i8, 1))
+
+
+def test_jit_scan_gradients_match_torch(pypto_executor, rng):
+    torch = pytest.importorskip("torch")
+
+    def loss(x, w):
+        return (pt.cumsum(x, 1) * w + pt.cumsum(x * x, 0, reverse=True)).sum()
+
+    x, w = rng.standard_normal((7, 11)), rng.standard_normal((7, 11))
+    gx = pt.grad(loss)(x, w)
+    xt = torch.tensor(x, requires_grad=True)
+    wt = torch.tensor(w)
+    (torch.cumsum(xt, 1) * wt + torch.flip(torch.cumsum(torch.flip(xt * xt, [0]), 0), [0])).sum().backward()
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+    with pytest.raises(pt.TracingError, match="gradient of cummax is not supported"):
+        pt.grad(lambda x: pt.cummax(x, 1).sum())(x)
