@@ -85,19 +85,21 @@ def test_kernel_scans_of_integers_booleans_and_empty_axes(pypto_executor, rng):
 def test_kernel_scans_nested_in_scans_and_reductions(pypto_executor, rng):
     @pt.kernel(executor=pypto_executor)
     def nested(x: F64, a: pt.Tensor[pt.float64, (N, M, K)], twice: F64, both: F64, summed: pt.Tensor[pt.float64, (N,)],
-               of_sums: F64):  # fmt: skip
+               of_sums: F64, back: F64):  # fmt: skip
         r, c, k = pt.axis(0), pt.axis(1), pt.axis(2)
         twice[r, c] = pt.cumsum(pt.cumsum(x[r, c], axis=c) * 2.0, axis=c)  # one loop carries both
+        back[r, c] = pt.cumsum(pt.cumsum(x[r, c], axis=c), axis=c, reverse=True)  # the other direction: stored first
         both[r, c] = pt.cummax(pt.cumsum(x[r, c], axis=c), axis=r)  # along another axis: a temporary first
         summed[r] = pt.reduce_sum(pt.cumsum(x[r, c], axis=c), axis=c)  # inside a reduction: a temporary first
         of_sums[r, c] = pt.cumsum(pt.reduce_sum(a[r, c, k], axis=k), axis=c)  # a reduction per step
 
     x = rng.standard_normal((11, 7))
     a = rng.standard_normal((11, 7, 5))
-    twice, both, of_sums = (np.zeros_like(x) for _ in range(3))
+    twice, both, of_sums, back = (np.zeros_like(x) for _ in range(4))
     summed = np.zeros(11)
-    nested(x, a, twice, both, summed, of_sums)
+    nested(x, a, twice, both, summed, of_sums, back)
     cs = np.cumsum(x, axis=1)
+    np.testing.assert_allclose(back, np.cumsum(cs[:, ::-1], axis=1)[:, ::-1], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(twice, np.cumsum(cs * 2.0, axis=1), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(both, np.maximum.accumulate(cs, axis=0), rtol=1e-12)
     np.testing.assert_allclose(summed, cs.sum(axis=1), rtol=1e-12, atol=1e-12)

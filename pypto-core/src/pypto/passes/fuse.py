@@ -19,8 +19,10 @@ from pypto.ir.nodes import (
     Gather,
     Load,
     Node,
+    Reduce,
     Scan,
     Store,
+    children,
     free_axes,
     load_accesses,
     postorder,
@@ -31,12 +33,17 @@ from pypto.ir.nodes import (
 
 
 def scan_of(s: Store) -> tuple[int, bool] | None:
-    """``(axis, reverse)`` of the first scan a store computes in its nest (one outside any reduction's body), or
-    None: the nest carries its accumulator along that axis, whose loop runs last, in order."""
-    inside = {id(n) for r in top_reduces(s.value) for n in postorder(r.body)}
-    for n in postorder(s.value):
-        if isinstance(n, Scan) and id(n) not in inside:
+    """``(axis, reverse)`` of the outermost scan a store computes in its nest (in no reduction's or other scan's
+    body), or None: the nest carries its accumulator along that axis, whose loop runs last, in order."""
+    stack, seen = [s.value], set()
+    while stack:  # from the root down: the first scan met is in no other scan's body
+        n = stack.pop()
+        if id(n) in seen or isinstance(n, Reduce):
+            continue
+        seen.add(id(n))
+        if isinstance(n, Scan):
             return n.axis, n.reverse
+        stack.extend(reversed(children(n)))
     return None
 
 
