@@ -202,3 +202,58 @@ def test_jit_scan_gradients_match_torch(pypto_executor, rng):
     np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-12, atol=1e-12)
     with pytest.raises(pt.TracingError, match="gradient of cummax is not supported"):
         pt.grad(lambda x: pt.cummax(x, 1).sum())(x)
+
+
+def _logaddexp(a, b):
+    m = pt.maximum(a, b)
+    return m + pt.log(pt.exp(a - m) + pt.exp(b - m))
+
+
+def test_associative_scan_in_kernels_and_jit_matches_numpy(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def running(x: F64, lse: F64, decayed: F64, top: pt.Tensor[pt.int32, (N, M)], k: pt.Tensor[pt.int32, (N, M)],
+                rate: float):  # fmt: skip
+        r, c = pt.axis(0), pt.axis(1)
+        lse[r, c] = pt.associative_scan(_logaddexp, x[r, c], axis=c)  # a running log-sum-exp
+        decayed[r, c] = pt.associative_scan(lambda a, b: a * rate + b, x[r, c] * 2.0, axis=r, reverse=True)
+        top[r, c] = pt.associative_scan(lambda a, b: pt.where(b > a, b, a), k[r, c], axis=c)
+
+    x = rng.standard_normal((9, 12))
+    k = rng.integers(-1000, 1000, (9, 12)).astype(np.int32)
+    lse, decayed = np.zeros_like(x), np.zeros_like(x)
+    top = np.zeros_like(k)
+    running(x, lse, decayed, top, k, 0.5)
+    np.testing.assert_allclose(lse, np.logaddexp.accumulate(x, axis=1), rtol=1e-12)
+    want = 2.0 * x.copy()
+    for t in range(x.shape[0] - 2, -1, -1):  # the recurrence from the end, as written
+        want[t] = want[t + 1] * 0.5 + 2.0 * x[t]
+    np.testing.assert_allclose(decayed, want, rtol=1e-12)
+    np.testing.assert_array_equal(top, np.maximum.accumulate(k, axis=1))
+    assert "associative_scan(%" in running.ir("infer_types") and "fn(a, b) = " in running.ir("infer_types")
+
+    jitted = pt.jit(lambda v: pt.associative_scan(_logaddexp, v, 0), executor=pypto_executor)
+    np.testing.assert_allclose(jitted(x), np.logaddexp.accumulate(x, axis=0), rtol=1e-12)
+    flat = pt.jit(lambda v: pt.associative_scan(lambda a, b: a + b, v), executor=pypto_executor)
+    np.testing.assert_allclose(flat(x), np.cumsum(x), rtol=1e-12, atol=1e-12)
+
+
+def test_associative_scan_errors():
+    @pt.kernel
+    def reads_a_tensor(x: F32, y: F32):
+        r, c = pt.axis(0), pt.axis(1)
+        y[r, c] = pt.associative_scan(lambda a, b: a + b * x[r, 0], x[r, c], axis=c)
+
+    with pytest.raises(pt.TracingError, match="only its two arguments"):
+        reads_a_tensor.ir("infer_types")
+
+    @pt.kernel
+    def changes_type(x: pt.Tensor[pt.int32, (N, M)], y: pt.Tensor[pt.int32, (N, M)]):
+        r, c = pt.axis(0), pt.axis(1)
+        y[r, c] = pt.associative_scan(lambda a, b: a / b, x[r, c], axis=c)
+
+    with pytest.raises(pt.TracingError, match="returns float32 for elements of type int32"):
+        changes_type.ir("infer_types")
+    with pytest.raises(pt.TracingError, match="fn returned 2 values"):
+        pt.jit(lambda v: pt.associative_scan(lambda a, b: (a, b), v, 0))(np.ones(3))
+    with pytest.raises(pt.TracingError, match="gradient of associative_scan is not supported"):
+        pt.grad(lambda v: pt.associative_scan(lambda a, b: a + b, v, 0).sum())(np.ones(3))

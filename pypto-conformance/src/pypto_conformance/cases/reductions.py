@@ -223,3 +223,26 @@ def scans(dt):
         lo[r, c] = pt.cummin(x[r, c], axis=r)
 
     return scans
+
+
+def _user_scan_ref(x):
+    v = x.astype(np.float64) if floating(x.dtype) else x.astype(np.int64)
+    return {"top": np.maximum.accumulate(v[:, ::-1], axis=1)[:, ::-1], "lo": np.minimum.accumulate(v, axis=0)}
+
+
+@case(
+    dtypes=NUMERIC,
+    sizes=SIZES_2D,
+    values={"x": by_kind(normal(), normal(int_range=10**6))},
+    reference=_user_scan_ref,
+)
+def associative_scan(dt):
+    """``pt.associative_scan`` with the user's combine functions (a running maximum written with ``pt.where``,
+    reversed along rows; a running minimum with ``pt.minimum`` down columns): the first point is the element."""
+
+    def associative_scan(x: pt.Tensor[dt, (M, N)], top: pt.Tensor[dt, (M, N)], lo: pt.Tensor[dt, (M, N)]):
+        r, c = pt.axis(0), pt.axis(1)
+        top[r, c] = pt.associative_scan(lambda a, b: pt.where(b > a, b, a), x[r, c], axis=c, reverse=True)
+        lo[r, c] = pt.associative_scan(lambda a, b: pt.minimum(a, b), x[r, c], axis=r)
+
+    return associative_scan

@@ -46,7 +46,7 @@ from pypto import dtypes
 from pypto.array import views
 from pypto.array.graph import Array, binary, cast, reduce, scatter_add, unary, walk, where
 from pypto.errors import ArgumentError, TracingError
-from pypto.ir.ops import BINARY, CAST, FUNCTIONS, REDUCERS, SCANS
+from pypto.ir.ops import BINARY, CAST, FUNCTIONS, REDUCERS, SCANS, scan_name
 from pypto.lang.control import rewrite
 from pypto.lang.location import user_loc
 
@@ -301,14 +301,14 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
         return out
     if op == "scan":
         (x,) = args
-        kind, axis, reverse = node.attrs
+        kind, axis, reverse, _ = node.attrs
         if not _differentiable(x):
             return out
-        entry = SCANS[kind]
-        if entry.adjoint is None:
-            raise TracingError(f"pt.grad: the gradient of {entry.name} is not supported yet", node.loc,
+        entry = SCANS.get(kind)
+        if entry is None or entry.adjoint is None:
+            raise TracingError(f"pt.grad: the gradient of {scan_name(kind)} is not supported yet", node.loc,
                                "differentiate a cumsum (supported), or stop the gradient: pt.stop_gradient(...)")  # fmt: skip
-        ops = SimpleNamespace(scan=lambda k, a, ax, rev: Array("scan", (a,), (k, ax, rev), a.shape, a.dtype))
+        ops = SimpleNamespace(scan=lambda k, a, ax, rev: Array("scan", (a,), (k, ax, rev, None), a.shape, a.dtype))
         out.append((x, entry.adjoint(g, x, node, axis, reverse, ops)))
         return out
     if op == "contract":

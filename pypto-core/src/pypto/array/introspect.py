@@ -17,7 +17,7 @@ from typing import Any
 from pypto.array.function import Compiled, JitFunction
 from pypto.array.graph import Array
 from pypto.errors import ArgumentError
-from pypto.ir.ops import SCANS
+from pypto.ir.ops import scan_name
 
 _OP_LABEL = {
     "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%", "lt": "<", "le": "<=",
@@ -52,8 +52,8 @@ def _label(node: Array) -> str:
         op, axes, _ = node.attrs
         text = f"{op}(axis={axes[0] if len(axes) == 1 else axes})"
     elif node.op == "scan":
-        op, axis, reverse = node.attrs
-        text = f"{SCANS[op].name}(axis={axis}{', reversed' if reverse else ''})"
+        op, axis, reverse, _ = node.attrs
+        text = f"{scan_name(op)}(axis={axis}{', reversed' if reverse else ''})"
     elif node.op == "contract":
         subs, out, _, mode = node.attrs
         text = f"einsum {','.join(subs)}->{out}" + (f" ({mode})" if mode != "float32" else "")

@@ -406,7 +406,7 @@ class Lowering:
         the store (its loop carries the scan); read from a temporary it is stored in first otherwise (a reversed
         or shifted view of it, one element of it, a scan read inside a reduction)."""
         (x,) = node.args
-        op, a, reverse = node.attrs
+        op, a, reverse, combine = node.attrs
         axis = idx[a].plain_axis()
         if (
             axis is None
@@ -417,7 +417,7 @@ class Lowering:
         body = self.at(x, idx)
         if x.dtype != node.dtype:  # booleans and narrow integers summed in a wider type (see pypto.array.ops.scan)
             body = Cast(body, dtype=node.dtype, loc=node.loc)
-        return Scan(op, body, axis, reverse, loc=node.loc)
+        return Scan(op, body, axis, reverse, combine, loc=node.loc)
 
     def contract(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
         subscripts, out, sizes, mode = node.attrs

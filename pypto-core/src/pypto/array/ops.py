@@ -262,7 +262,7 @@ def arg_reduce(op: str, x: Any, axis: Any, keepdims: bool, what: str) -> Array:
     return out
 
 
-def scan(op: str, x: Any, axis: Any, reverse: bool, what: str) -> Array:
+def scan(op: str, x: Any, axis: Any, reverse: bool, what: str, combine: Any = None) -> Array:
     """The running reduction ``op`` (a reducer of :data:`pypto.ir.ops.SCANS`) along ``axis`` (``None``: along the
     flattened array, as ``np.cumsum``), typed as ``pt.sum`` types a sum: narrow integers and booleans summed or
     multiplied in the default integer's width (int32; NumPy's is int64); a running maximum or minimum keeps the
@@ -282,6 +282,11 @@ def scan(op: str, x: Any, axis: Any, reverse: bool, what: str) -> Array:
     if x.ndim == 0:
         x = views.reshape(x, (1,))
     dt = x.dtype
+    if combine is not None:  # pt.associative_scan: the elements' type (infer_types checks the function's)
+        if dt.is_complex:
+            raise TracingError(f"{what} of complex values is not supported yet", user_loc(),
+                               "scan the real and imaginary parts as two real scans")  # fmt: skip
+        return Array("scan", (x,), (op, a, reverse, combine), x.shape, dt)
     if dt.is_complex and op != "sum":
         raise TracingError(f"{what} of a complex array (complex numbers have no order, and a product of them is not "
                            "supported yet)", user_loc(), "scan the real parts (x.real) or the magnitudes (pt.abs(x))")  # fmt: skip
@@ -291,7 +296,7 @@ def scan(op: str, x: Any, axis: Any, reverse: bool, what: str) -> Array:
         dt = dtypes.int32
     if op in ("sum", "prod") and dt.is_narrow_int:  # as pt.sum: the default integer's width (the array API's rule)
         dt = dtypes.uint32 if dt.is_unsigned else dtypes.DEFAULT_INT
-    return Array("scan", (x,), (op, a, reverse), x.shape, dt)
+    return Array("scan", (x,), (op, a, reverse, None), x.shape, dt)
 
 
 def one_hot(indices: Any, num_classes: int, dtype: Any = None) -> Array:

@@ -15,6 +15,7 @@ from pypto.ir.affine import Affine
 from pypto.ir.kernel import KernelIR
 from pypto.ir.nodes import (
     Binary,
+    Carry,
     Cast,
     Const,
     Expr,
@@ -69,6 +70,8 @@ class NumpyRenderer:
         self.names: dict[int, tuple[Expr, str]] = {}
         self.grids: dict[int, str] = {}
         self.outputs = {p.name for p in k.outputs}
+        self.prefix = "_v"  # of the names of computed values
+        self.carry: dict[int, str] = {}  # while rendering a combine function: its arguments
 
     # -- helpers ----------------------------------------------------------------------------------
     def emit(self, line: str) -> None:
@@ -143,7 +146,7 @@ class NumpyRenderer:
         code = self.compute(e)
         if isinstance(e, Const):
             return code
-        name = f"_v{len(self.names)}"
+        name = f"{self.prefix}{len(self.names)}"
         self.emit(f"{name} = {code}")
         self.names[id(e)] = (e, name)
         return name
@@ -200,6 +203,10 @@ class NumpyRenderer:
             if e.op in ("max", "min"):
                 extra = f", initial={np_literal(identity(e.op, dt).value, dt)}"
             return f"{_REDUCE[e.op]}({full}, axis={positions!r}, keepdims=True{extra}).astype({_NP_DTYPE[dt.name]})"
+        if isinstance(e, Scan) and e.combine is not None:
+            return self.user_scan(e)
+        if isinstance(e, Carry):  # an argument of the combine function being rendered (see user_scan)
+            return self.carry[e.slot]
         if isinstance(e, Scan):  # the combine's ufunc accumulated along the axis (in order, as the loops do)
             body = self.value(e.body)
             shape = ["1"] * self.n
@@ -212,6 +219,25 @@ class NumpyRenderer:
             out = f"{_ACCUMULATE[e.op]}.accumulate({full}, axis={pos}, dtype={_NP_DTYPE[dt.name]})"
             return f"{out}{flip}" if e.reverse else out
         raise TypeError(f"numpy renderer: unexpected {type(e).__name__}")
+
+    def user_scan(self, e: Scan) -> str:
+        """``pt.associative_scan``: the elements along the axis (moved first) copied, then a Python loop over the
+        axis combining each with the previous result, every other axis at once."""
+        assert e.combine is not None and e.dtype is not None
+        shape = ["1"] * self.n
+        pos = self.pos[e.axis]
+        shape[pos] = self.extent(e.axis)
+        name = f"_s{len(self.names)}"
+        self.emit(f"{name} = _np.array(_np.moveaxis(_full({self.value(e.body)}, ({', '.join(shape)},)), {pos}, 0)"
+                  f"{'[::-1]' if e.reverse else ''}, dtype={_NP_DTYPE[e.dtype.name]})")  # fmt: skip
+        self.emit(f"for _t in range(1, {name}.shape[0]):")
+        inner = NumpyRenderer(self.k)
+        inner.prefix = f"{name}_"
+        inner.carry = {0: f"{name}[_t - 1]", 1: f"{name}[_t]"}
+        result = inner.value(e.combine.expr)
+        self.lines += ["    " + line for line in inner.lines]
+        self.emit(f"    {name}[_t] = {result}")
+        return f"_np.moveaxis({name}{'[::-1]' if e.reverse else ''}, 0, {pos})"
 
     # -- kernel ---------------------------------------------------------------------------------------
     def render(self) -> str:

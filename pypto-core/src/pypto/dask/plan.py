@@ -35,7 +35,7 @@ from pypto.ir.nodes import (
     postorder,
     top_reduces,
 )
-from pypto.ir.ops import SCANS
+from pypto.ir.ops import scan_name
 from pypto.ir.reducers import identity as identity_value
 from pypto.runtime.foreign import is_dask_array
 
@@ -194,7 +194,7 @@ class Planner:
                     for ax in e.affine.axis_set():
                         whole[("a", ax)] = f"axis {ir.axis_name(ax)} is used as a value"
                 elif isinstance(e, Scan):  # a running value needs every earlier block of its axis
-                    whole[("a", e.axis)] = f"{SCANS[e.op].name} runs along axis {ir.axis_name(e.axis)}"
+                    whole[("a", e.axis)] = f"{scan_name(e.op)} runs along axis {ir.axis_name(e.axis)}"
             # a gathered tensor: whole along the positions read at indices from data (every block may read any
             # of it: it is passed whole to each), chunked with its axis along a plain one (table[tok[i], d]: d)
             for g in gathers:

@@ -184,16 +184,38 @@ class Reduce(Expr):
 
 
 @_node
+class Carry(Expr):
+    """An argument of a scan's combine function (:class:`Combine`): ``slot`` 0 is the running value, 1 the next
+    element. It appears only inside ``Combine.expr``."""
+
+    slot: int
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Combine:
+    """The user's combine function of ``pt.associative_scan``, traced once: ``expr`` over :class:`Carry` leaves,
+    numbers and scalar parameters. It is not an :class:`Expr` field, so generic walks do not enter it (its
+    values are per step of the scan, not per point of a nest); the passes that must, do so explicitly."""
+
+    expr: Expr
+
+
+@_node
 class Scan(Expr):
     """The running ``op`` (a reducer) of ``body`` along ``axis``: at point ``t`` of the axis, ``body``'s values at
     ``0..t`` combined in order (``reverse``: at ``t..end``, combined from the end). Unlike a :class:`Reduce` it
     binds nothing: its value depends on ``axis`` as ``body`` does, and a loop nest computes it with an
-    accumulator carried along that axis's loop, which therefore runs in order, innermost (``pypto.passes.lower``)."""
+    accumulator carried along that axis's loop, which therefore runs in order, innermost (``pypto.passes.lower``).
+    With ``op`` "fn" (``pt.associative_scan``) ``combine`` holds the function: the first point's value is the
+    body's, every later one ``combine(previous, body)``."""
 
     op: str
     body: Expr
     axis: int
     reverse: bool = False
+    combine: Combine | None = None
     dtype: DType | None = _dtype()
     loc: SourceLoc | None = _loc()
 

@@ -330,6 +330,14 @@ SCAN_TABLE: tuple[Scanner, ...] = (
 SCANS: dict[str, Scanner] = {s.reducer: s for s in SCAN_TABLE}
 """The scans by the reducer they run (``Scan.op``)."""
 
+USER_SCAN = "fn"
+"""``Scan.op`` of ``pt.associative_scan``: the user's combine function (``Scan.combine``) instead of a reducer."""
+
+
+def scan_name(op: str) -> str:
+    """The function a ``Scan.op`` comes from: ``cumsum`` ... or ``associative_scan``."""
+    return "associative_scan" if op == USER_SCAN else SCANS[op].name
+
 
 @dataclass(frozen=True)
 class Conversion:

@@ -26,6 +26,7 @@ from pypto.ir.loops import (
 )
 from pypto.ir.nodes import (
     Binary,
+    Carry,
     Cast,
     Const,
     Expr,
@@ -40,8 +41,9 @@ from pypto.ir.nodes import (
     Unary,
     Where,
     postorder,
+    transform,
 )
-from pypto.ir.ops import SCANS, binary_symbols
+from pypto.ir.ops import binary_symbols, scan_name
 
 _SYMBOL = binary_symbols()
 
@@ -159,7 +161,12 @@ def _describe(e: Expr, ref, name) -> str:
     if isinstance(e, Reduce):
         return f"reduce_{e.op}({ref(e.body)}, over {', '.join(name(a) for a in e.axes)})"
     if isinstance(e, Scan):
-        return f"{SCANS[e.op].name}({ref(e.body)}, along {name(e.axis)}{', reversed' if e.reverse else ''})"
+        fn = ""
+        if e.combine is not None:  # the function over its arguments a (the running value) and b (the element)
+            leaf = {Carry: lambda n: "ab"[n.slot], Scalar: lambda n: n.name}
+            args = transform(e.combine.expr, lambda n: Var(leaf[type(n)](n)) if type(n) in leaf else None)
+            fn = f", fn(a, b) = {format_expr(args)}"  # type: ignore[arg-type]
+        return f"{scan_name(e.op)}({ref(e.body)}, along {name(e.axis)}{', reversed' if e.reverse else ''}{fn})"
     if isinstance(e, Scalar):
         return f"scalar {e.name}"
     if isinstance(e, Extent):

@@ -11,8 +11,23 @@ import numpy as np
 from pypto import dtypes
 from pypto.errors import TracingError
 from pypto.ir.affine import Affine
-from pypto.ir.nodes import Binary, Cast, Const, Extent, Gather, Index, Load, Reduce, Scan, Unary, Where, free_axes
-from pypto.ir.ops import COMPLEX_PARTS, FUNCTIONS, FUNCTIONS2, MATH, REDUCERS, SCANS
+from pypto.ir.nodes import (
+    Binary,
+    Carry,
+    Cast,
+    Combine,
+    Const,
+    Extent,
+    Gather,
+    Index,
+    Load,
+    Reduce,
+    Scan,
+    Unary,
+    Where,
+    free_axes,
+)
+from pypto.ir.ops import COMPLEX_PARTS, FUNCTIONS, FUNCTIONS2, MATH, REDUCERS, SCANS, USER_SCAN
 from pypto.lang.context import active_tracer
 from pypto.lang.location import user_loc
 from pypto.lang.values import NUMPY_UFUNCS, Axis, Dim, ExprProxy, to_node
@@ -356,6 +371,45 @@ def _make_scan(entry: Any):
 
 # one function per scan of the op table: pt.cumsum, pt.cumprod, pt.cummax, pt.cummin
 cumsum, cumprod, cummax, cummin = (_make_scan(SCANS[n]) for n in ("sum", "prod", "max", "min"))
+
+
+def trace_combine(fn: Any, what: str) -> Combine:
+    """``fn(a, b)`` traced once on placeholders (``a`` the running value, ``b`` the next element)."""
+    if not callable(fn):
+        raise TracingError(f"{what}: fn must be a function of two values, got {fn!r}", user_loc(3),
+                           "pass e.g. lambda a, b: pt.maximum(a, b)")  # fmt: skip
+    from pypto.lang.control import rewrite
+
+    loc = user_loc(3)
+    out = rewrite(fn)(ExprProxy(Carry(0, loc=loc)), ExprProxy(Carry(1, loc=loc)))
+    if isinstance(out, (tuple, list)):
+        raise TracingError(f"{what}: fn returned {len(out)} values; one value is supported", loc,
+                           "scan each value with a function of its own, or combine them into one")  # fmt: skip
+    return Combine(to_node(out, what=what))
+
+
+def associative_scan(fn: Any, x: Any, axis: Any = None, *, reverse: bool = False) -> Any:
+    """The running ``fn`` along ``axis``: element ``t`` of the result is ``fn(result[t - 1], x[t])``, element 0
+    is ``x[0]`` (``reverse=True``: from the end). ``fn(a, b)`` combines two values of ``x``'s type with
+    arithmetic, functions and ``pt.where``; it must be associative (``fn(fn(a, b), c) == fn(a, fn(b, c))``) for
+    the result to be the same however the scan is split. In a kernel ``y[r, c] = pt.associative_scan(fn,
+    x[r, c], axis=c)``; in ``@pt.jit`` ``pt.associative_scan(fn, x, axis)`` as ``jax.lax.associative_scan``
+    (``axis=None``: along the flattened array)."""
+    if not isinstance(reverse, bool):
+        raise TracingError(f"pt.associative_scan: reverse must be True or False, got {reverse!r}", user_loc())
+    combine = trace_combine(fn, "pt.associative_scan")
+    if _is_array(x):
+        from pypto.array.ops import scan
+
+        return scan(USER_SCAN, x, axis, reverse, "pt.associative_scan", combine)
+    node = to_node(x, what="pt.associative_scan")
+    if axis is None:
+        raise TracingError("pt.associative_scan: in a kernel, name the axis to scan along", user_loc(),
+                           "y[r, c] = pt.associative_scan(fn, x[r, c], axis=c)")  # fmt: skip
+    axes = _reduce_axes("associative_scan", axis)
+    if len(axes) != 1:
+        raise TracingError(f"pt.associative_scan: one axis at a time, got {len(axes)}", user_loc())
+    return ExprProxy(Scan(USER_SCAN, node, axes[0], reverse, combine, loc=user_loc()))
 
 
 # NumPy ufuncs applied to traced values inside a kernel: the op table's (np.exp, np.log1p, np.arctan ...), then

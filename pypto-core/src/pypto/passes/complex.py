@@ -137,7 +137,7 @@ class _Split:
         if isinstance(e, Reduce):  # infer_types lets only sums of complex values through
             br, bi = self.pair(e.body)
             return self.sum_of(e, br), (None if bi is None else self.sum_of(e, bi))
-        if isinstance(e, Scan):  # infer_types lets only running sums of complex values through
+        if isinstance(e, Scan):  # infer_types lets only running sums of complex values through (no combine)
             br, bi = self.pair(e.body)
             scan = lambda p: None if p is None else Scan(e.op, p, e.axis, e.reverse, dtype=dt, loc=e.loc)  # noqa: E731
             return scan(br), scan(bi)  # type: ignore[return-value]

@@ -27,13 +27,15 @@ from dataclasses import replace
 
 from pypto.dtypes import float32
 from pypto.ir.kernel import KernelIR
-from pypto.ir.nodes import Cast, Expr, Gather, Load, Node, Store, postorder, transform
+from pypto.ir.nodes import Cast, Combine, Expr, Gather, Load, Node, Scan, Store, postorder, transform
 
 
 def _widen(n: Node) -> Node | None:
     dt = getattr(n, "dtype", None)
     if dt is None or not dt.is_half:
         return None
+    if isinstance(n, Scan) and n.combine is not None:  # the combine function runs in float32 too
+        return replace(n, combine=Combine(transform(n.combine.expr, _widen)), dtype=float32)  # type: ignore[arg-type]
     if isinstance(n, (Load, Gather)):
         return Cast(n, dtype=float32, loc=n.loc)
     if isinstance(n, Cast):

@@ -7,6 +7,8 @@ store's value has the output's dtype. Backends never need to know the promotion 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pypto import dtypes
 from pypto.dtypes import DType
 from pypto.errors import DTypeError, TracingError
@@ -18,7 +20,9 @@ from pypto.ir.nodes import (
     LOGIC_OPS,
     TRANSCENDENTAL,
     Binary,
+    Carry,
     Cast,
+    Combine,
     Const,
     Expr,
     Extent,
@@ -33,6 +37,7 @@ from pypto.ir.nodes import (
     Unary,
     Where,
     postorder,
+    transform,
 )
 from pypto.ir.ops import COMPLEX_FUNCTIONS, COMPLEX_PARTS, FUNCTIONS2, REDUCERS, SCANS
 
@@ -181,6 +186,8 @@ class _Typer:
                 dt = dtypes.as_dtype(counted)
                 body = _fix_const(body, dt)
             return Reduce(e.op, body, e.axes, dtype=dt, loc=e.loc)
+        if isinstance(e, Scan) and e.combine is not None:
+            return self.user_scan(e)
         if isinstance(e, Scan):  # typed as the reduction it runs (pypto.ir.ops.SCANS)
             name = SCANS[e.op].name
             body = self(e.body)
@@ -195,7 +202,33 @@ class _Typer:
                 dt = dtypes.as_dtype(counted)
                 body = _fix_const(body, dt)
             return Scan(e.op, body, e.axis, e.reverse, dtype=dt, loc=e.loc)
+        if isinstance(e, Carry):
+            assert e.dtype is not None, "a combine function's argument outside pt.associative_scan"
+            return e
         raise TypeError(f"infer_types: unexpected node {type(e).__name__}")
+
+    def user_scan(self, e: Scan) -> Scan:
+        """``pt.associative_scan``: the combine function's arguments have the elements' type, and so must its
+        result; it may use its arguments, numbers and scalar parameters only."""
+        assert e.combine is not None
+        body = self(e.body)
+        dt = body.dtype
+        if dt.is_complex:
+            raise self.err(e, "pt.associative_scan of complex values is not supported yet",
+                           "scan the real and imaginary parts as two real scans")  # fmt: skip
+        for n in postorder(e.combine.expr):
+            if not isinstance(n, (Carry, Const, Unary, Binary, Where, Cast, Scalar)):
+                raise self.err(e, f"pt.associative_scan: the combine function reads {type(n).__name__.lower()} "
+                               "values; it may use only its two arguments, numbers and scalar parameters",
+                               "compute what it needs into the elements first (scan a tensor of them)")  # fmt: skip
+        typed = transform(e.combine.expr, lambda n: replace(n, dtype=dt) if isinstance(n, Carry) else None)
+        out = _Typer(self.k)(typed)  # type: ignore[arg-type]
+        if out.dtype != dt and isinstance(out, Const) and out.weak:
+            out = _fix_const(out, dt)
+        if out.dtype != dt:
+            raise self.err(e, f"pt.associative_scan: the combine function returns {out.dtype} for elements of "
+                           f"type {dt}", "return a value of the elements' type (pt.cast if needed)")  # fmt: skip
+        return Scan(e.op, body, e.axis, e.reverse, Combine(out), dtype=dt, loc=e.loc)
 
     def gather(self, e: Gather) -> Gather:
         """A read at computed indices: each index an integer; nothing it reads is written by the kernel (the

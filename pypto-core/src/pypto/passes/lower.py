@@ -38,6 +38,7 @@ from pypto.ir.names import NameGen
 from pypto.ir.nodes import (
     TRANSCENDENTAL,
     Binary,
+    Carry,
     Cast,
     Const,
     Expr,
@@ -118,6 +119,7 @@ class _Lowerer:
         # while lowering a blocked scatter's private copies: (scatter, copies buffer, row, its dtype)
         self.copy: tuple[Scatter, str, Expr, DType] | None = None
         self.atomic = False  # while lowering a scatter planned atomic: its writes are atomic updates
+        self.carry: dict[int, Expr] = {}  # while lowering a combine function: its arguments
 
     # -- names and integer expressions ------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -146,6 +148,8 @@ class _Lowerer:
         r: Expr
         if isinstance(e, (Reduce, Scan)):
             r = red[e]  # type: ignore[index]
+        elif isinstance(e, Carry):  # an argument of the combine function being lowered
+            r = self.carry[e.slot]
         elif isinstance(e, Load):
             r = Read(e.tensor, tuple(self.affine(ix, env) for ix in e.index), dtype=e.dtype)
         elif isinstance(e, Gather):
@@ -421,8 +425,11 @@ class _Lowerer:
             for c in carried:
                 if c.axis == ax:  # the running value starts at the reducer's identity before the scan's loop
                     assert c.dtype is not None
-                    acc = self.fresh(f"cum{c.op}_")
-                    stmts.append(Declare(acc, c.dtype, identity(c.op, c.dtype)))
+                    acc = self.fresh("scan_" if c.combine is not None else f"cum{c.op}_")
+                    start0 = Const(
+                        False if c.dtype.is_bool else 0.0 if c.dtype.is_float else 0, dtype=c.dtype
+                    )  # (overwritten at the first point)
+                    stmts.append(Declare(acc, c.dtype, identity(c.op, c.dtype) if c.combine is None else start0))
                     red[c] = Var(acc, dtype=c.dtype)  # type: ignore[index]
             name = self.k.axis_name(ax)
             if name in env.values():
@@ -465,7 +472,21 @@ class _Lowerer:
         updates: list[Stmt] = []
         for c in carried:  # each running value takes this step's body (inner scans first: postorder)
             acc = red[c]  # type: ignore[index]
-            updates.append(Assign(acc.name, combine(c.op, acc, self.expr(c.body, env, red, memo))))
+            v = self.expr(c.body, env, red, memo)
+            if c.combine is None:
+                updates.append(Assign(acc.name, combine(c.op, acc, v)))
+                continue
+            # pt.associative_scan: the first point's value is the element, every later one the user's combine
+            if not isinstance(v, (Var, Const)):
+                name = self.fresh("elem_")
+                updates.append(Let(name, v))
+                v = Var(name, dtype=v.dtype)
+            self.carry = {0: acc, 1: v}
+            step = self.expr(c.combine.expr, env, red, {})
+            first = self.extent(c.axis) if c.reverse else _i64(0)
+            first = add(first, _i64(-1)) if c.reverse else first
+            at_first = Binary("eq", Var(env[c.axis], dtype=I64), first, dtype=dtypes.bool_)
+            updates.append(Assign(acc.name, Where(at_first, v, step, dtype=acc.dtype)))
         values = [self.expr(s.value, env, red, memo) for s in sinks]
         # a scatter's computed indices: shared parts bound with the values (an index built from one value
         # several times, as pt.histogram's, would otherwise be printed as a tree of repeated subexpressions)

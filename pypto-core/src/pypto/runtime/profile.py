@@ -73,7 +73,7 @@ def op_cost(e: Expr) -> int:
     if isinstance(e, Reduce):
         return REDUCERS[e.op].flops  # per element reduced
     if isinstance(e, Scan):
-        return SCANS[e.op].flops  # per element
+        return SCANS[e.op].flops if e.op in SCANS else 1  # per element (a user's combine: one operation)
     if isinstance(e, Cast):
         return CAST.flops
     if isinstance(e, Where):
