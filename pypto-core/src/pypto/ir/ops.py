@@ -17,7 +17,8 @@ of every printer, the reference backend's NumPy ufuncs and constant folding. The
 the combine each lowers to, OpenMP's reduction clauses, the reference backend's NumPy reductions and their
 adjoints; :data:`CAST` is the one conversion (its NumPy meaning for folding and the reference backend, its
 adjoint). The scans (:class:`Scanner`, :data:`SCANS`) are running reducers: ``pt.cumsum``, ``pt.cumprod``,
-``pt.cummax``, ``pt.cummin``, the IR's ``Scan``, their NumPy meaning and adjoints. Every entry states its cost in operations per point (``flops``), which ``pt.profile`` adds up, and
+``pt.cummax``, ``pt.cummin``, the IR's ``Scan``, their NumPy meaning and adjoints; :data:`ARG_REDUCERS` the
+positional ones, ``pt.argmax`` and ``pt.argmin``. Every entry states its cost in operations per point (``flops``), which ``pt.profile`` adds up, and
 an estimate of its work in multiply-adds per point (``work``: a transcendental function 8 to 16, a division 4)
 with which the compiler weighs computing a value again against storing it (:mod:`pypto.passes.hoist`).
 
@@ -329,6 +330,26 @@ SCAN_TABLE: tuple[Scanner, ...] = (
 
 SCANS: dict[str, Scanner] = {s.reducer: s for s in SCAN_TABLE}
 """The scans by the reducer they run (``Scan.op``)."""
+
+
+@dataclass(frozen=True)
+class ArgReducer:
+    """``pt.argmax`` / ``pt.argmin``: the first position of the extreme of ``reducer`` along an axis (int64), the
+    first NaN's where there is one, as ``numpy`` (NumPy's function: the reference of tests). Computed as two
+    reductions (the extreme, then the least position holding it or a NaN: ``pypto.lang.functions``), so every
+    backend runs it with no code of its own."""
+
+    name: str
+    reducer: str
+    doc: str
+    numpy: Callable[..., Any]
+
+
+ARG_REDUCERS: dict[str, ArgReducer] = {a.name: a for a in (
+    ArgReducer("argmax", "max", "The position of the first largest value along ``axis``", np.argmax),
+    ArgReducer("argmin", "min", "The position of the first smallest value along ``axis``", np.argmin),
+)}  # fmt: skip
+"""The positional reductions by name."""
 
 USER_SCAN = "fn"
 """``Scan.op`` of ``pt.associative_scan``: the user's combine function (``Scan.combine``) instead of a reducer."""

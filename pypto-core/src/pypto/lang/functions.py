@@ -27,7 +27,7 @@ from pypto.ir.nodes import (
     Where,
     free_axes,
 )
-from pypto.ir.ops import COMPLEX_PARTS, FUNCTIONS, FUNCTIONS2, MATH, REDUCERS, SCANS, USER_SCAN
+from pypto.ir.ops import ARG_REDUCERS, COMPLEX_PARTS, FUNCTIONS, FUNCTIONS2, MATH, REDUCERS, SCANS, USER_SCAN
 from pypto.lang.context import active_tracer
 from pypto.lang.location import user_loc
 from pypto.lang.values import NUMPY_UFUNCS, Axis, Dim, ExprProxy, to_node
@@ -268,7 +268,9 @@ reduce_mean = _make_reduce(
 )
 
 
-def _make_arg_reduce(op: str, fname: str):
+def _make_arg_reduce(entry: Any):
+    op, fname = entry.reducer, entry.name
+
     def fn(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         if _is_array(x):  # @pt.jit: over an int axis (or all of them), NumPy's signature
             from pypto.array.ops import arg_reduce
@@ -295,8 +297,7 @@ def _make_arg_reduce(op: str, fname: str):
 
     fn.__name__ = fn.__qualname__ = fname
     fn.__doc__ = (
-        f"The position of the first {'largest' if op == 'max' else 'smallest'} value along ``axis`` (``np.{fname}``):"
-        " int64; the first NaN's where there is one, as NumPy. In a kernel ``pt.{fname}(x[r, c], axis=c)``, in "
+        f"{entry.doc} (``np.{fname}``): int64; the first NaN's where there is one, as NumPy. In a kernel ``pt.{fname}(x[r, c], axis=c)``, in "
         f"``@pt.jit`` ``pt.{fname}(x, axis=None, keepdims=False)`` (``None``: over the flattened array)."
     ).replace("{fname}", fname)
     return fn
@@ -336,8 +337,8 @@ def _boolean(node: Any) -> bool:
     return False
 
 
-argmax = _make_arg_reduce("max", "argmax")
-argmin = _make_arg_reduce("min", "argmin")
+# one function per positional reduction of the op table: pt.argmax, pt.argmin
+argmax, argmin = (_make_arg_reduce(ARG_REDUCERS[n]) for n in ("argmax", "argmin"))
 
 
 def _make_scan(entry: Any):
