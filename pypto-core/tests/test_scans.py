@@ -257,3 +257,37 @@ def test_associative_scan_errors():
         pt.jit(lambda v: pt.associative_scan(lambda a, b: (a, b), v, 0))(np.ones(3))
     with pytest.raises(pt.TracingError, match="gradient of associative_scan is not supported"):
         pt.grad(lambda v: pt.associative_scan(lambda a, b: a + b, v, 0).sum())(np.ones(3))
+
+
+def test_long_scans_run_in_blocks_with_the_same_bits_on_any_thread_count(pypto_executor, rng):
+    n = 3 * 65536 + 123  # several blocks of the split scan, the last one short
+    V = pt.dim("V")
+
+    @pt.kernel(executor=pypto_executor)
+    def long_scans(x: pt.Tensor[pt.float64, (V,)], k: pt.Tensor[pt.int64, (V,)], s: pt.Tensor[pt.float64, (V,)],
+                   ks: pt.Tensor[pt.int64, (V,)], top: pt.Tensor[pt.float64, (V,)],
+                   lse: pt.Tensor[pt.float64, (V,)]):  # fmt: skip
+        i = pt.axis(0)
+        s[i] = pt.cumsum(x[i], axis=i)
+        ks[i] = pt.cumsum(k[i], axis=i, reverse=True)
+        top[i] = pt.cummax(x[i], axis=i, reverse=True)
+        lse[i] = pt.associative_scan(_logaddexp, x[i], axis=i)
+
+    x = rng.standard_normal(n)
+    k = rng.integers(-(10**6), 10**6, n)
+    outs = [np.zeros(n), np.zeros(n, np.int64), np.zeros(n), np.zeros(n)]
+    long_scans(x, k, *outs)
+    assert "split=blocks of 65536" in long_scans.ir("split_reductions")
+    np.testing.assert_allclose(outs[0], np.cumsum(x), rtol=1e-9, atol=1e-9)  # blocks: the sums regrouped
+    np.testing.assert_array_equal(outs[1], np.cumsum(k[::-1])[::-1])  # integers: exact
+    np.testing.assert_array_equal(outs[2], np.maximum.accumulate(x[::-1])[::-1])
+    np.testing.assert_allclose(outs[3], np.logaddexp.accumulate(x), rtol=1e-12)
+    before = pt.get_num_threads()
+    try:
+        pt.set_num_threads(1)
+        again = [np.zeros_like(o) for o in outs]
+        long_scans(x, k, *again)
+    finally:
+        pt.set_num_threads(before)
+    for a, b in zip(outs, again):
+        assert a.tobytes() == b.tobytes()  # the blocks do not depend on the thread count

@@ -246,3 +246,28 @@ def associative_scan(dt):
         lo[r, c] = pt.associative_scan(lambda a, b: pt.minimum(a, b), x[r, c], axis=r)
 
     return associative_scan
+
+
+def _long_scan_ref(x):
+    v = x.astype(np.float64) if floating(x.dtype) else x.astype(np.int64)
+    return {"s": np.cumsum(v), "lo": np.minimum.accumulate(v[::-1])[::-1], "top": np.maximum.accumulate(v)}
+
+
+@case(
+    dtypes=("float32", "float64", "int32", "int64"),
+    sizes=({"N": 0}, {"N": 1}, {"N": 65537}, {"N": 200003}),
+    values={"x": by_kind(span(-0.5, 1.5), span(-100, 100))},
+    tolerances={"float32": (2e-4, 1e-3), "float64": (1e-11, 1e-11)},
+    reference=_long_scan_ref,
+)
+def long_scans(dt):
+    """Scans of a long vector (more than one block of 65,536 steps: block totals in parallel, the blocks' starting
+    values in order, each block again from its start): a cumsum, a reversed cummin and ``pt.associative_scan``."""
+
+    def long_scans(x: pt.Tensor[dt, (N,)], s: pt.Tensor[dt, (N,)], lo: pt.Tensor[dt, (N,)], top: pt.Tensor[dt, (N,)]):
+        i = pt.axis(0)
+        s[i] = pt.cumsum(x[i], axis=i)
+        lo[i] = pt.cummin(x[i], axis=i, reverse=True)
+        top[i] = pt.associative_scan(lambda a, b: pt.maximum(a, b), x[i], axis=i)
+
+    return long_scans

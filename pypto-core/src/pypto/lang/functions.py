@@ -379,10 +379,8 @@ def trace_combine(fn: Any, what: str) -> Combine:
     if not callable(fn):
         raise TracingError(f"{what}: fn must be a function of two values, got {fn!r}", user_loc(3),
                            "pass e.g. lambda a, b: pt.maximum(a, b)")  # fmt: skip
-    from pypto.lang.control import rewrite
-
     loc = user_loc(3)
-    out = rewrite(fn)(ExprProxy(Carry(0, loc=loc)), ExprProxy(Carry(1, loc=loc)))
+    out = fn(ExprProxy(Carry(0, loc=loc)), ExprProxy(Carry(1, loc=loc)))  # (choices in it: pt.where)
     if isinstance(out, (tuple, list)):
         raise TracingError(f"{what}: fn returned {len(out)} values; one value is supported", loc,
                            "scan each value with a function of its own, or combine them into one")  # fmt: skip

@@ -120,6 +120,9 @@ class _Lowerer:
         self.copy: tuple[Scatter, str, Expr, DType] | None = None
         self.atomic = False  # while lowering a scatter planned atomic: its writes are atomic updates
         self.carry: dict[int, Expr] = {}  # while lowering a combine function: its arguments
+        self.scan_start: dict[Scan, Expr] = {}  # a blocked scan's blocks: the value each scan starts from
+        self.scan_acc: dict[Scan, Var] = {}  # the accumulator of each scan, once declared
+        self.scan_first: dict[Scan, Expr] = {}  # the point where a combine function's scan takes the element
 
     # -- names and integer expressions ------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -426,11 +429,8 @@ class _Lowerer:
                 if c.axis == ax:  # the running value starts at the reducer's identity before the scan's loop
                     assert c.dtype is not None
                     acc = self.fresh("scan_" if c.combine is not None else f"cum{c.op}_")
-                    start0 = Const(
-                        False if c.dtype.is_bool else 0.0 if c.dtype.is_float else 0, dtype=c.dtype
-                    )  # (overwritten at the first point)
-                    stmts.append(Declare(acc, c.dtype, identity(c.op, c.dtype) if c.combine is None else start0))
-                    red[c] = Var(acc, dtype=c.dtype)  # type: ignore[index]
+                    stmts.append(Declare(acc, c.dtype, self.scan_start.get(c) or _scan_start(c)))
+                    red[c] = self.scan_acc[c] = Var(acc, dtype=c.dtype)  # type: ignore[index]
             name = self.k.axis_name(ax)
             if name in env.values():
                 name = self.fresh(name + "_")
@@ -483,8 +483,8 @@ class _Lowerer:
                 v = Var(name, dtype=v.dtype)
             self.carry = {0: acc, 1: v}
             step = self.expr(c.combine.expr, env, red, {})
-            first = self.extent(c.axis) if c.reverse else _i64(0)
-            first = add(first, _i64(-1)) if c.reverse else first
+            first = add(self.extent(c.axis), _i64(-1)) if c.reverse else _i64(0)
+            first = self.scan_first.get(c, first)
             at_first = Binary("eq", Var(env[c.axis], dtype=I64), first, dtype=dtypes.bool_)
             updates.append(Assign(acc.name, Where(at_first, v, step, dtype=acc.dtype)))
         values = [self.expr(s.value, env, red, memo) for s in sinks]
@@ -502,6 +502,8 @@ class _Lowerer:
                 stmts.append(self.scatter_write(s.scatter, v, Read(t.buffer, index, dtype=t.dtype)))
             elif s.buffer is not None:
                 stmts.append(Write(s.buffer, tuple(self.affine(ix, env) for ix in s.index), v))
+            elif s.acc is None:  # a value computed for its scans' sake only (a blocked scan's first pass)
+                continue
             else:
                 assert s.acc is not None and s.op is not None and s.acc_dtype is not None
                 stmts.append(Assign(s.acc, combine(s.op, Var(s.acc, dtype=s.acc_dtype), v)))
@@ -561,6 +563,83 @@ class _Lowerer:
             Loop(blk, _i64(0), Var(nblk, dtype=I64), Block(tuple(body)), "serial"),
         ]
         return stmts, (mv, sv)
+
+    def split_scan(self, g: Group, sinks: list[_Sink]) -> list[Stmt]:
+        """A long scan (the nest's only loop) in fixed-size blocks of its steps, in three passes: each block's
+        total, in parallel; every block's starting value, in block order; each block again from its starting
+        value, writing the results, in parallel. The blocks depend on the sizes only: the same bits for any
+        thread count (a float scan rounds as NumPy's within a block, from a starting value that sums the blocks
+        before it in order, each block's total summed as a reduction)."""
+        assert g.split is not None
+        (ax,) = g.loops
+        block = g.split.block
+        carried = list(dict.fromkeys(c for s in sinks for c in scans(s.value)))
+        n = self.extent(ax)
+        nblk, b, lo, hi, b2 = (self.fresh(x) for x in ("_nblocks", "_b", "_lo", "_hi", "_b"))
+        parts = {c: self.fresh("_block_") for c in carried}
+        nv, bv = Var(nblk, dtype=I64), Var(b, dtype=I64)
+
+        def bounds() -> tuple[list[Stmt], dict[int, tuple[Expr, Expr]]]:
+            """This block's steps as bounds of the axis (from the end for a reversed scan: its steps walk down)."""
+            lets: list[Stmt] = [Let(lo, mul(bv, _i64(block))),
+                                Let(hi, Binary("minimum", n, add(Var(lo, dtype=I64), _i64(block)), dtype=I64))]  # fmt: skip
+            lov, hiv = Var(lo, dtype=I64), Var(hi, dtype=I64)
+            if carried[0].reverse:
+                return lets, {ax: (Binary("sub", n, hiv, dtype=I64), Binary("sub", n, lov, dtype=I64))}
+            return lets, {ax: (lov, hiv)}
+
+        # 1. each block's total: a reduction for a reducer's scan (vectorised: no chain of dependent steps); the
+        # user's combine function in order, starting each block at its first element
+        pre, bnd = bounds()
+        first: list[Stmt] = []
+        builtin = [c for c in carried if c.combine is None]
+        user = [c for c in carried if c.combine is not None]
+        if builtin:
+            accs = {c: self.fresh(f"{c.op}_") for c in builtin}
+            first += [Declare(accs[c], c.dtype, identity(c.op, c.dtype)) for c in builtin]  # type: ignore[arg-type]
+            first += self.emit([ax], [_Sink(c.body, acc=accs[c], op=c.op, acc_dtype=c.dtype) for c in builtin], {},
+                               vector=ax, reductions=tuple((accs[c], c.op) for c in builtin), bounds=bnd)  # fmt: skip
+            self.scan_acc.update({c: Var(accs[c], dtype=c.dtype) for c in builtin})
+        if user:
+            lov = Var(lo, dtype=I64)
+            self.scan_first = {c: add(Binary("sub", n, lov, dtype=I64), _i64(-1)) if c.reverse else lov for c in user}
+            try:
+                first += self.emit([ax], [_Sink(c) for c in user], {}, bounds=bnd)
+            finally:
+                self.scan_first = {}
+        totals = [Write(parts[c], (bv,), self.scan_acc[c]) for c in carried]
+        work = mul(n, _i64(sum(point_cost(s.value) for s in g.stores)))
+        pass1 = Loop(b, _i64(0), nv, Block((*pre, *first, *totals)), "parallel", (), work)
+        # 2. the value each block starts from: the combined totals of the blocks before it, in order
+        order: list[Stmt] = []
+        starts: list[Stmt] = []
+        for c in carried:
+            assert c.dtype is not None
+            run, tot = self.fresh("_running"), self.fresh("_total")
+            runv, part = Var(run, dtype=c.dtype), Read(parts[c], (Var(b2, dtype=I64),), dtype=c.dtype)
+            if c.combine is None:
+                step: Expr = combine(c.op, runv, Var(tot, dtype=c.dtype))
+            else:  # the first block's total starts the running value
+                self.carry = {0: runv, 1: Var(tot, dtype=c.dtype)}
+                step = Where(Binary("eq", Var(b2, dtype=I64), _i64(0), dtype=dtypes.bool_), Var(tot, dtype=c.dtype),
+                             self.expr(c.combine.expr, {}, {}, {}), dtype=c.dtype)  # fmt: skip
+            starts.append(Declare(run, c.dtype, _scan_start(c)))
+            order.append(Block((Let(tot, part), Write(parts[c], (Var(b2, dtype=I64),), runv), Assign(run, step))))
+        pass2 = [*starts, Loop(b2, _i64(0), nv, Block(tuple(order)), "serial")]
+        # 3. each block again from its starting value, writing every step
+        pre, bnd = bounds()
+        self.scan_start = {c: Read(parts[c], (bv,), dtype=c.dtype) for c in carried}
+        try:
+            again = self.emit([ax], sinks, {}, bounds=bnd)
+        finally:
+            self.scan_start = {}
+        pass3 = Loop(b, _i64(0), nv, Block((*pre, *again)), "parallel", (), work)
+        body: Stmt = Block((pass1, *pass2, pass3))
+        for c in carried:
+            assert c.dtype is not None
+            body = Alloc(parts[c], c.dtype, (nv,), body)
+        cdiv = Binary("floordiv", add(n, _i64(block - 1)), _i64(block), dtype=I64)
+        return [Let(nblk, cdiv), body]
 
     def split_reduction(self, r: Reduce, block: int) -> tuple[list[Stmt], Var]:
         """A full reduction in fixed-size blocks: parallel partials, then an ordered combine."""
@@ -627,6 +706,8 @@ class _Lowerer:
             stmts.append(Comment(where + text))
         if g.schedule is not None:
             stmts.append(Comment("schedule: " + g.schedule.describe(self.k.axis_name)))
+        if g.split is not None and g.loops:
+            return stmts + self.split_scan(g, sinks)
         if g.split is not None:
             red: dict[Reduce, Var] = {}
             for s in sinks:
@@ -727,6 +808,15 @@ class _Lowerer:
         for t in reversed(k.temps):
             stmt = Alloc(t.name, t.dtype, tuple(self.affine(s, {}) for s in t.shape), stmt)
         return LoopKernel(k.name, tuple(args), stmt, self.noalias, tuple((t.name, t.dtype) for t in k.temps))
+
+
+def _scan_start(c: Scan) -> Const:
+    """What a scan's accumulator starts from: the reducer's identity; for the user's combine function any value
+    (the first point takes the element)."""
+    assert c.dtype is not None
+    if c.combine is None:
+        return identity(c.op, c.dtype)
+    return Const(False if c.dtype.is_bool else 0.0 if c.dtype.is_float else 0, dtype=c.dtype)
 
 
 def point_cost(e: Expr) -> int:

@@ -3,7 +3,9 @@
 ``split_reductions`` marks nests without loops (``out[0] = pt.reduce_sum(...)``): their reductions
 are *split* into blocks of a fixed number of points, reduced in parallel, and the per-block partial
 results are combined in block order. The block size does not depend on the thread count, so the
-result is bit-for-bit the same with 1 or 64 threads. Only associative reducers are split.
+result is bit-for-bit the same with 1 or 64 threads. Only associative reducers are split. A long scan
+whose nest has no other loop (``pt.cumsum`` of a vector) is split too: block totals in parallel, the
+blocks' starting values in order, then each block again from its start.
 
 ``schedule`` classifies every nest with loops by its access pattern (see
 :data:`pypto.ir.schedule.PATTERNS`) and decides, from the shapes and strides of its accesses and the
@@ -52,12 +54,14 @@ from pypto.ir.schedule import NestSchedule, Schedule
 from pypto.targets.machine import Machine, host_cpu
 
 SPLIT_BLOCK = 16384  # points per block of a split reduction: 64 KiB of float32, L2-resident
+SCAN_BLOCK = 65536  # steps per block of a long scan: the second pass over a block reads it from L2
 LINE = 64  # bytes per cache line
 MICRO = 8  # a full transpose tile is walked in micro-tiles of this side (see pypto.targets.cpu.tiles)
 
 
-def split_reductions(k: KernelIR, block: int = SPLIT_BLOCK) -> KernelIR:
-    """Mark loop-less nests whose values contain associative reductions for block splitting."""
+def split_reductions(k: KernelIR, block: int = SPLIT_BLOCK, scan_block: int = SCAN_BLOCK) -> KernelIR:
+    """Mark loop-less nests whose values contain associative reductions, and long one-loop scans, for block
+    splitting."""
     assert k.groups is not None
     groups = []
     for g in k.groups:
@@ -65,8 +69,22 @@ def split_reductions(k: KernelIR, block: int = SPLIT_BLOCK) -> KernelIR:
             isinstance(e, Reduce) and e.op in REDUCE_OPS for s in g.stores for e in postorder(s.value)
         ):
             g = replace(g, split=Split(block))
+        elif _long_scan(k, g, scan_block):
+            g = replace(g, split=Split(scan_block))
         groups.append(g)
     return k.replace(groups=tuple(groups))
+
+
+def _long_scan(k: KernelIR, g: Group, block: int) -> bool:
+    """A nest whose only loop carries its scans (``pt.cumsum`` of a 1-D array), none inside another's body, and
+    that may have more than one block of steps: its blocks run on threads (``pypto.passes.lower.split_scan``)."""
+    if len(g.loops) != 1:
+        return False
+    carried = [c for s in g.stores for c in scans(s.value)]
+    if not carried or any(scans(c.body) for c in carried):
+        return False
+    extent = k.axis(g.loops[0]).extent
+    return extent is None or not extent.is_const or extent.const > block
 
 
 # -- access patterns ---------------------------------------------------------------------------------
