@@ -95,6 +95,8 @@ def main() -> None:
         ("piecewise 16M, if/elif/else", lambda: (piecewise_if(xs, y), y)[1], np_piecewise, torch_piecewise, 1e-6),
         ("piecewise 16M, pt.where", lambda: (piecewise_where(xs, y), y)[1], np_piecewise, torch_piecewise, 1e-6),
         ("cumsum 16M (pt.jit)", lambda: jit_cumsum(xs), lambda: np.cumsum(xs), lambda: torch.cumsum(tx, 0), 1e-3),
+        ("cumsum 16M as one row of a kernel (not split)", lambda: (row_cumsum(xs.reshape(1, -1), y.reshape(1, -1)), y)[1],
+         lambda: np.cumsum(xs), lambda: torch.cumsum(tx, 0), 1e-3),
         ("cumsum rows of 4096 x 4096 (kernel)", lambda: (row_cumsum(sq, ysq), ysq)[1], lambda: np.cumsum(sq, 1),
          lambda: torch.cumsum(tsq, 1), 1e-3),
         ("cumsum columns of 4096 x 4096 (kernel)", lambda: (column_cumsum(sq, ysq), ysq)[1],
