@@ -7,7 +7,10 @@
 written with ``if``/``elif``/``else`` (rewritten into selects) next to the same function written with
 ``pt.where``, NumPy's ``np.where`` / ``np.select`` and torch's ``torch.where``; ``cumsum`` of 16M float32 (``@pt.jit``,
 along the flattened array) and of 4096 x 4096 float32 along rows and along columns (kernels) against
-``np.cumsum`` and ``torch.cumsum``. Medians of 9 calls after one
+``np.cumsum`` and ``torch.cumsum``; ``python benchmarks/control.py recurrence``: a first-order recurrence
+``h = 0.9 * h + x[r, t]`` over 4096 rows x 4096 steps (``pt.associative_scan``) against Numba
+(``@njit(parallel=True)``, a ``prange`` over rows, each row's loop in order) and a NumPy loop over the steps
+(each step one vector operation over the rows). Medians of 9 calls after one
 warm-up, 2 threads; every result checked against NumPy. The table gives each time and the speed relative to
 the others (``t_other / t_pypto``: above 1, pypto is faster).
 """
@@ -66,6 +69,46 @@ def column_cumsum(x: pt.Tensor[pt.float32, (M, N)], y: pt.Tensor[pt.float32, (M,
     y[r, c] = pt.cumsum(x[r, c], axis=r)
 
 
+@pt.kernel
+def decayed(x: pt.Tensor[pt.float32, (M, N)], h: pt.Tensor[pt.float32, (M, N)]):
+    r, t = pt.axis(0), pt.axis(1)
+    h[r, t] = pt.associative_scan(lambda prev, v: 0.9 * prev + v, x[r, t], axis=t)
+
+
+def recurrence() -> None:
+    """The recurrence table: pypto, Numba and NumPy on the same input, every result checked against Numba."""
+    import numba
+
+    @numba.njit(parallel=True, fastmath=False)
+    def numba_decayed(x, h):
+        for r in numba.prange(x.shape[0]):
+            acc = x[r, 0]
+            h[r, 0] = acc
+            for t in range(1, x.shape[1]):
+                acc = np.float32(0.9) * acc + x[r, t]
+                h[r, t] = acc
+
+    def numpy_decayed(x, h):
+        h[:, 0] = x[:, 0]
+        for t in range(1, x.shape[1]):
+            np.add(np.float32(0.9) * h[:, t - 1], x[:, t], out=h[:, t])
+
+    numba.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    x = np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32)
+    h, hn, hp = (np.empty_like(x) for _ in range(3))
+    numba_decayed(x, hn)  # compiled on the first call
+    decayed(x, h)
+    numpy_decayed(x, hp)
+    assert np.allclose(h, hn, rtol=1e-5, atol=1e-5) and np.allclose(hp, hn, rtol=1e-5, atol=1e-5)
+    t = median_ms(lambda: decayed(x, h))
+    tn = median_ms(lambda: numba_decayed(x, hn))
+    tp = median_ms(lambda: numpy_decayed(x, hp))
+    print("| case | pypto | Numba parallel | NumPy step loop | Numba / pypto | NumPy / pypto |")
+    print("|---|---|---|---|---|---|")
+    print(f"| h = 0.9 h + x, 4096 rows x 4096 steps | {t:.2f} ms | {tn:.2f} ms | {tp:.2f} ms | {tn / t:.2f}x | "
+          f"{tp / t:.2f}x |")  # fmt: skip
+
+
 def main() -> None:
     import torch
 
@@ -118,4 +161,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    recurrence() if sys.argv[1:] == ["recurrence"] else main()
