@@ -228,6 +228,23 @@ def log_softmax(x: Any, dim: int = -1) -> Array:
     return shifted - unary("log", unary("exp", shifted).sum(dim, keepdims=True))
 
 
+def _along(x: Array, axis: Any, what: str) -> tuple[Array, int]:
+    """``x`` and the one axis an operation along an axis runs on (NumPy's ``axis``: an int, or None for the
+    flattened array; a 0-d array is one element)."""
+    if axis is None:
+        x = views.reshape(x, (-1,)) if x.ndim != 1 else x
+        a = 0
+    elif isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
+        if x.ndim == 0:
+            raise TracingError(f"{what}: axis {axis} is out of bounds for a 0-d array", user_loc(),
+                               "pass axis=None (the array as one element)")  # fmt: skip
+        (a,) = normalize_axes(int(axis), x.ndim, what)
+    else:
+        raise TracingError(f"{what}: axis must be an int or None, got {axis!r}", user_loc(),
+                           "take one axis at a time (NumPy's functions do too)")  # fmt: skip
+    return (views.reshape(x, (1,)) if x.ndim == 0 else x), a
+
+
 def arg_reduce(op: str, x: Any, axis: Any, keepdims: bool, what: str) -> Array:
     """``np.argmax`` / ``np.argmin`` (``op``: "max", "min"): the first position of the extreme along ``axis``
     (the flattened array's for ``None``), the first NaN's where there is one; int64."""
@@ -238,16 +255,7 @@ def arg_reduce(op: str, x: Any, axis: Any, keepdims: bool, what: str) -> Array:
     if not isinstance(keepdims, bool):
         raise TracingError(f"{what}: keepdims must be True or False, got {keepdims!r}", user_loc())
     ndim = x.ndim
-    if axis is None:
-        x = views.reshape(x, (-1,)) if x.ndim != 1 else x
-        a = 0
-    elif isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
-        (a,) = normalize_axes(int(axis), x.ndim, what)
-    else:
-        raise TracingError(f"{what}: axis must be an int or None, got {axis!r}", user_loc(),
-                           "take one axis at a time (NumPy's argmax does too)")  # fmt: skip
-    if x.ndim == 0:
-        x = views.reshape(x, (1,))
+    x, a = _along(x, axis, what)
     if x.shape[a] == 0:
         raise ShapeError(f"{what} of an empty sequence (axis {a} has size 0)", param="x",
                          expected="a non-empty axis", got=x.shape)  # fmt: skip
@@ -267,20 +275,7 @@ def scan(op: str, x: Any, axis: Any, reverse: bool, what: str, combine: Any = No
     flattened array, as ``np.cumsum``), typed as ``pt.sum`` types a sum: narrow integers and booleans summed or
     multiplied in the default integer's width (int32; NumPy's is int64); a running maximum or minimum keeps the
     type (booleans refused)."""
-    x = _array(x, what)
-    if axis is None:
-        x = views.reshape(x, (-1,)) if x.ndim != 1 else x
-        a = 0
-    elif isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
-        if x.ndim == 0:
-            raise TracingError(f"{what}: axis {axis} is out of bounds for a 0-d array", user_loc(),
-                               "pass axis=None (the array as one element)")  # fmt: skip
-        (a,) = normalize_axes(int(axis), x.ndim, what)
-    else:
-        raise TracingError(f"{what}: axis must be an int or None, got {axis!r}", user_loc(),
-                           "scan along one axis at a time (NumPy's cumsum does too)")  # fmt: skip
-    if x.ndim == 0:
-        x = views.reshape(x, (1,))
+    x, a = _along(_array(x, what), axis, what)
     dt = x.dtype
     if combine is not None:  # pt.associative_scan: the elements' type (infer_types checks the function's)
         if dt.is_complex:
