@@ -243,7 +243,7 @@ def test_associative_scan_errors():
         r, c = pt.axis(0), pt.axis(1)
         y[r, c] = pt.associative_scan(lambda a, b: a + b * x[r, 0], x[r, c], axis=c)
 
-    with pytest.raises(pt.TracingError, match="only its two arguments"):
+    with pytest.raises(pt.TracingError, match="may use only its arguments"):
         reads_a_tensor.ir("infer_types")
 
     @pt.kernel
@@ -253,7 +253,7 @@ def test_associative_scan_errors():
 
     with pytest.raises(pt.TracingError, match="returns float32 for elements of type int32"):
         changes_type.ir("infer_types")
-    with pytest.raises(pt.TracingError, match="fn returned 2 values"):
+    with pytest.raises(pt.TracingError, match="fn returned 2 for 1 scanned value"):
         pt.jit(lambda v: pt.associative_scan(lambda a, b: (a, b), v, 0))(np.ones(3))
     with pytest.raises(pt.TracingError, match="gradient of associative_scan is not supported"):
         pt.grad(lambda v: pt.associative_scan(lambda a, b: a + b, v, 0).sum())(np.ones(3))
@@ -291,3 +291,57 @@ def test_long_scans_run_in_blocks_with_the_same_bits_on_any_thread_count(pypto_e
         pt.set_num_threads(before)
     for a, b in zip(outs, again):
         assert a.tobytes() == b.tobytes()  # the blocks do not depend on the thread count
+
+
+def _linear(p, q):
+    """The composition of two steps ``h -> a * h + b``: the scan of (a, b) pairs is a linear recurrence."""
+    return p[0] * q[0], p[1] * q[0] + q[1]
+
+
+def _first_max(p, q):
+    """(value, position) of the first largest value so far."""
+    better = q[0] > p[0]
+    return pt.where(better, q[0], p[0]), pt.where(better, q[1], p[1])
+
+
+def test_associative_scan_of_tuples_linear_recurrence_and_running_argmax(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def scans2(a: F64, b: F64, x: F64, h: F64, best: F64, where: pt.Tensor[pt.int64, (N, M)]):
+        r, t = pt.axis(0), pt.axis(1)
+        _, h[r, t] = pt.associative_scan(_linear, (a[r, t], b[r, t]), axis=t)  # h_t = a_t h_{t-1} + b_t
+        best[r, t], where[r, t] = pt.associative_scan(_first_max, (x[r, t], pt.cast(t, pt.int64)), axis=t)
+
+    a, b, x = rng.uniform(0.5, 1.0, (6, 40)), rng.standard_normal((6, 40)), rng.integers(0, 5, (6, 40)) * 1.0
+    h, best = np.zeros_like(a), np.zeros_like(a)
+    where = np.zeros((6, 40), np.int64)
+    scans2(a, b, x, h, best, where)
+    want = b.copy()
+    for t in range(1, a.shape[1]):
+        want[:, t] = a[:, t] * want[:, t - 1] + b[:, t]
+    np.testing.assert_allclose(h, want, rtol=1e-12)
+    np.testing.assert_array_equal(best, np.maximum.accumulate(x, axis=1))
+    firsts = np.array([[np.argmax(row[: t + 1]) for t in range(row.size)] for row in x])
+    np.testing.assert_array_equal(where, firsts)
+    assert "value 1" in scans2.ir("infer_types")
+
+    jitted = pt.jit(lambda a, b: pt.associative_scan(_linear, (a, b), axis=1)[1], executor=pypto_executor)
+    np.testing.assert_allclose(jitted(a, b), want, rtol=1e-12)
+
+    n = 2 * 65536 + 5  # a long vector: in blocks (each block's pairs composed, then applied to its start)
+    V = pt.dim("V")
+
+    @pt.kernel(executor=pypto_executor)
+    def long_linear(a: pt.Tensor[pt.float64, (V,)], b: pt.Tensor[pt.float64, (V,)], h: pt.Tensor[pt.float64, (V,)]):
+        t = pt.axis(0)
+        _, h[t] = pt.associative_scan(_linear, (a[t], b[t]), axis=t)
+
+    la, lb = rng.uniform(0.99, 1.0, n), rng.standard_normal(n)
+    lh = np.zeros(n)
+    long_linear(la, lb, lh)
+    ref = np.empty(n)
+    acc = 0.0
+    for t in range(n):  # (in plain Python: NumPy has no linear recurrence)
+        acc = la[t] * acc + lb[t] if t else lb[t]
+        ref[t] = acc
+    np.testing.assert_allclose(lh, ref, rtol=1e-9, atol=1e-9)
+    assert "split=blocks" in long_linear.ir("split_reductions")

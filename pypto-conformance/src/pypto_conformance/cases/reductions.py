@@ -227,7 +227,16 @@ def scans(dt):
 
 def _user_scan_ref(x):
     v = x.astype(np.float64) if floating(x.dtype) else x.astype(np.int64)
-    return {"top": np.maximum.accumulate(v[:, ::-1], axis=1)[:, ::-1], "lo": np.minimum.accumulate(v, axis=0)}
+    first = np.zeros(v.shape, np.int64)  # the position of the first largest value so far along each row
+    for t in range(1, v.shape[1]):
+        first[:, t] = np.where(v[:, t] > v[np.arange(v.shape[0]), first[:, t - 1]], t, first[:, t - 1])
+    return {"top": np.maximum.accumulate(v[:, ::-1], axis=1)[:, ::-1], "lo": np.minimum.accumulate(v, axis=0),
+            "at": first}  # fmt: skip
+
+
+def _first_max(p, q):
+    better = q[0] > p[0]
+    return pt.where(better, q[0], p[0]), pt.where(better, q[1], p[1])
 
 
 @case(
@@ -238,12 +247,15 @@ def _user_scan_ref(x):
 )
 def associative_scan(dt):
     """``pt.associative_scan`` with the user's combine functions (a running maximum written with ``pt.where``,
-    reversed along rows; a running minimum with ``pt.minimum`` down columns): the first point is the element."""
+    reversed along rows; a running minimum with ``pt.minimum`` down columns; the position of the first largest
+    value so far, a scan of (value, position) pairs): the first point is the element."""
 
-    def associative_scan(x: pt.Tensor[dt, (M, N)], top: pt.Tensor[dt, (M, N)], lo: pt.Tensor[dt, (M, N)]):
+    def associative_scan(x: pt.Tensor[dt, (M, N)], top: pt.Tensor[dt, (M, N)], lo: pt.Tensor[dt, (M, N)],
+                         at: pt.Tensor[pt.int64, (M, N)]):  # fmt: skip
         r, c = pt.axis(0), pt.axis(1)
         top[r, c] = pt.associative_scan(lambda a, b: pt.where(b > a, b, a), x[r, c], axis=c, reverse=True)
         lo[r, c] = pt.associative_scan(lambda a, b: pt.minimum(a, b), x[r, c], axis=r)
+        _, at[r, c] = pt.associative_scan(_first_max, (x[r, c], pt.cast(c, pt.int64)), axis=c)
 
     return associative_scan
 

@@ -300,15 +300,15 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
         out.append((x, gx))
         return out
     if op == "scan":
-        (x,) = args
-        kind, axis, reverse, _ = node.attrs
-        if not _differentiable(x):
+        x = args[0]
+        kind, axis, reverse = node.attrs[:3]
+        if not any(_differentiable(a) for a in args):
             return out
         entry = SCANS.get(kind)
         if entry is None or entry.adjoint is None:
             raise TracingError(f"pt.grad: the gradient of {scan_name(kind)} is not supported yet", node.loc,
                                "differentiate a cumsum (supported), or stop the gradient: pt.stop_gradient(...)")  # fmt: skip
-        ops = SimpleNamespace(scan=lambda k, a, ax, rev: Array("scan", (a,), (k, ax, rev, None), a.shape, a.dtype))
+        ops = SimpleNamespace(scan=lambda k, a, ax, rev: Array("scan", (a,), (k, ax, rev, None, 0), a.shape, a.dtype))
         out.append((x, entry.adjoint(g, x, node, axis, reverse, ops)))
         return out
     if op == "contract":

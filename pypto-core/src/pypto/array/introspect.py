@@ -52,7 +52,7 @@ def _label(node: Array) -> str:
         op, axes, _ = node.attrs
         text = f"{op}(axis={axes[0] if len(axes) == 1 else axes})"
     elif node.op == "scan":
-        op, axis, reverse, _ = node.attrs
+        op, axis, reverse = node.attrs[:3]
         text = f"{scan_name(op)}(axis={axis}{', reversed' if reverse else ''})"
     elif node.op == "contract":
         subs, out, _, mode = node.attrs

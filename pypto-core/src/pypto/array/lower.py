@@ -405,8 +405,8 @@ class Lowering:
         """A running reduction at ``idx``: a ``Scan`` along the axis at its position when that is a plain axis of
         the store (its loop carries the scan); read from a temporary it is stored in first otherwise (a reversed
         or shifted view of it, one element of it, a scan read inside a reduction)."""
-        (x,) = node.args
-        op, a, reverse, combine = node.attrs
+        x, *others = node.args
+        op, a, reverse, combine, which = node.attrs
         axis = idx[a].plain_axis()
         if (
             axis is None
@@ -415,9 +415,10 @@ class Lowering:
         ):
             return self.load(self.materialize(node), node, idx)
         body = self.at(x, idx)
-        if x.dtype != node.dtype:  # booleans and narrow integers summed in a wider type (see pypto.array.ops.scan)
+        if combine is None and x.dtype != node.dtype:  # booleans and narrow integers summed in a wider type
             body = Cast(body, dtype=node.dtype, loc=node.loc)
-        return Scan(op, body, axis, reverse, combine, loc=node.loc)
+        rest = tuple(self.at(o, idx) for o in others)  # pt.associative_scan of a tuple: the other values
+        return Scan(op, body, axis, reverse, combine, rest, which, loc=node.loc)
 
     def contract(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
         subscripts, out, sizes, mode = node.attrs

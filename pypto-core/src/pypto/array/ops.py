@@ -33,6 +33,7 @@ from pypto.array.graph import (
 )
 from pypto.dtypes import promote as _promote
 from pypto.errors import ShapeError, TracingError
+from pypto.ir.ops import USER_SCAN
 from pypto.lang.location import user_loc
 
 pi = math.pi
@@ -270,18 +271,13 @@ def arg_reduce(op: str, x: Any, axis: Any, keepdims: bool, what: str) -> Array:
     return out
 
 
-def scan(op: str, x: Any, axis: Any, reverse: bool, what: str, combine: Any = None) -> Array:
+def scan(op: str, x: Any, axis: Any, reverse: bool, what: str) -> Array:
     """The running reduction ``op`` (a reducer of :data:`pypto.ir.ops.SCANS`) along ``axis`` (``None``: along the
     flattened array, as ``np.cumsum``), typed as ``pt.sum`` types a sum: narrow integers and booleans summed or
     multiplied in the default integer's width (int32; NumPy's is int64); a running maximum or minimum keeps the
     type (booleans refused)."""
     x, a = _along(_array(x, what), axis, what)
     dt = x.dtype
-    if combine is not None:  # pt.associative_scan: the elements' type (infer_types checks the function's)
-        if dt.is_complex:
-            raise TracingError(f"{what} of complex values is not supported yet", user_loc(),
-                               "scan the real and imaginary parts as two real scans")  # fmt: skip
-        return Array("scan", (x,), (op, a, reverse, combine), x.shape, dt)
     if dt.is_complex and op != "sum":
         raise TracingError(f"{what} of a complex array (complex numbers have no order, and a product of them is not "
                            "supported yet)", user_loc(), "scan the real parts (x.real) or the magnitudes (pt.abs(x))")  # fmt: skip
@@ -291,7 +287,23 @@ def scan(op: str, x: Any, axis: Any, reverse: bool, what: str, combine: Any = No
         dt = dtypes.int32
     if op in ("sum", "prod") and dt.is_narrow_int:  # as pt.sum: the default integer's width (the array API's rule)
         dt = dtypes.uint32 if dt.is_unsigned else dtypes.DEFAULT_INT
-    return Array("scan", (x,), (op, a, reverse, None), x.shape, dt)
+    return Array("scan", (x,), (op, a, reverse, None, 0), x.shape, dt)
+
+
+def user_scan(xs: Sequence[Any], axis: Any, reverse: bool, combine: Any, what: str) -> tuple[Array, ...]:
+    """``pt.associative_scan`` of the arrays ``xs`` (of one shape) with the traced function ``combine``: one node
+    per scanned value, each of its type (infer_types checks the function's)."""
+    arrays = [_array(x, what) for x in xs]
+    if any(x.shape != arrays[0].shape for x in arrays):
+        raise ShapeError(f"{what}: the scanned arrays have shapes {[x.shape for x in arrays]}", param="x",
+                         expected="arrays of one shape", got=[x.shape for x in arrays])  # fmt: skip
+    pairs = [_along(x, axis, what) for x in arrays]
+    arrays, a = [x for x, _ in pairs], pairs[0][1]
+    if any(x.dtype.is_complex for x in arrays):
+        raise TracingError(f"{what} of complex values is not supported yet", user_loc(),
+                           "scan the real and imaginary parts as two real scans")  # fmt: skip
+    args = tuple(arrays)
+    return tuple(Array("scan", args, (USER_SCAN, a, reverse, combine, j), x.shape, x.dtype) for j, x in enumerate(args))
 
 
 def one_hot(indices: Any, num_classes: int, dtype: Any = None) -> Array:

@@ -29,6 +29,8 @@ from pypto.ir.nodes import (
     Unary,
     Where,
     postorder,
+    scan_bodies,
+    scan_key,
 )
 from pypto.ir.ops import BINARY_TABLE, FUNCTIONS, MATH, REDUCERS, numpy_spelling
 from pypto.ir.reducers import identity
@@ -72,6 +74,7 @@ class NumpyRenderer:
         self.outputs = {p.name for p in k.outputs}
         self.prefix = "_v"  # of the names of computed values
         self.carry: dict[int, str] = {}  # while rendering a combine function: its arguments
+        self.scan_arrays: dict[tuple, list[str]] = {}  # each user scan's arrays (by scan_key), once computed
 
     # -- helpers ----------------------------------------------------------------------------------
     def emit(self, line: str) -> None:
@@ -221,23 +224,36 @@ class NumpyRenderer:
         raise TypeError(f"numpy renderer: unexpected {type(e).__name__}")
 
     def user_scan(self, e: Scan) -> str:
-        """``pt.associative_scan``: the elements along the axis (moved first) copied, then a Python loop over the
-        axis combining each with the previous result, every other axis at once."""
+        """``pt.associative_scan``: each scanned value along the axis (moved first) copied, then a Python loop over
+        the axis combining them with the previous results, every other axis at once (once per scan: its other
+        components reuse the arrays)."""
         assert e.combine is not None and e.dtype is not None
-        shape = ["1"] * self.n
+        key = scan_key(e)
+        arrays = self.scan_arrays.get(key)
         pos = self.pos[e.axis]
-        shape[pos] = self.extent(e.axis)
-        name = f"_s{len(self.names)}"
-        self.emit(f"{name} = _np.array(_np.moveaxis(_full({self.value(e.body)}, ({', '.join(shape)},)), {pos}, 0)"
-                  f"{'[::-1]' if e.reverse else ''}, dtype={_NP_DTYPE[e.dtype.name]})")  # fmt: skip
-        self.emit(f"for _t in range(1, {name}.shape[0]):")
-        inner = NumpyRenderer(self.k)
-        inner.prefix = f"{name}_"
-        inner.carry = {0: f"{name}[_t - 1]", 1: f"{name}[_t]"}
-        result = inner.value(e.combine.expr)
-        self.lines += ["    " + line for line in inner.lines]
-        self.emit(f"    {name}[_t] = {result}")
-        return f"_np.moveaxis({name}{'[::-1]' if e.reverse else ''}, 0, {pos})"
+        if arrays is None:
+            shape = ["1"] * self.n
+            shape[pos] = self.extent(e.axis)
+            base = f"_s{len(self.names)}_{len(self.scan_arrays)}"
+            arrays = self.scan_arrays[key] = [f"{base}_{j}" for j in range(1 + len(e.others))]
+            values = [self.value(body) for body in scan_bodies(e)]  # over the union of the values' axes
+            self.emit(f"{base}_shape = _np.broadcast_shapes({''.join(f'_np.shape({v}), ' for v in values)}"
+                      f"({', '.join(shape)},))")  # fmt: skip
+            for name, body, v in zip(arrays, scan_bodies(e), values):
+                dt = body.dtype
+                assert dt is not None
+                self.emit(f"{name} = _np.array(_np.moveaxis(_np.broadcast_to({v}, {base}_shape), {pos}, 0)"
+                          f"{'[::-1]' if e.reverse else ''}, dtype={_NP_DTYPE[dt.name]})")  # fmt: skip
+            self.emit(f"for _t in range(1, {arrays[0]}.shape[0]):")
+            inner = NumpyRenderer(self.k)
+            inner.prefix = f"{base}_v"
+            inner.carry = {j: f"{a}[_t - 1]" for j, a in enumerate(arrays)}
+            inner.carry.update({len(arrays) + j: f"{a}[_t]" for j, a in enumerate(arrays)})
+            results = [inner.value(x) for x in e.combine.exprs]
+            self.lines += ["    " + line for line in inner.lines]
+            copies = ", ".join(f"_np.array({r})" for r in results)  # (a result may be a view of an argument)
+            self.emit(f"    {', '.join(f'{a}[_t]' for a in arrays)} = {copies}")
+        return f"_np.moveaxis({arrays[e.which]}{'[::-1]' if e.reverse else ''}, 0, {pos})"
 
     # -- kernel ---------------------------------------------------------------------------------------
     def render(self) -> str:

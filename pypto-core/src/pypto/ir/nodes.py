@@ -185,8 +185,8 @@ class Reduce(Expr):
 
 @_node
 class Carry(Expr):
-    """An argument of a scan's combine function (:class:`Combine`): ``slot`` 0 is the running value, 1 the next
-    element. It appears only inside ``Combine.expr``."""
+    """An argument of a scan's combine function (:class:`Combine`) of ``k`` components: slots ``0..k-1`` are the
+    running values, ``k..2k-1`` the next elements. It appears only inside ``Combine.exprs``."""
 
     slot: int
     dtype: DType | None = _dtype()
@@ -195,11 +195,12 @@ class Carry(Expr):
 
 @dataclass(frozen=True)
 class Combine:
-    """The user's combine function of ``pt.associative_scan``, traced once: ``expr`` over :class:`Carry` leaves,
-    numbers and scalar parameters. It is not an :class:`Expr` field, so generic walks do not enter it (its
-    values are per step of the scan, not per point of a nest); the passes that must, do so explicitly."""
+    """The user's combine function of ``pt.associative_scan``, traced once: one expression per component of the
+    scanned values, over :class:`Carry` leaves, numbers and scalar parameters. It is not an :class:`Expr` field,
+    so generic walks do not enter it (its values are per step of the scan, not per point of a nest); the passes
+    that must, do so explicitly."""
 
-    expr: Expr
+    exprs: tuple[Expr, ...]
 
 
 @_node
@@ -209,13 +210,17 @@ class Scan(Expr):
     binds nothing: its value depends on ``axis`` as ``body`` does, and a loop nest computes it with an
     accumulator carried along that axis's loop, which therefore runs in order, innermost (``pypto.passes.lower``).
     With ``op`` "fn" (``pt.associative_scan``) ``combine`` holds the function: the first point's value is the
-    body's, every later one ``combine(previous, body)``."""
+    body's, every later one ``combine(previous, body)``. A function of several values scans the tuple
+    ``(body, *others)`` at once; the node is its component ``which`` (one node per component, all with the same
+    bodies and function: a nest computes them together, see :func:`scan_key`)."""
 
     op: str
     body: Expr
     axis: int
     reverse: bool = False
     combine: Combine | None = None
+    others: tuple[Expr, ...] = ()
+    which: int = 0
     dtype: DType | None = _dtype()
     loc: SourceLoc | None = _loc()
 
@@ -309,6 +314,8 @@ def children(node: Node) -> list[Expr]:
     """The direct sub-expressions of ``node``."""
     if type(node) is Gather:
         return list(node.index)
+    if type(node) is Scan:
+        return [node.body, *node.others]
     if type(node) is Scatter:
         return [*node.index, node.value]
     out = []
@@ -324,6 +331,10 @@ def map_children(node: Node, fn: Callable[[Expr], Expr]) -> Node:
     if type(node) is Gather:
         index = tuple(fn(ix) for ix in node.index)
         return node if all(a is b for a, b in zip(index, node.index)) else replace(node, index=index)
+    if type(node) is Scan:
+        body, others = fn(node.body), tuple(fn(o) for o in node.others)
+        same = body is node.body and all(a is b for a, b in zip(others, node.others))
+        return node if same else replace(node, body=body, others=others)
     if type(node) is Scatter:
         index, value = tuple(fn(ix) for ix in node.index), fn(node.value)
         same = value is node.value and all(a is b for a, b in zip(index, node.index))
@@ -406,7 +417,7 @@ def free_axes(e: Expr, _memo: dict | None = None) -> frozenset[int]:
     elif isinstance(e, Reduce):
         r = free_axes(e.body, memo) - frozenset(e.axes)
     elif isinstance(e, Scan):
-        r = free_axes(e.body, memo) | {e.axis}
+        r = frozenset().union(*(free_axes(b, memo) for b in (e.body, *e.others))) | {e.axis}
     else:
         r = frozenset().union(*(free_axes(c, memo) for c in children(e)))
     memo[key] = (e, r)
@@ -433,7 +444,7 @@ def load_accesses(e: Expr) -> list[tuple[str, tuple[Affine, ...], bool]]:
         if isinstance(n, Load):
             out.append((n.tensor, n.index, in_reduce))
         elif isinstance(n, (Reduce, Scan)):  # (a scan reads its body at every earlier point of its axis)
-            stack.append((n.body, True))
+            stack.extend((c, True) for c in children(n))
         else:
             stack.extend((c, in_reduce) for c in reversed(list(children(n))))
     return out
@@ -460,3 +471,13 @@ def top_reduces(e: Expr) -> list[Reduce]:
 def scans(e: Node) -> list[Scan]:
     """Every distinct :class:`Scan` under ``e``, inner ones (those in another's body) first."""
     return [n for n in postorder(e) if isinstance(n, Scan)]
+
+
+def scan_key(c: Scan) -> tuple:
+    """What the components of one scan share (all but ``which`` and the type): a nest carries them together."""
+    return (c.op, c.body, c.others, c.axis, c.reverse, c.combine)
+
+
+def scan_bodies(c: Scan) -> tuple[Expr, ...]:
+    """The scanned values of ``c``: its body, then the other components' (``pt.associative_scan`` of a tuple)."""
+    return (c.body, *c.others)

@@ -161,12 +161,20 @@ def _describe(e: Expr, ref, name) -> str:
     if isinstance(e, Reduce):
         return f"reduce_{e.op}({ref(e.body)}, over {', '.join(name(a) for a in e.axes)})"
     if isinstance(e, Scan):
-        fn = ""
-        if e.combine is not None:  # the function over its arguments a (the running value) and b (the element)
-            leaf = {Carry: lambda n: "ab"[n.slot], Scalar: lambda n: n.name}
-            args = transform(e.combine.expr, lambda n: Var(leaf[type(n)](n)) if type(n) in leaf else None)
-            fn = f", fn(a, b) = {format_expr(args)}"  # type: ignore[arg-type]
-        return f"{scan_name(e.op)}({ref(e.body)}, along {name(e.axis)}{', reversed' if e.reverse else ''}{fn})"
+        fn, k = "", 1 + len(e.others)
+        if e.combine is not None:  # the function over its arguments a (the running values) and b (the elements)
+            names = ["a", "b"] if k == 1 else [f"{c}{j}" for c in "ab" for j in range(k)]
+            leaf = {Carry: lambda n: names[n.slot], Scalar: lambda n: n.name}
+            exprs = [
+                transform(x, lambda n: Var(leaf[type(n)](n)) if type(n) in leaf else None) for x in e.combine.exprs
+            ]
+            shown = ", ".join(format_expr(x) for x in exprs)  # type: ignore[arg-type]
+            if k == 1:
+                fn = f", fn(a, b) = {shown}"
+            else:
+                fn = f", fn(({', '.join(names[:k])}), ({', '.join(names[k:])})) = ({shown}), value {e.which}"
+        bodies = ref(e.body) if k == 1 else f"({', '.join(ref(b) for b in (e.body, *e.others))})"
+        return f"{scan_name(e.op)}({bodies}, along {name(e.axis)}{', reversed' if e.reverse else ''}{fn})"
     if isinstance(e, Scalar):
         return f"scalar {e.name}"
     if isinstance(e, Extent):

@@ -374,41 +374,56 @@ def _make_scan(entry: Any):
 cumsum, cumprod, cummax, cummin = (_make_scan(SCANS[n]) for n in ("sum", "prod", "max", "min"))
 
 
-def trace_combine(fn: Any, what: str) -> Combine:
-    """``fn(a, b)`` traced once on placeholders (``a`` the running value, ``b`` the next element)."""
+def trace_combine(fn: Any, k: int, what: str) -> Combine:
+    """``fn(a, b)`` traced once on placeholders (``a`` the running value, ``b`` the next element; tuples of ``k``
+    placeholders each for a scan of ``k`` values)."""
     if not callable(fn):
         raise TracingError(f"{what}: fn must be a function of two values, got {fn!r}", user_loc(3),
                            "pass e.g. lambda a, b: pt.maximum(a, b)")  # fmt: skip
     loc = user_loc(3)
-    out = fn(ExprProxy(Carry(0, loc=loc)), ExprProxy(Carry(1, loc=loc)))  # (choices in it: pt.where)
-    if isinstance(out, (tuple, list)):
-        raise TracingError(f"{what}: fn returned {len(out)} values; one value is supported", loc,
-                           "scan each value with a function of its own, or combine them into one")  # fmt: skip
-    return Combine(to_node(out, what=what))
+    carry = [ExprProxy(Carry(slot, loc=loc)) for slot in range(2 * k)]
+    a, b = (carry[0], carry[1]) if k == 1 else (tuple(carry[:k]), tuple(carry[k:]))
+    out = fn(a, b)  # (choices in it: pt.where)
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    if len(outs) != k or (k > 1) != isinstance(out, (tuple, list)):
+        raise TracingError(f"{what}: fn returned {len(outs) if isinstance(out, (tuple, list)) else 'one value'} for "
+                           f"{k} scanned value{'s' if k > 1 else ''}", loc,
+                           "return as many values as are scanned, in the same order")  # fmt: skip
+    return Combine(tuple(to_node(o, what=what) for o in outs))
 
 
 def associative_scan(fn: Any, x: Any, axis: Any = None, *, reverse: bool = False) -> Any:
     """The running ``fn`` along ``axis``: element ``t`` of the result is ``fn(result[t - 1], x[t])``, element 0
     is ``x[0]`` (``reverse=True``: from the end). ``fn(a, b)`` combines two values of ``x``'s type with
     arithmetic, functions and ``pt.where``; it must be associative (``fn(fn(a, b), c) == fn(a, fn(b, c))``) for
-    the result to be the same however the scan is split. In a kernel ``y[r, c] = pt.associative_scan(fn,
-    x[r, c], axis=c)``; in ``@pt.jit`` ``pt.associative_scan(fn, x, axis)`` as ``jax.lax.associative_scan``
-    (``axis=None``: along the flattened array)."""
+    the result to be the same however the scan is split. ``x`` may be a tuple of values scanned together (``a``
+    and ``b`` are then tuples, ``fn`` returns one, and so does the scan): a linear recurrence
+    ``h = a * h + b`` is the scan of the pairs ``(a, b)`` with ``fn = lambda p, q: (p[0] * q[0], p[1] * q[0] +
+    q[1])``. In a kernel ``y[r, c] = pt.associative_scan(fn, x[r, c], axis=c)``; in ``@pt.jit``
+    ``pt.associative_scan(fn, x, axis)`` as ``jax.lax.associative_scan`` (``axis=None``: along the flattened
+    array)."""
     if not isinstance(reverse, bool):
         raise TracingError(f"pt.associative_scan: reverse must be True or False, got {reverse!r}", user_loc())
-    combine = trace_combine(fn, "pt.associative_scan")
-    if _is_array(x):
-        from pypto.array.ops import scan
+    xs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    if not xs:
+        raise TracingError("pt.associative_scan: nothing to scan (an empty tuple)", user_loc())
+    combine = trace_combine(fn, len(xs), "pt.associative_scan")
+    if any(_is_array(v) for v in xs):
+        from pypto.array.ops import user_scan
 
-        return scan(USER_SCAN, x, axis, reverse, "pt.associative_scan", combine)
-    node = to_node(x, what="pt.associative_scan")
+        outs = user_scan(xs, axis, reverse, combine, "pt.associative_scan")
+        return outs if isinstance(x, (tuple, list)) else outs[0]
+    nodes = tuple(to_node(v, what="pt.associative_scan") for v in xs)
     if axis is None:
         raise TracingError("pt.associative_scan: in a kernel, name the axis to scan along", user_loc(),
                            "y[r, c] = pt.associative_scan(fn, x[r, c], axis=c)")  # fmt: skip
     axes = _reduce_axes("associative_scan", axis)
     if len(axes) != 1:
         raise TracingError(f"pt.associative_scan: one axis at a time, got {len(axes)}", user_loc())
-    return ExprProxy(Scan(USER_SCAN, node, axes[0], reverse, combine, loc=user_loc()))
+    loc = user_loc()
+    outs = tuple(ExprProxy(Scan(USER_SCAN, nodes[0], axes[0], reverse, combine, nodes[1:], j, loc=loc))
+                 for j in range(len(nodes)))  # fmt: skip
+    return outs if isinstance(x, (tuple, list)) else outs[0]
 
 
 # NumPy ufuncs applied to traced values inside a kernel: the op table's (np.exp, np.log1p, np.arctan ...), then

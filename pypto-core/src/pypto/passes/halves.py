@@ -34,8 +34,9 @@ def _widen(n: Node) -> Node | None:
     dt = getattr(n, "dtype", None)
     if dt is None or not dt.is_half:
         return None
-    if isinstance(n, Scan) and n.combine is not None:  # the combine function runs in float32 too
-        return replace(n, combine=Combine(transform(n.combine.expr, _widen)), dtype=float32)  # type: ignore[arg-type]
+    if isinstance(n, Scan) and n.combine is not None:  # the combine function runs in float32 too (its 16-bit parts)
+        exprs = tuple(transform(x, _widen) for x in n.combine.exprs)
+        return replace(n, combine=Combine(exprs), dtype=float32)  # type: ignore[arg-type]
     if isinstance(n, (Load, Gather)):
         return Cast(n, dtype=float32, loc=n.loc)
     if isinstance(n, Cast):

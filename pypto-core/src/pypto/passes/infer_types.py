@@ -37,6 +37,7 @@ from pypto.ir.nodes import (
     Unary,
     Where,
     postorder,
+    scan_bodies,
     transform,
 )
 from pypto.ir.ops import COMPLEX_FUNCTIONS, COMPLEX_PARTS, FUNCTIONS2, REDUCERS, SCANS
@@ -208,27 +209,33 @@ class _Typer:
         raise TypeError(f"infer_types: unexpected node {type(e).__name__}")
 
     def user_scan(self, e: Scan) -> Scan:
-        """``pt.associative_scan``: the combine function's arguments have the elements' type, and so must its
-        result; it may use its arguments, numbers and scalar parameters only."""
+        """``pt.associative_scan``: the combine function's arguments have the types of the scanned values, and so
+        must its results; it may use its arguments, numbers and scalar parameters only."""
         assert e.combine is not None
-        body = self(e.body)
-        dt = body.dtype
-        if dt.is_complex:
+        bodies = [self(b) for b in scan_bodies(e)]
+        dts = [b.dtype for b in bodies]
+        k = len(bodies)
+        if any(dt.is_complex for dt in dts):
             raise self.err(e, "pt.associative_scan of complex values is not supported yet",
                            "scan the real and imaginary parts as two real scans")  # fmt: skip
-        for n in postorder(e.combine.expr):
-            if not isinstance(n, (Carry, Const, Unary, Binary, Where, Cast, Scalar)):
-                raise self.err(e, f"pt.associative_scan: the combine function reads {type(n).__name__.lower()} "
-                               "values; it may use only its two arguments, numbers and scalar parameters",
-                               "compute what it needs into the elements first (scan a tensor of them)")  # fmt: skip
-        typed = transform(e.combine.expr, lambda n: replace(n, dtype=dt) if isinstance(n, Carry) else None)
-        out = _Typer(self.k)(typed)  # type: ignore[arg-type]
-        if out.dtype != dt and isinstance(out, Const) and out.weak:
-            out = _fix_const(out, dt)
-        if out.dtype != dt:
-            raise self.err(e, f"pt.associative_scan: the combine function returns {out.dtype} for elements of "
-                           f"type {dt}", "return a value of the elements' type (pt.cast if needed)")  # fmt: skip
-        return Scan(e.op, body, e.axis, e.reverse, Combine(out), dtype=dt, loc=e.loc)
+        outs = []
+        for j, expr in enumerate(e.combine.exprs):
+            for n in postorder(expr):
+                if not isinstance(n, (Carry, Const, Unary, Binary, Where, Cast, Scalar)):
+                    raise self.err(e, f"pt.associative_scan: the combine function reads {type(n).__name__.lower()} "
+                                   "values; it may use only its arguments, numbers and scalar parameters",
+                                   "compute what it needs into the scanned values first (scan a tuple)")  # fmt: skip
+            typed = transform(expr, lambda n: replace(n, dtype=dts[n.slot % k]) if isinstance(n, Carry) else None)
+            out = _Typer(self.k)(typed)  # type: ignore[arg-type]
+            if out.dtype != dts[j] and isinstance(out, Const) and out.weak:
+                out = _fix_const(out, dts[j])
+            if out.dtype != dts[j]:
+                which = f" value {j} of" if k > 1 else ""
+                raise self.err(e, f"pt.associative_scan: the combine function returns {out.dtype} for{which} "
+                               f"elements of type {dts[j]}", "return values of the scanned types (pt.cast if needed)")  # fmt: skip
+            outs.append(out)
+        return Scan(e.op, bodies[0], e.axis, e.reverse, Combine(tuple(outs)), tuple(bodies[1:]), e.which,
+                    dtype=dts[e.which], loc=e.loc)  # fmt: skip
 
     def gather(self, e: Gather) -> Gather:
         """A read at computed indices: each index an integer; nothing it reads is written by the kernel (the

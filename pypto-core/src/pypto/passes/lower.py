@@ -57,6 +57,8 @@ from pypto.ir.nodes import (
     free_axes,
     map_children,
     postorder,
+    scan_bodies,
+    scan_key,
     scans,
     substitute_axes,
     top_reduces,
@@ -120,9 +122,9 @@ class _Lowerer:
         self.copy: tuple[Scatter, str, Expr, DType] | None = None
         self.atomic = False  # while lowering a scatter planned atomic: its writes are atomic updates
         self.carry: dict[int, Expr] = {}  # while lowering a combine function: its arguments
-        self.scan_start: dict[Scan, Expr] = {}  # a blocked scan's blocks: the value each scan starts from
-        self.scan_acc: dict[Scan, Var] = {}  # the accumulator of each scan, once declared
-        self.scan_first: dict[Scan, Expr] = {}  # the point where a combine function's scan takes the element
+        self.scan_start: dict[tuple, Expr] = {}  # a blocked scan's blocks: (scan key, component) -> where it starts
+        self.scan_acc: dict[tuple, list[Var]] = {}  # the accumulators of each scan (by scan_key), once declared
+        self.scan_first: dict[tuple, Expr] = {}  # the point where a combine function's scan takes the elements
 
     # -- names and integer expressions ------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -393,8 +395,8 @@ class _Lowerer:
         # the scans the sinks carry along their axis's loop (the nest's last; materialize put the others in
         # nests of their own): an accumulator declared before that loop, updated at each of its steps
         inside = {id(n) for s in sinks for r in top_reduces(s.value) for n in postorder(r.body)}
-        carried = [n for s in sinks for n in scans(s.value) if id(n) not in inside]
-        carried = list(dict.fromkeys(carried))
+        nodes = list(dict.fromkeys(n for s in sinks for n in scans(s.value) if id(n) not in inside))
+        carried = list({scan_key(c): c for c in reversed(nodes)}.values())[::-1]  # one per scan (its first node)
         reduces: list[Reduce] = []
         for s in sinks:
             for r in top_reduces(s.value):
@@ -426,11 +428,16 @@ class _Lowerer:
                 return stmts
             ax = loops[d]
             for c in carried:
-                if c.axis == ax:  # the running value starts at the reducer's identity before the scan's loop
-                    assert c.dtype is not None
-                    acc = self.fresh("scan_" if c.combine is not None else f"cum{c.op}_")
-                    stmts.append(Declare(acc, c.dtype, self.scan_start.get(c) or _scan_start(c)))
-                    red[c] = self.scan_acc[c] = Var(acc, dtype=c.dtype)  # type: ignore[index]
+                if c.axis == ax:  # the running values start at the reducer's identity before the scan's loop
+                    key, accs = scan_key(c), []
+                    for j, dt in enumerate(_component_dtypes(c)):
+                        acc = self.fresh("scan_" if c.combine is not None else f"cum{c.op}_")
+                        stmts.append(Declare(acc, dt, self.scan_start.get((key, j)) or _scan_start(c, dt)))
+                        accs.append(Var(acc, dtype=dt))
+                    self.scan_acc[key] = accs
+                    for node in nodes:  # every component of the scan reads its accumulator
+                        if scan_key(node) == key:
+                            red[node] = accs[node.which]  # type: ignore[index]
             name = self.k.axis_name(ax)
             if name in env.values():
                 name = self.fresh(name + "_")
@@ -471,22 +478,23 @@ class _Lowerer:
         memo: dict[int, tuple] = {}
         updates: list[Stmt] = []
         for c in carried:  # each running value takes this step's body (inner scans first: postorder)
-            acc = red[c]  # type: ignore[index]
-            v = self.expr(c.body, env, red, memo)
+            accs = self.scan_acc[scan_key(c)]
             if c.combine is None:
-                updates.append(Assign(acc.name, combine(c.op, acc, v)))
+                updates.append(Assign(accs[0].name, combine(c.op, accs[0], self.expr(c.body, env, red, memo))))
                 continue
             # pt.associative_scan: the first point's value is the element, every later one the user's combine
-            if not isinstance(v, (Var, Const)):
-                name = self.fresh("elem_")
-                updates.append(Let(name, v))
-                v = Var(name, dtype=v.dtype)
-            self.carry = {0: acc, 1: v}
-            step = self.expr(c.combine.expr, env, red, {})
+            vs: list[Expr] = []
+            for body in scan_bodies(c):
+                v = self.expr(body, env, red, memo)
+                if not isinstance(v, (Var, Const)):
+                    name = self.fresh("elem_")
+                    updates.append(Let(name, v))
+                    v = Var(name, dtype=v.dtype)
+                vs.append(v)
             first = add(self.extent(c.axis), _i64(-1)) if c.reverse else _i64(0)
-            first = self.scan_first.get(c, first)
+            first = self.scan_first.get(scan_key(c), first)
             at_first = Binary("eq", Var(env[c.axis], dtype=I64), first, dtype=dtypes.bool_)
-            updates.append(Assign(acc.name, Where(at_first, v, step, dtype=acc.dtype)))
+            updates += self.combine_step(c, accs, vs, at_first)
         values = [self.expr(s.value, env, red, memo) for s in sinks]
         # a scatter's computed indices: shared parts bound with the values (an index built from one value
         # several times, as pt.histogram's, would otherwise be printed as a tree of repeated subexpressions)
@@ -564,6 +572,19 @@ class _Lowerer:
         ]
         return stmts, (mv, sv)
 
+    def combine_step(self, c: Scan, accs: list[Var], vs: list[Expr], first: Expr) -> list[Stmt]:
+        """``accs = first ? vs : fn(accs, vs)`` for the user's function of ``c``: every new value computed from the
+        old ones before any is assigned."""
+        assert c.combine is not None
+        self.carry = dict(enumerate([*accs, *vs]))
+        memo: dict[int, tuple] = {}
+        news: list[Stmt] = []
+        for j, x in enumerate(c.combine.exprs):
+            name = self.fresh("next_")
+            news.append(Let(name, Where(first, vs[j], self.expr(x, {}, {}, memo), dtype=accs[j].dtype)))
+        self.carry = {}
+        return news + [Assign(a.name, Var(n.name, dtype=a.dtype)) for a, n in zip(accs, news)]  # type: ignore[attr-defined]
+
     def split_scan(self, g: Group, sinks: list[_Sink]) -> list[Stmt]:
         """A long scan (the nest's only loop) in fixed-size blocks of its steps, in three passes: each block's
         total, in parallel; every block's starting value, in block order; each block again from its starting
@@ -573,11 +594,12 @@ class _Lowerer:
         assert g.split is not None
         (ax,) = g.loops
         block = g.split.block
-        carried = list(dict.fromkeys(c for s in sinks for c in scans(s.value)))
+        carried = list({scan_key(c): c for s in reversed(sinks) for c in reversed(scans(s.value))}.values())[::-1]
         n = self.extent(ax)
         nblk, b, lo, hi, b2 = (self.fresh(x) for x in ("_nblocks", "_b", "_lo", "_hi", "_b"))
-        parts = {c: self.fresh("_block_") for c in carried}
-        nv, bv = Var(nblk, dtype=I64), Var(b, dtype=I64)
+        dts = {scan_key(c): _component_dtypes(c) for c in carried}
+        parts = {key: [self.fresh("_block_") for _ in d] for key, d in dts.items()}
+        nv, bv, b2v = Var(nblk, dtype=I64), Var(b, dtype=I64), Var(b2, dtype=I64)
 
         def bounds() -> tuple[list[Stmt], dict[int, tuple[Expr, Expr]]]:
             """This block's steps as bounds of the axis (from the end for a reversed scan: its steps walk down)."""
@@ -599,45 +621,47 @@ class _Lowerer:
             first += [Declare(accs[c], c.dtype, identity(c.op, c.dtype)) for c in builtin]  # type: ignore[arg-type]
             first += self.emit([ax], [_Sink(c.body, acc=accs[c], op=c.op, acc_dtype=c.dtype) for c in builtin], {},
                                vector=ax, reductions=tuple((accs[c], c.op) for c in builtin), bounds=bnd)  # fmt: skip
-            self.scan_acc.update({c: Var(accs[c], dtype=c.dtype) for c in builtin})
+            self.scan_acc.update({scan_key(c): [Var(accs[c], dtype=c.dtype)] for c in builtin})
         if user:
             lov = Var(lo, dtype=I64)
-            self.scan_first = {c: add(Binary("sub", n, lov, dtype=I64), _i64(-1)) if c.reverse else lov for c in user}
+            self.scan_first = {
+                scan_key(c): add(Binary("sub", n, lov, dtype=I64), _i64(-1)) if c.reverse else lov for c in user
+            }
             try:
                 first += self.emit([ax], [_Sink(c) for c in user], {}, bounds=bnd)
             finally:
                 self.scan_first = {}
-        totals = [Write(parts[c], (bv,), self.scan_acc[c]) for c in carried]
+        totals = [Write(parts[key][j], (bv,), acc) for key in dts for j, acc in enumerate(self.scan_acc[key])]
         work = mul(n, _i64(sum(point_cost(s.value) for s in g.stores)))
         pass1 = Loop(b, _i64(0), nv, Block((*pre, *first, *totals)), "parallel", (), work)
         # 2. the value each block starts from: the combined totals of the blocks before it, in order
         order: list[Stmt] = []
         starts: list[Stmt] = []
         for c in carried:
-            assert c.dtype is not None
-            run, tot = self.fresh("_running"), self.fresh("_total")
-            runv, part = Var(run, dtype=c.dtype), Read(parts[c], (Var(b2, dtype=I64),), dtype=c.dtype)
+            key = scan_key(c)
+            runs = [Var(self.fresh("_running"), dtype=dt) for dt in dts[key]]
+            tots = [Var(self.fresh("_total"), dtype=dt) for dt in dts[key]]
+            starts += [Declare(r.name, r.dtype, _scan_start(c, r.dtype)) for r in runs]  # type: ignore[arg-type]
+            step: list[Stmt] = [Let(t.name, Read(p, (b2v,), dtype=t.dtype)) for t, p in zip(tots, parts[key])]
+            step += [Write(p, (b2v,), r) for p, r in zip(parts[key], runs)]
             if c.combine is None:
-                step: Expr = combine(c.op, runv, Var(tot, dtype=c.dtype))
-            else:  # the first block's total starts the running value
-                self.carry = {0: runv, 1: Var(tot, dtype=c.dtype)}
-                step = Where(Binary("eq", Var(b2, dtype=I64), _i64(0), dtype=dtypes.bool_), Var(tot, dtype=c.dtype),
-                             self.expr(c.combine.expr, {}, {}, {}), dtype=c.dtype)  # fmt: skip
-            starts.append(Declare(run, c.dtype, _scan_start(c)))
-            order.append(Block((Let(tot, part), Write(parts[c], (Var(b2, dtype=I64),), runv), Assign(run, step))))
+                step.append(Assign(runs[0].name, combine(c.op, runs[0], tots[0])))
+            else:  # the first block's totals start the running values
+                step += self.combine_step(c, runs, tots, Binary("eq", b2v, _i64(0), dtype=dtypes.bool_))  # type: ignore[arg-type]
+            order.append(Block(tuple(step)))
         pass2 = [*starts, Loop(b2, _i64(0), nv, Block(tuple(order)), "serial")]
         # 3. each block again from its starting value, writing every step
         pre, bnd = bounds()
-        self.scan_start = {c: Read(parts[c], (bv,), dtype=c.dtype) for c in carried}
+        self.scan_start = {(key, j): Read(p, (bv,), dtype=dts[key][j]) for key in dts for j, p in enumerate(parts[key])}
         try:
             again = self.emit([ax], sinks, {}, bounds=bnd)
         finally:
             self.scan_start = {}
         pass3 = Loop(b, _i64(0), nv, Block((*pre, *again)), "parallel", (), work)
         body: Stmt = Block((pass1, *pass2, pass3))
-        for c in carried:
-            assert c.dtype is not None
-            body = Alloc(parts[c], c.dtype, (nv,), body)
+        for key in dts:
+            for p, dt in zip(parts[key], dts[key]):
+                body = Alloc(p, dt, (nv,), body)
         cdiv = Binary("floordiv", add(n, _i64(block - 1)), _i64(block), dtype=I64)
         return [Let(nblk, cdiv), body]
 
@@ -810,13 +834,18 @@ class _Lowerer:
         return LoopKernel(k.name, tuple(args), stmt, self.noalias, tuple((t.name, t.dtype) for t in k.temps))
 
 
-def _scan_start(c: Scan) -> Const:
-    """What a scan's accumulator starts from: the reducer's identity; for the user's combine function any value
-    (the first point takes the element)."""
-    assert c.dtype is not None
+def _scan_start(c: Scan, dt: DType) -> Const:
+    """What an accumulator of scan ``c`` (of type ``dt``) starts from: the reducer's identity; for the user's
+    combine function any value (the first point takes the element)."""
     if c.combine is None:
-        return identity(c.op, c.dtype)
-    return Const(False if c.dtype.is_bool else 0.0 if c.dtype.is_float else 0, dtype=c.dtype)
+        return identity(c.op, dt)
+    return Const(False if dt.is_bool else 0.0 if dt.is_float else 0, dtype=dt)
+
+
+def _component_dtypes(c: Scan) -> list[DType]:
+    """The types of the values a scan carries: its own for a reducer's; each scanned value's for the user's."""
+    assert c.dtype is not None
+    return [c.dtype] if c.combine is None else [b.dtype for b in scan_bodies(c)]  # type: ignore[misc]
 
 
 def point_cost(e: Expr) -> int:

@@ -47,6 +47,7 @@ from pypto.ir.nodes import (
     free_axes,
     loads,
     postorder,
+    scan_bodies,
     scans,
     top_reduces,
 )
@@ -81,7 +82,7 @@ def _long_scan(k: KernelIR, g: Group, block: int) -> bool:
     if len(g.loops) != 1:
         return False
     carried = [c for s in g.stores for c in scans(s.value)]
-    if not carried or any(scans(c.body) for c in carried):
+    if not carried or any(scans(b) for c in carried for b in scan_bodies(c)):
         return False
     extent = k.axis(g.loops[0]).extent
     return extent is None or not extent.is_const or extent.const > block
