@@ -8,6 +8,7 @@ type inference has run.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -468,9 +469,11 @@ def top_reduces(e: Expr) -> list[Reduce]:
     return out
 
 
-def scans(e: Node) -> list[Scan]:
-    """Every distinct :class:`Scan` under ``e``, inner ones (those in another's body) first."""
-    return [n for n in postorder(e) if isinstance(n, Scan)]
+@functools.lru_cache(maxsize=4096)
+def scans(e: Node) -> tuple[Scan, ...]:
+    """Every distinct :class:`Scan` under ``e``, inner ones (those in another's body) first (remembered: several
+    passes ask it of every store, and most have none)."""
+    return tuple(n for n in postorder(e) if isinstance(n, Scan))
 
 
 def scan_key(c: Scan) -> tuple:

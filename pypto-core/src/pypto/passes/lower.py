@@ -394,8 +394,10 @@ class _Lowerer:
         known = known or {}
         # the scans the sinks carry along their axis's loop (the nest's last; materialize put the others in
         # nests of their own): an accumulator declared before that loop, updated at each of its steps
-        inside = {id(n) for s in sinks for r in top_reduces(s.value) for n in postorder(r.body)}
-        nodes = list(dict.fromkeys(n for s in sinks for n in scans(s.value) if id(n) not in inside))
+        nodes = list(dict.fromkeys(n for s in sinks for n in scans(s.value)))
+        if nodes:  # (by value: scans() remembers the nodes of an equal expression met before)
+            inside = {n for s in sinks for r in top_reduces(s.value) for n in scans(r.body)}
+            nodes = [n for n in nodes if n not in inside]
         carried = list({scan_key(c): c for c in reversed(nodes)}.values())[::-1]  # one per scan (its first node)
         reduces: list[Reduce] = []
         for s in sinks:
@@ -432,7 +434,8 @@ class _Lowerer:
                     key, accs = scan_key(c), []
                     for j, dt in enumerate(_component_dtypes(c)):
                         acc = self.fresh("scan_" if c.combine is not None else f"cum{c.op}_")
-                        stmts.append(Declare(acc, dt, self.scan_start.get((key, j)) or _scan_start(c, dt)))
+                        start = self.scan_start.get((key, j))  # (a block of a long scan: where it starts)
+                        stmts.append(Declare(acc, dt, _scan_start(c, dt) if start is None else start))
                         accs.append(Var(acc, dtype=dt))
                     self.scan_acc[key] = accs
                     for node in nodes:  # every component of the scan reads its accumulator
