@@ -7,7 +7,10 @@
 written with ``if``/``elif``/``else`` (rewritten into selects) next to the same function written with
 ``pt.where``, NumPy's ``np.where`` / ``np.select`` and torch's ``torch.where``; ``cumsum`` of 16M float32 (``@pt.jit``,
 along the flattened array) and of 4096 x 4096 float32 along rows and along columns (kernels) against
-``np.cumsum`` and ``torch.cumsum``; ``python benchmarks/control.py recurrence``: a first-order recurrence
+``np.cumsum`` and ``torch.cumsum``; sorting the rows of 1024 x 4096 float32 (``pt.sort``, ``pt.argsort``) against ``np.sort`` /
+``np.argsort(kind="stable")`` and ``torch.sort``, and the 50 largest of each row of 64 x 32000 logits
+(``pt.topk``: LLM sampling) against ``np.argpartition`` + ``np.sort`` and ``torch.topk``;
+``python benchmarks/control.py recurrence``: a first-order recurrence
 ``h = 0.9 * h + x[r, t]`` over 4096 rows x 4096 steps (``pt.associative_scan``) against Numba
 (``@njit(parallel=True)``, a ``prange`` over rows, each row's loop in order) and a NumPy loop over the steps
 (each step one vector operation over the rows). Medians of 9 calls after one
@@ -122,6 +125,14 @@ def main() -> None:
     jit_cumsum = pt.jit(lambda x: pt.cumsum(x))
     sq = rng.standard_normal((4096, 4096)).astype(np.float32)
     tsq, ysq = torch.from_numpy(sq), np.empty_like(sq)
+    rows, vocab = rng.standard_normal((1024, 4096)).astype(np.float32), logits[:64]
+    trows, tvocab = torch.from_numpy(rows), torch.from_numpy(vocab)
+    jit_sort, jit_argsort = pt.jit(lambda x: pt.sort(x, axis=1)), pt.jit(lambda x: pt.argsort(x, axis=1))
+    jit_topk = pt.jit(lambda x: pt.topk(x, 50)[0])
+
+    def np_topk(x):  # NumPy's fastest way: a partition, then the 50 sorted
+        part = np.take_along_axis(x, np.argpartition(x, -50, axis=1)[:, -50:], 1)
+        return np.sort(part, axis=1)[:, ::-1]
 
     def np_piecewise():
         return np.where(xs <= -3, 0, np.where(xs >= 3, xs, xs * (xs + 3) / 6)).astype(np.float32)
@@ -144,6 +155,12 @@ def main() -> None:
          lambda: torch.cumsum(tsq, 1), 1e-3),
         ("cumsum columns of 4096 x 4096 (kernel)", lambda: (column_cumsum(sq, ysq), ysq)[1],
          lambda: np.cumsum(sq, 0), lambda: torch.cumsum(tsq, 0), 1e-3),
+        ("sort rows of 1024 x 4096 (pt.jit)", lambda: jit_sort(rows), lambda: np.sort(rows, axis=1),
+         lambda: torch.sort(trows, dim=1).values, 0.0),
+        ("argsort rows of 1024 x 4096 (pt.jit)", lambda: jit_argsort(rows), lambda: np.argsort(rows, axis=1, kind="stable"),
+         lambda: torch.sort(trows, dim=1, stable=True).indices, 0.0),
+        ("topk 50 of rows of 64 x 32000 (pt.jit)", lambda: jit_topk(vocab), lambda: np_topk(vocab),
+         lambda: torch.topk(tvocab, 50).values, 0.0),
     ]  # fmt: skip
     print("| case | pypto | NumPy | torch eager | NumPy / pypto | torch / pypto |")
     print("|---|---|---|---|---|---|")

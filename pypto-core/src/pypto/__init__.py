@@ -246,6 +246,9 @@ _LAZY: dict[str, str] = {
     "argmax": ".lang.functions",
     "cumsum": ".lang.functions",
     "associative_scan": ".lang.functions",
+    "sort": ".lang.functions",
+    "argsort": ".lang.functions",
+    "topk": ".lang.functions",
     "cumprod": ".lang.functions",
     "cummax": ".lang.functions",
     "cummin": ".lang.functions",
@@ -337,7 +340,7 @@ __all__ = [
     # complex numbers
     "real", "imag", "conj", "conjugate", "angle",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "argmax", "argmin",
-    "cumsum", "cumprod", "cummax", "cummin", "associative_scan",
+    "cumsum", "cumprod", "cummax", "cummin", "associative_scan", "sort", "argsort", "topk",
     # array API
     "jit", "JitFunction", "grad", "stop_gradient", "value_and_grad", "vjp", "no_grad", "grad_enabled", "is_grad_enabled",
     "GradFunction", "matmul", "einsum", "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu",

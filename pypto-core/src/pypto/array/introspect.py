@@ -54,6 +54,9 @@ def _label(node: Array) -> str:
     elif node.op == "scan":
         op, axis, reverse = node.attrs[:3]
         text = f"{scan_name(op)}(axis={axis}{', reversed' if reverse else ''})"
+    elif node.op == "sort":
+        axis, which, flag, top = node.attrs
+        text = f"{'topk' if top else 'sort'} {which}(axis={axis}{', descending' if flag else ''})"
     elif node.op == "contract":
         subs, out, _, mode = node.attrs
         text = f"einsum {','.join(subs)}->{out}" + (f" ({mode})" if mode != "float32" else "")

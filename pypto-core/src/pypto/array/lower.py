@@ -31,7 +31,22 @@ from pypto.dtypes import DType
 from pypto.errors import TracingError
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import AxisInfo, KernelIR, TensorParam
-from pypto.ir.nodes import Binary, Cast, Const, Expr, Gather, Index, Load, Reduce, Scan, Scatter, Store, Unary, Where
+from pypto.ir.nodes import (
+    Binary,
+    Cast,
+    Const,
+    Expr,
+    Gather,
+    Index,
+    Load,
+    Reduce,
+    Scan,
+    Scatter,
+    Sort,
+    Store,
+    Unary,
+    Where,
+)
 
 MAX_AXES = 256  # a guard against runaway programs; each reduction of a program has its own axes
 
@@ -80,7 +95,7 @@ def _expensive(node: Array, memo: dict[int, bool]) -> bool:
     if hit is None and node.op in ("reshape", "concat"):
         hit = memo[id(node)] = False  # it reads its input from a buffer the input is stored in first
     if hit is None:
-        hit = node.op in ("reduce", "contract", "scan") or any(
+        hit = node.op in ("reduce", "contract", "scan", "sort") or any(
             isinstance(a, Array) and a.op != "input" and _expensive(a, memo) for a in node.args
         )
         memo[id(node)] = hit
@@ -108,6 +123,7 @@ class Lowering:
         self.flat_bufs: dict[tuple[int, int], Buffer] = {}  # (node id, lead) -> its flat buffer
         self.current = ""  # the buffer whose store is being built
         self.computed_in: dict[int, list[str]] = {}  # node id -> the buffers whose stores compute it inline
+        self.in_scatter = False  # while a scatter's value and indices are built
         for n, node in inputs:
             buf = Buffer(n, _declared(node.shape), node.dtype, "input", node)
             self.buffers.append(buf)
@@ -163,8 +179,12 @@ class Lowering:
         self.memo.clear()
         idx = tuple(Affine.axis(a) for a in self._store_axes(g.shape))
         outer, self.current = self.current, buf.name
-        value = self.at(g, idx)
-        entries = self.indexed_at(node, base, g.shape, idx)
+        self.in_scatter = True  # (a sort read here is stored first: a scatter's points are no sort nest)
+        try:
+            value = self.at(g, idx)
+            entries = self.indexed_at(node, base, g.shape, idx)
+        finally:
+            self.in_scatter = False
         self.current = outer
         self.scatters.append(Scatter(buf.name, entries, value, "add", loc=node.loc))
 
@@ -253,9 +273,11 @@ class Lowering:
         # result is stored): where the plan stores a value does not change the program's result
         buf = Buffer(self.fresh("tmp"), shape, node.dtype.compute, "temp", node, flat=flat, lead=lead)
         self.buffers.append(buf)
-        saved = dict(self.memo)
+        saved, scatter = dict(self.memo), self.in_scatter
         self.storing.add(id(node))
+        self.in_scatter = False  # (its own store is a plain one)
         self.store(buf, node)
+        self.in_scatter = scatter
         self.storing.discard(id(node))
         self.memo = saved
         self.by_node.setdefault(id(node), buf)
@@ -293,7 +315,7 @@ class Lowering:
         a reduction axis (so inlining it would compute the reduction again at every step of that axis)."""
         if not isinstance(node, Array) or node.op in ("input", "reshape", "concat") or id(node) in self.by_node:
             return False
-        if node.op in ("reduce", "contract", "scan"):
+        if node.op in ("reduce", "contract", "scan", "sort"):
             return any(a in self.reduction_axis_set for ix in idx for a in ix.axis_set())
         if node.op == "view":
             return self.varies(node.args[0], _apply_view(node.attrs, idx))
@@ -357,6 +379,8 @@ class Lowering:
             return self.reduce(node, idx)
         if op == "scan":
             return self.scan(node, idx)
+        if op == "sort":
+            return self.sort(node, idx)
         if op == "contract":
             return self.contract(node, idx)
         if op == "gather":
@@ -419,6 +443,25 @@ class Lowering:
             body = Cast(body, dtype=node.dtype, loc=node.loc)
         rest = tuple(self.at(o, idx) for o in others)  # pt.associative_scan of a tuple: the other values
         return Scan(op, body, axis, reverse, combine, rest, which, loc=node.loc)
+
+    def sort(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
+        """An ordering (``pt.sort``, ``pt.argsort``, ``pt.topk``) at ``idx``: a ``Sort`` whose positions run along
+        the store's plain axis at the ordered dimension, reading the row along an axis of its own (shared by the
+        orderings of one array, so ``pt.topk``'s values and indices are one nest); read from a temporary it is
+        stored in first when that position is not a plain axis of the store."""
+        (x,) = node.args
+        a, which, descending, top = node.attrs
+        out = idx[a].plain_axis()
+        if (
+            self.in_scatter
+            or out is None
+            or out in self.reduction_axis_set
+            or any(out in ix.axis_set() for ix in idx[:a] + idx[a + 1 :])
+        ):
+            return self.load(self.materialize(node), node, idx)
+        inner = self._reduce_axis(x, ("sort", a), x.shape[a])
+        body = self.at(x, idx[:a] + (Affine.axis(inner),) + idx[a + 1 :])
+        return Sort(body, inner, out, which, descending, top, loc=node.loc)
 
     def contract(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
         subscripts, out, sizes, mode = node.attrs

@@ -33,7 +33,7 @@ from pypto.array.graph import (
 )
 from pypto.dtypes import promote as _promote
 from pypto.errors import ShapeError, TracingError
-from pypto.ir.ops import USER_SCAN
+from pypto.ir.ops import ORDERINGS, USER_SCAN
 from pypto.lang.location import user_loc
 
 pi = math.pi
@@ -304,6 +304,31 @@ def user_scan(xs: Sequence[Any], axis: Any, reverse: bool, combine: Any, what: s
                            "scan the real and imaginary parts as two real scans")  # fmt: skip
     args = tuple(arrays)
     return tuple(Array("scan", args, (USER_SCAN, a, reverse, combine, j), x.shape, x.dtype) for j, x in enumerate(args))
+
+
+def ordering(name: str, x: Any, axis: Any, flag: bool, k: Any) -> Any:
+    """``pt.sort``/``pt.argsort`` (``flag``: descending) and ``pt.topk`` (``flag``: largest, ``k`` the count) along
+    ``axis`` (``None``: the flattened array): one ``sort`` node per result (:class:`~pypto.ir.nodes.Sort`)."""
+    what = f"pt.{name}"
+    x, a = _along(_array(x, what), axis, what)
+    if x.dtype.is_complex:
+        raise TracingError(f"{what} of a complex array (complex numbers have no order here)", user_loc(),
+                           "order the real parts (x.real) or the magnitudes (pt.abs(x))")  # fmt: skip
+    n = x.shape[a]
+    m = n
+    if name == "topk":
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise TracingError(f"pt.topk: k must be an int, got {k!r}", user_loc(), "pass how many values to keep")
+        m = int(k)
+        if m < 0 or (isinstance(n, int) and m > n):
+            raise ShapeError(f"pt.topk: k={m} is out of range for axis {a} of size {n}", param="k",
+                             expected=f"0 <= k <= {n}", got=m)  # fmt: skip
+    shape = tuple(m if d == a else s for d, s in enumerate(x.shape))
+    out = []
+    for which in ORDERINGS[name].results:
+        dt = dtypes.int64 if which == "indices" else x.dtype
+        out.append(Array("sort", (x,), (a, which, flag, name == "topk"), shape, dt))
+    return tuple(out) if len(out) > 1 else out[0]
 
 
 def one_hot(indices: Any, num_classes: int, dtype: Any = None) -> Array:

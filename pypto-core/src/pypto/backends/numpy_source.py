@@ -26,6 +26,7 @@ from pypto.ir.nodes import (
     Scalar,
     Scan,
     Scatter,
+    Sort,
     Unary,
     Where,
     postorder,
@@ -221,6 +222,14 @@ class NumpyRenderer:
                 full = f"{full}{flip}"
             out = f"{_ACCUMULATE[e.op]}.accumulate({full}, axis={pos}, dtype={_NP_DTYPE[dt.name]})"
             return f"{out}{flip}" if e.reverse else out
+        if isinstance(e, Sort):  # NumPy's stable argsort along the row's position, moved to the positions'
+            body = self.value(e.body)
+            shape = ["1"] * self.n
+            shape[self.pos[e.axis]] = self.extent(e.axis)
+            full = f"_full({body}, ({', '.join(shape)},))"
+            k = self.extent(e.out) if e.top else None
+            which = 0 if e.which == "values" else 1
+            return f"_sort({full}, {self.pos[e.axis]}, {self.pos[e.out]}, {e.descending}, {k}, {which})"
         raise TypeError(f"numpy renderer: unexpected {type(e).__name__}")
 
     def user_scan(self, e: Scan) -> str:

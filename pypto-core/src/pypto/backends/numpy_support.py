@@ -91,7 +91,25 @@ def scatter(buffer: np.ndarray, index: tuple, value, op: str) -> None:
         {"add": np.add, "max": np.maximum, "min": np.minimum}[op].at(buffer, tuple(idx), v)
 
 
-NAMESPACE = {"_np": np, "_erf": erf, "_full": full, "_saturate": saturate, "_bounds": bounds, "_scatter": scatter}
+def sort_along(x: np.ndarray, axis: int, out: int, descending: bool, k: int | None, which: int) -> np.ndarray:
+    """A ``Sort`` node over a broadcast grid: ``x`` ordered along position ``axis`` (the op table's NumPy meaning,
+    :func:`pypto.ir.ops.ordered`), the first ``k`` kept, its values (``which`` 0) or positions (1) moved to position
+    ``out`` (where ``x`` has size 1)."""
+    from pypto.ir.ops import ordered
+
+    r = ordered(x, axis, descending, k)[which]
+    return np.swapaxes(r, axis, out)
+
+
+NAMESPACE = {
+    "_np": np,
+    "_erf": erf,
+    "_full": full,
+    "_sort": sort_along,
+    "_saturate": saturate,
+    "_bounds": bounds,
+    "_scatter": scatter,
+}
 
 
 def namespace(source: str) -> dict:

@@ -27,6 +27,7 @@ from pypto.ir.nodes import (
     Scalar,
     Scan,
     Scatter,
+    Sort,
     Store,
     Unary,
     Where,
@@ -195,6 +196,9 @@ class Planner:
                         whole[("a", ax)] = f"axis {ir.axis_name(ax)} is used as a value"
                 elif isinstance(e, Scan):  # a running value needs every earlier block of its axis
                     whole[("a", e.axis)] = f"{scan_name(e.op)} runs along axis {ir.axis_name(e.axis)}"
+                elif isinstance(e, Sort):  # an ordered row needs all of the row
+                    why = f"a sort runs along axis {ir.axis_name(e.axis)}"
+                    whole[("a", e.axis)] = whole[("a", e.out)] = why
             # a gathered tensor: whole along the positions read at indices from data (every block may read any
             # of it: it is passed whole to each), chunked with its axis along a plain one (table[tok[i], d]: d)
             for g in gathers:
@@ -556,6 +560,8 @@ class Planner:
                     axes_used |= set(e.axes)
                 elif isinstance(e, Scan):
                     axes_used.add(e.axis)
+                elif isinstance(e, Sort):
+                    axes_used |= {e.axis, e.out}
                 elif isinstance(e, Index):
                     axes_used |= e.affine.axis_set()
         axes = [

@@ -24,6 +24,7 @@ from pypto.ir.affine import Affine
 from pypto.ir.kernel import (
     AxisNotEmpty,
     Check,
+    DimAtMost,
     DimEqual,
     GatherInBounds,
     IndexInBounds,
@@ -169,6 +170,18 @@ class CallContract(ParamViews):
                         expected=va,
                         got=vb,
                         fix="pass arrays whose sizes agree along that axis",
+                    )
+            elif isinstance(c, DimAtMost):
+                va, vb = c.a.evaluate(dims), c.b.evaluate(dims)
+                if va > vb:
+                    where = f"{c.loc}: " if c.loc else ""
+                    raise ShapeError(
+                        f"{where}{self.name}(): {c.what} keeps {c.a_source} = {va} values of rows of "
+                        f"{c.b_source} = {vb}",
+                        param=c.a_source.split(".")[0],
+                        expected=f"at most {vb}",
+                        got=va,
+                        fix="keep at most as many values as a row has",
                     )
             elif isinstance(c, AxisNotEmpty):
                 if extents[c.axis] == 0:

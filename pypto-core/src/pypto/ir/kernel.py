@@ -107,7 +107,19 @@ class AxisNotEmpty:
     loc: SourceLoc | None = None
 
 
-Check = DimEqual | IndexInBounds | GatherInBounds | AxisNotEmpty
+@dataclass(frozen=True)
+class DimAtMost:
+    """Runtime check: size ``a`` is at most size ``b`` (``pt.topk``: k values of a row of ``b``)."""
+
+    a: Affine
+    a_source: str
+    b: Affine
+    b_source: str
+    what: str
+    loc: SourceLoc | None = None
+
+
+Check = DimEqual | IndexInBounds | GatherInBounds | AxisNotEmpty | DimAtMost
 
 
 @dataclass(frozen=True)

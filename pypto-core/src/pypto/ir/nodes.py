@@ -227,6 +227,30 @@ class Scan(Expr):
 
 
 @_node
+class Sort(Expr):
+    """``body``'s values along ``axis`` in order (``pt.sort``, ``pt.argsort``, ``pt.topk``): the value at point ``p``
+    of ``out`` is the ``p``-th of them (``which`` "values") or its position along ``axis`` (``which`` "indices",
+    int64). It binds ``axis`` (as a :class:`Reduce` binds its axes) and depends on ``out`` instead: a sort is a
+    reduction of a row to a row. The order is ascending, NaN last, as ``np.sort`` (``descending``: the reverse,
+    NaN first, as ``torch.sort(descending=True)`` and ``torch.topk``), and stable: equal values keep the order of
+    their positions. With ``top`` (``pt.topk``) ``out`` may have fewer points than ``axis``: the first of them (the
+    k smallest or largest); otherwise as many. A nest computes one sort alone, from a row of scratch per point of its other axes
+    (``pypto.passes.lower``)."""
+
+    body: Expr
+    axis: int
+    out: int
+    which: str = "values"
+    descending: bool = False
+    top: bool = False  # pt.topk: ``out`` may have fewer points than ``axis`` (else the same number)
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+SORT_RESULTS = ("values", "indices")  # what a Sort node gives: the ordered values or their positions
+
+
+@_node
 class Store(Node):
     """``tensor[index] = value`` for every point of the index's axes (a statement, not a value)."""
 
@@ -400,6 +424,11 @@ def substitute_axes(e: Expr, mapping: dict[int, Affine], memo: dict | None = Non
             if b is None:
                 raise ValueError(f"substitute_axes: the axis of a scan replaced by {mapping[n.axis]}")
             return replace(n, axis=b)
+        if isinstance(n, Sort) and n.out in mapping:  # a sort's positions move to another plain axis only
+            b = mapping[n.out].plain_axis()
+            if b is None:
+                raise ValueError(f"substitute_axes: the positions of a sort replaced by {mapping[n.out]}")
+            return replace(n, out=b)
         return None
 
     return transform(e, fn, memo)  # type: ignore[return-value]
@@ -419,6 +448,8 @@ def free_axes(e: Expr, _memo: dict | None = None) -> frozenset[int]:
         r = free_axes(e.body, memo) - frozenset(e.axes)
     elif isinstance(e, Scan):
         r = frozenset().union(*(free_axes(b, memo) for b in (e.body, *e.others))) | {e.axis}
+    elif isinstance(e, Sort):
+        r = (free_axes(e.body, memo) - {e.axis}) | {e.out}
     else:
         r = frozenset().union(*(free_axes(c, memo) for c in children(e)))
     memo[key] = (e, r)
@@ -444,7 +475,7 @@ def load_accesses(e: Expr) -> list[tuple[str, tuple[Affine, ...], bool]]:
         seen.add((id(n), in_reduce))
         if isinstance(n, Load):
             out.append((n.tensor, n.index, in_reduce))
-        elif isinstance(n, (Reduce, Scan)):  # (a scan reads its body at every earlier point of its axis)
+        elif isinstance(n, (Reduce, Scan, Sort)):  # (a scan reads its body at every earlier point of its axis)
             stack.extend((c, True) for c in children(n))
         else:
             stack.extend((c, in_reduce) for c in reversed(list(children(n))))
@@ -474,6 +505,12 @@ def scans(e: Node) -> tuple[Scan, ...]:
     """Every distinct :class:`Scan` under ``e``, inner ones (those in another's body) first (remembered: several
     passes ask it of every store, and most have none)."""
     return tuple(n for n in postorder(e) if isinstance(n, Scan))
+
+
+@functools.lru_cache(maxsize=4096)
+def sorts(e: Node) -> tuple[Sort, ...]:
+    """Every distinct :class:`Sort` under ``e`` (remembered, as :func:`scans`)."""
+    return tuple(n for n in postorder(e) if isinstance(n, Sort))
 
 
 def scan_key(c: Scan) -> tuple:

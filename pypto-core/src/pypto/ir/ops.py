@@ -351,6 +351,47 @@ ARG_REDUCERS: dict[str, ArgReducer] = {a.name: a for a in (
 )}  # fmt: skip
 """The positional reductions by name."""
 
+
+def ordered(x: Any, axis: int = -1, descending: bool = False, k: int | None = None) -> tuple[Any, Any]:
+    """NumPy's meaning of the orderings: ``(values, positions)`` of ``x`` along ``axis`` in a stable order,
+    ascending with NaN last (``np.sort``, ``np.argsort(kind="stable")``) or descending with NaN first (the
+    exact reverse, equal values still in the order of their positions), the first ``k`` of them when given."""
+    x = np.asarray(x)
+    axis = axis % x.ndim
+    if descending:  # a stable ascending sort of the reversed row, reversed: ties keep their positions' order
+        flipped = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
+        idx = (x.shape[axis] - 1) - np.flip(flipped, axis)
+    else:
+        idx = np.argsort(x, axis=axis, kind="stable")
+    if k is not None:
+        idx = np.take(idx, np.arange(k), axis=axis)
+    return np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Ordering:
+    """``pt.sort``, ``pt.argsort``, ``pt.topk``: the IR's :class:`~pypto.ir.nodes.Sort` with what it gives
+    (``results``: the node's ``which`` for each value returned), its order, its NumPy meaning (:func:`ordered`:
+    the reference backend and tests) and its cost (``flops`` compares per element per halving of the row:
+    ``pt.profile`` counts ``n log2 n`` per row)."""
+
+    name: str
+    results: tuple[str, ...]
+    doc: str
+    flops: int = 1
+
+
+ORDERINGS: dict[str, Ordering] = {o.name: o for o in (
+    Ordering("sort", ("values",), "The values along ``axis`` in ascending order, NaN last (``np.sort``; "
+             "``descending=True``: the reverse, NaN first); stable."),
+    Ordering("argsort", ("indices",), "The positions (int64) that put the values along ``axis`` in order "
+             "(``np.argsort(kind='stable')``: equal values keep their order; NaN last, first when descending)."),
+    Ordering("topk", ("values", "indices"), "The ``k`` largest values along ``axis`` and their positions, "
+             "largest first (``torch.topk``: NaN counts as the largest; equal values in the order of their positions; "
+             "``largest=False``: the ``k`` smallest, smallest first)."),
+)}  # fmt: skip
+"""The orderings by name: one IR node (``Sort``) gives them all."""
+
 USER_SCAN = "fn"
 """``Scan.op`` of ``pt.associative_scan``: the user's combine function (``Scan.combine``) instead of a reducer."""
 

@@ -7,7 +7,7 @@ loop IR prints as indented pseudo-code.
 from __future__ import annotations
 
 from pypto.ir.affine import Affine
-from pypto.ir.kernel import AxisNotEmpty, DimEqual, GatherInBounds, IndexInBounds, KernelIR, TensorParam
+from pypto.ir.kernel import AxisNotEmpty, DimAtMost, DimEqual, GatherInBounds, IndexInBounds, KernelIR, TensorParam
 from pypto.ir.loops import (
     Alloc,
     Assign,
@@ -38,6 +38,7 @@ from pypto.ir.nodes import (
     Scalar,
     Scan,
     Scatter,
+    Sort,
     Unary,
     Where,
     postorder,
@@ -91,6 +92,8 @@ def format_kernel(k: KernelIR) -> str:
             lines.append(
                 f"  check -{c.size} <= (gathered index) < {c.size}   ({c.tensor} dim {c.position}, before the call)"
             )
+        elif isinstance(c, DimAtMost):
+            lines.append(f"  check {c.a_source} <= {c.b_source}   ({c.what})")
         elif isinstance(c, AxisNotEmpty):
             lines.append(f"  check {name(c.axis)} not empty   ({c.what})")
 
@@ -175,6 +178,11 @@ def _describe(e: Expr, ref, name) -> str:
                 fn = f", fn(({', '.join(names[:k])}), ({', '.join(names[k:])})) = ({shown}), value {e.which}"
         bodies = ref(e.body) if k == 1 else f"({', '.join(ref(b) for b in (e.body, *e.others))})"
         return f"{scan_name(e.op)}({bodies}, along {name(e.axis)}{', reversed' if e.reverse else ''}{fn})"
+    if isinstance(e, Sort):
+        fname = "topk" if e.top else "sort" if e.which == "values" else "argsort"
+        order = "descending" if e.descending else "ascending"
+        what = f", {e.which}" if e.top else ""
+        return f"{fname}({ref(e.body)}, along {name(e.axis)}, {order}{what}, positions along {name(e.out)})"
     if isinstance(e, Scalar):
         return f"scalar {e.name}"
     if isinstance(e, Extent):

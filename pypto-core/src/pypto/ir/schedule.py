@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pypto.errors import ScheduleError
 
-PATTERNS = ("map", "transpose", "rows", "columns", "contraction", "full-reduction", "scan")
+PATTERNS = ("map", "transpose", "rows", "columns", "contraction", "full-reduction", "scan", "sort")
 """The access patterns a nest is classified as:
 
 * ``map``: elementwise or broadcast stores; the innermost loop walks every operand contiguously.
@@ -29,6 +29,8 @@ PATTERNS = ("map", "transpose", "rows", "columns", "contraction", "full-reductio
 * ``full-reduction``: no loops left: the reduction is split into fixed blocks.
 * ``scan``: a running reduction (``pt.cumsum``) carried along the innermost loop, which runs in order (never
   vectorised); the outermost loop, another axis, runs on threads.
+* ``sort``: a sort (``pt.sort``, ``pt.argsort``, ``pt.topk``): each point of the other axes orders its row in
+  scratch; the outermost of those axes runs on threads.
 """
 
 

@@ -23,11 +23,13 @@ from pypto.ir.nodes import (
     Load,
     Reduce,
     Scan,
+    Sort,
     Unary,
     Where,
     free_axes,
+    substitute_axes,
 )
-from pypto.ir.ops import ARG_REDUCERS, COMPLEX_PARTS, FUNCTIONS, FUNCTIONS2, MATH, REDUCERS, SCANS, USER_SCAN
+from pypto.ir.ops import ARG_REDUCERS, COMPLEX_PARTS, FUNCTIONS, FUNCTIONS2, MATH, ORDERINGS, REDUCERS, SCANS, USER_SCAN
 from pypto.lang.context import active_tracer
 from pypto.lang.location import user_loc
 from pypto.lang.values import NUMPY_UFUNCS, Axis, Dim, ExprProxy, to_node
@@ -424,6 +426,95 @@ def associative_scan(fn: Any, x: Any, axis: Any = None, *, reverse: bool = False
     outs = tuple(ExprProxy(Scan(USER_SCAN, nodes[0], axes[0], reverse, combine, nodes[1:], j, loc=loc))
                  for j in range(len(nodes)))  # fmt: skip
     return outs if isinstance(x, (tuple, list)) else outs[0]
+
+
+def _order_axis(fname: str, node: Any, axis: Any, example: str) -> int:
+    """The kernel axis an ordering runs along (``axis=c``), checked."""
+    if axis is None:
+        raise TracingError(f"pt.{fname}: in a kernel, name the axis to order along", user_loc(3), example)
+    axes = _reduce_axes(fname, axis)
+    if len(axes) != 1:
+        raise TracingError(f"pt.{fname}: one axis at a time, got {len(axes)}", user_loc(3), example)
+    if axes[0] not in free_axes(node):
+        raise TracingError(f"pt.{fname}: the expression does not depend on pt.axis({axes[0]})", user_loc(3),
+                           example)  # fmt: skip
+    return axes[0]
+
+
+def _kernel_axis(axis: Any) -> Any:
+    """A kernel's ordering axis: the jit default (-1) means none was named."""
+    return None if type(axis) is int and axis == -1 else axis
+
+
+def _check_flag(fname: str, name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TracingError(f"pt.{fname}: {name} must be True or False, got {value!r}", user_loc(3))
+
+
+def _sorted_over_itself(fname: str, which: str, x: Any, axis: Any, descending: bool) -> Any:
+    """``pt.sort``/``pt.argsort`` in a kernel: the ordered row indexed by the axis it was read along (``y[r, c] =
+    pt.sort(x[r, c], axis=c)``): the row is read along a fresh axis the node binds, ``c`` numbers the result."""
+    node = to_node(x, what=f"pt.{fname}")
+    a = _order_axis(fname, node, axis, f"y[r, c] = pt.{fname}(x[r, c], axis=c)")
+    loc = user_loc(2)
+    tracer = active_tracer()
+    if tracer is None:
+        raise TracingError(f"pt.{fname} outside a kernel or a @pt.jit function", loc)
+    inner = tracer.derived_axis(a, "in")
+    body = substitute_axes(node, {a: Affine.axis(inner)})
+    return ExprProxy(Sort(body, inner, a, which, descending, loc=loc))
+
+
+def sort(x: Any, axis: Any = -1, *, descending: bool = False) -> Any:
+    _check_flag("sort", "descending", descending)
+    if _is_array(x):  # @pt.jit: NumPy's signature (axis=-1; None: the flattened array)
+        from pypto.array.ops import ordering
+
+        return ordering("sort", x, axis, descending, None)
+    return _sorted_over_itself("sort", "values", x, _kernel_axis(axis), descending)
+
+
+def argsort(x: Any, axis: Any = -1, *, descending: bool = False) -> Any:
+    _check_flag("argsort", "descending", descending)
+    if _is_array(x):
+        from pypto.array.ops import ordering
+
+        return ordering("argsort", x, axis, descending, None)
+    return _sorted_over_itself("argsort", "indices", x, _kernel_axis(axis), descending)
+
+
+def topk(x: Any, k: Any, axis: Any = -1, *, largest: bool = True) -> Any:
+    _check_flag("topk", "largest", largest)
+    if _is_array(x):  # @pt.jit: torch.topk's signature (k an int, axis=-1)
+        from pypto.array.ops import ordering
+
+        return ordering("topk", x, axis, largest, k)
+    node = to_node(x, what="pt.topk")
+    example = "vals[r, j], idx[r, j] = pt.topk(x[r, c], j, axis=c)  (j's extent, the outputs' size, is k)"
+    a = _order_axis("topk", node, _kernel_axis(axis), example)
+    if not isinstance(k, Axis):
+        raise TracingError(f"pt.topk: in a kernel, k is the axis that numbers the results (its extent, the outputs' "
+                           f"size, is k), got {k!r}", user_loc(), example)  # fmt: skip
+    if k.index == a or k.index in free_axes(node):
+        raise TracingError(f"pt.topk: the results' axis {k!r} must be one the expression is not indexed with",
+                           user_loc(), example)  # fmt: skip
+    loc = user_loc()
+    return tuple(ExprProxy(Sort(node, a, k.index, which, largest, True, loc=loc)) for which in ("values", "indices"))
+
+
+for _f in (sort, argsort, topk):
+    _f.__doc__ = (
+        ORDERINGS[_f.__name__].doc
+        + {
+            "sort": " In a kernel ``y[r, c] = pt.sort(x[r, c], axis=c)``; in ``@pt.jit`` ``pt.sort(x, axis=-1, "
+            "descending=False)`` (``axis=None``: the flattened array).",
+            "argsort": " In a kernel ``i[r, c] = pt.argsort(x[r, c], axis=c)``; in ``@pt.jit`` ``pt.argsort(x, "
+            "axis=-1, descending=False)``.",
+            "topk": " In a kernel ``vals[r, j], idx[r, j] = pt.topk(x[r, c], j, axis=c)``: the axis ``j`` numbers the "
+            "results, and its extent (the outputs' size) is k; in ``@pt.jit`` ``values, indices = pt.topk(x, k, "
+            "axis=-1, largest=True)``.",
+        }[_f.__name__]
+    )
 
 
 # NumPy ufuncs applied to traced values inside a kernel: the op table's (np.exp, np.log1p, np.arctan ...), then

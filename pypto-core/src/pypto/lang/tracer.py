@@ -127,8 +127,19 @@ class Tracer:
         self.stores: list[Store] = []
         self.scatters: list[Scatter] = []
         self.nonempty: list[AxisNotEmpty] = []  # axes a reduction needs a point of (pt.argmax)
+        self.derived: dict[int, tuple[int, str]] = {}  # axes made by the tracer: (the user's axis, name suffix)
         self.params: list[TensorParam | ScalarParam] = []
         self.loc = _fn_loc(fn)
+
+    def derived_axis(self, base: int, suffix: str) -> int:
+        """A new axis (numbered after the user's, 0..15) named after ``base``: ``pt.sort`` reads its row along
+        one while the user's axis numbers the result."""
+        for index, named in self.derived.items():  # (the sorts of one row share it: one nest computes them)
+            if named == (base, suffix):
+                return index
+        index = 16 + len(self.derived)
+        self.derived[index] = (base, suffix)
+        return index
 
     # -- called by the proxies --------------------------------------------------------------
     def check_active(self, proxy: TensorProxy) -> None:
@@ -265,6 +276,9 @@ class Tracer:
         axis_infos = []
         for k in sorted(axes):
             nm = src_names.get(k, f"i{k}")
+            if k in self.derived:
+                base, suffix = self.derived[k]
+                nm = f"{src_names.get(base, f'i{base}')}_{suffix}"
             if nm in taken or not nm.isidentifier() or nm.startswith("_"):
                 nm = f"{nm}_ax{k}" if nm.isidentifier() and not nm.startswith("_") else f"i{k}"
                 while nm in taken:

@@ -21,12 +21,14 @@ from pypto.ir.nodes import (
     Node,
     Reduce,
     Scan,
+    Sort,
     Store,
     children,
     free_axes,
     load_accesses,
     postorder,
     scans,
+    sorts,
     top_reduces,
     transform,
 )
@@ -45,6 +47,19 @@ def scan_of(s: Store) -> tuple[int, bool] | None:
             return n.axis, n.reverse
         stack.extend(reversed(children(n)))
     return None
+
+
+def sort_of(s: Store) -> Sort | None:
+    """The sort a store computes whole (its value a :class:`Sort`, through casts), or None."""
+    v = s.value
+    while isinstance(v, Cast):
+        v = v.x
+    return v if isinstance(v, Sort) else None
+
+
+def sort_key(c: Sort) -> tuple:
+    """What the orderings of one row share: a nest computes them together (``pt.topk``'s values and indices)."""
+    return (c.body, c.axis, c.out, c.descending, c.top)
 
 
 def store_loops(s: Store) -> tuple[int, ...]:
@@ -97,6 +112,10 @@ def can_join(group: list[Store], s: Store) -> bool:
         return False
     if scan_of(s) != scan_of(group[0]):  # a nest carries one scan axis, in one direction
         return False
+    if sorts(s.value) or any(sorts(g.value) for g in group):  # a sort runs alone (with the others of its row)
+        mine, first = sort_of(s), sort_of(group[0])
+        if mine is None or first is None or sort_key(mine) != sort_key(first):
+            return False
     if is_contraction(s) or any(is_contraction(g) for g in group):
         return False  # a contraction runs alone in its nest, where its schedule tiles it
     reads_s = accesses(s)

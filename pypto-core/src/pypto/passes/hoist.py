@@ -35,6 +35,7 @@ from pypto.ir.nodes import (
     Reduce,
     Scalar,
     Scan,
+    Sort,
     Store,
     Unary,
     Where,
@@ -78,7 +79,7 @@ def _top(e: Expr) -> str:
 
 
 def _has_reduce(e: Expr) -> bool:
-    return any(isinstance(n, (Reduce, Scan)) for n in postorder(e))
+    return any(isinstance(n, (Reduce, Scan, Sort)) for n in postorder(e))
 
 
 def _count(axes, extents: dict) -> tuple[int, list[str]]:
@@ -114,6 +115,8 @@ class _Hoister:
         seen: set[Expr] = set()
 
         def visit(e: Expr, order: tuple[int, ...]) -> None:
+            if isinstance(e, Sort):  # its row is read once per point of the nest's other axes
+                return
             if isinstance(e, Reduce):
                 visit(e.body, order + tuple(a for a in e.axes if a not in order))
                 return

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pypto.errors import TracingError
 from pypto.ir.affine import Affine
-from pypto.ir.kernel import AxisInfo, AxisNotEmpty, DimEqual, GatherInBounds, IndexInBounds, KernelIR
-from pypto.ir.nodes import Expr, Extent, Gather, Index, Load, Scatter, Store, free_axes, postorder, transform
+from pypto.ir.kernel import AxisInfo, AxisNotEmpty, DimAtMost, DimEqual, GatherInBounds, IndexInBounds, KernelIR
+from pypto.ir.nodes import Expr, Extent, Gather, Index, Load, Scatter, Sort, Store, free_axes, postorder, transform
 
 
 def _describe(tensor: str, pos: int) -> str:
@@ -78,6 +78,7 @@ def infer_shapes(k: KernelIR) -> KernelIR:
         axes.append(AxisInfo(info.index, info.name, size, source))
     k = k.replace(axes=tuple(axes))
     extents = {a.index: a.extent for a in axes}
+    checks += _sort_checks(k, extents)
 
     def subst_extent(n):
         if isinstance(n, Extent):
@@ -118,6 +119,38 @@ def infer_shapes(k: KernelIR) -> KernelIR:
                         gathered.add((e.tensor, pos, ix))
                         checks.append(GatherInBounds(e.tensor, pos, ix, k.buffer(e.tensor).shape[pos], e.loc))
     return k.replace(stores=tuple(stores), checks=tuple(checks), scatters=tuple(scatters))
+
+
+def _sort_checks(k: KernelIR, extents: dict) -> list:
+    """A sort numbers as many positions as its row has (``pt.topk``: at most as many): checked here when both
+    sizes are known, at each call otherwise."""
+    out: list = []
+    seen = set()
+    for s in k.stores:
+        for e in postorder(s.value):
+            if not isinstance(e, Sort) or (e.axis, e.out, e.top) in seen:
+                continue
+            seen.add((e.axis, e.out, e.top))
+            n, m = extents[e.axis], extents[e.out]
+            src_n, src_m = k.axis(e.axis).extent_source, k.axis(e.out).extent_source
+            what = "pt.topk" if e.top else "pt.sort" if e.which == "values" else "pt.argsort"
+            diff = n - m
+            if diff.is_const and (diff.const >= 0 if e.top else diff.const == 0):
+                continue
+            if diff.is_const:
+                raise TracingError(
+                    f"{what}: the results' axis '{k.axis_name(e.out)}' has {m} points ({src_m}) but the row has {n} "
+                    f"({src_n})" + (": k is larger than the row" if e.top else ""),
+                    e.loc,
+                    "keep at most as many values as a row has"
+                    if e.top
+                    else "store the result in an array whose size along that axis is the row's",
+                )
+            if e.top:
+                out.append(DimAtMost(m, src_m, n, src_n, what, e.loc))
+            else:
+                out.append(DimEqual(n, src_n, m, src_m, k.axis_name(e.out)))
+    return out
 
 
 def _injective(ix: Affine, extents: dict) -> bool:

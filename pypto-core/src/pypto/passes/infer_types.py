@@ -33,6 +33,7 @@ from pypto.ir.nodes import (
     Scalar,
     Scan,
     Scatter,
+    Sort,
     Store,
     Unary,
     Where,
@@ -203,6 +204,14 @@ class _Typer:
                 dt = dtypes.as_dtype(counted)
                 body = _fix_const(body, dt)
             return Scan(e.op, body, e.axis, e.reverse, dtype=dt, loc=e.loc)
+        if isinstance(e, Sort):  # the values keep their type; positions are int64 (NumPy's argsort)
+            body = self(e.body)
+            name = "topk" if e.top else "sort" if e.which == "values" else "argsort"
+            if body.dtype.is_complex:
+                raise self.err(e, f"pt.{name} of a complex expression (complex numbers have no order here)",
+                               "order the real parts or the magnitudes (pt.abs)")  # fmt: skip
+            dt = dtypes.int64 if e.which == "indices" else body.dtype
+            return replace(e, body=body, dtype=dt)
         if isinstance(e, Carry):
             assert e.dtype is not None, "a combine function's argument outside pt.associative_scan"
             return e

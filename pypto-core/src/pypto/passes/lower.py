@@ -50,6 +50,7 @@ from pypto.ir.nodes import (
     Scan,
     Scatter,
     ScatterPlan,
+    Sort,
     Store,
     Unary,
     Where,
@@ -64,6 +65,8 @@ from pypto.ir.nodes import (
     top_reduces,
 )
 from pypto.ir.reducers import combine, identity
+from pypto.passes.fuse import sort_of
+from pypto.passes.sorting import SortNest
 
 I64 = dtypes.int64
 MAX_SCATTER_BLOCKS = 64  # a blocked scatter's blocks at most (each beyond the first keeps a private copy)
@@ -151,7 +154,7 @@ class _Lowerer:
         if hit is not None:
             return hit[1]
         r: Expr
-        if isinstance(e, (Reduce, Scan)):
+        if isinstance(e, (Reduce, Scan, Sort)):
             r = red[e]  # type: ignore[index]
         elif isinstance(e, Carry):  # an argument of the combine function being lowered
             r = self.carry[e.slot]
@@ -733,6 +736,11 @@ class _Lowerer:
             stmts.append(Comment(where + text))
         if g.schedule is not None:
             stmts.append(Comment("schedule: " + g.schedule.describe(self.k.axis_name)))
+        ordered = [sort_of(s) for s in g.stores]
+        if ordered[0] is not None:  # a sort (with the others of its row): pypto.passes.sorting
+            nest = SortNest(g, ordered, self.fresh, self.extent, self.affine,  # type: ignore[arg-type]
+                            lambda e, env, known: self.expr(e, env, known, {}), self.k.axis_name)  # fmt: skip
+            return stmts + nest.lower()
         if g.split is not None and g.loops:
             return stmts + self.split_scan(g, sinks)
         if g.split is not None:

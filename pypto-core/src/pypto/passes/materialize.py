@@ -9,15 +9,30 @@ Three cases need one:
   row-major nest), or that has no free axes at all inside a nest with loops: it is computed once
   in a nest of its own instead of once per point. Full reductions computed this way are split
   into parallel blocks later;
-* a scan its nest cannot carry (inside a reduction, or along another axis than the nest's scan axis).
+* a scan its nest cannot carry (inside a reduction, or along another axis than the nest's scan axis);
+* a sort that is not the whole value of a store at plain axes (a nest computes a sort alone, from a row of
+  scratch), and the row a sort reads when computing it needs a reduction, a scan or another sort.
 """
 
 from __future__ import annotations
 
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import Group, KernelIR, Temp
-from pypto.ir.nodes import Expr, Load, Node, Scan, Store, free_axes, postorder, top_reduces, transform
-from pypto.passes.fuse import accesses, scan_of, store_loops
+from pypto.ir.nodes import (
+    Expr,
+    Load,
+    Node,
+    Reduce,
+    Scan,
+    Sort,
+    Store,
+    free_axes,
+    postorder,
+    sorts,
+    top_reduces,
+    transform,
+)
+from pypto.passes.fuse import accesses, scan_of, sort_of, store_loops
 
 
 def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
@@ -58,6 +73,31 @@ def _misplaced_scans(value: Expr, g: Group) -> list[Scan]:
     ]  # fmt: skip
 
 
+def _sort_rows(s: Store, g: Group, temps: _Temps, extents: dict) -> tuple[Store, list[Group]]:
+    """A store whose value has a sort: as it is when it stores one sort whole at plain axes, reading a row that
+    needs nothing computed along it; otherwise with a temporary for the first sort that is not so placed (or for
+    the row of the one that is), in a nest of its own before it."""
+    whole = sort_of(s)
+    plain = [ix.plain_axis() for ix in s.index]
+    if whole is not None and None not in plain and whole.out in plain:
+        body = whole.body
+        if not any(isinstance(n, (Reduce, Scan, Sort)) for n in postorder(body)):
+            return s, []
+        axes = tuple(sorted(free_axes(body) - {whole.axis}, key=lambda a: (a not in g.loops, a))) + (whole.axis,)
+        name = temps.new(body.dtype, tuple(extents[a] for a in axes))
+        tindex = tuple(Affine.axis(a) for a in axes)
+        row = Group((Store(name, tindex, body, loc=whole.loc),), axes)
+        value = _replace(s.value, body, Load(name, tindex, dtype=body.dtype, loc=whole.loc))
+        return Store(s.tensor, s.index, value, loc=s.loc), [row]
+    c = next(n for n in postorder(s.value) if isinstance(n, Sort))  # inner ones first
+    axes = tuple(sorted(free_axes(c) - {c.out}, key=lambda a: (a not in g.loops, a))) + (c.out,)
+    name = temps.new(c.dtype, tuple(extents[a] for a in axes))
+    tindex = tuple(Affine.axis(a) for a in axes)
+    nest = Group((Store(name, tindex, c, loc=c.loc),), axes)
+    value = _replace(s.value, c, Load(name, tindex, dtype=c.dtype, loc=c.loc))
+    return Store(s.tensor, s.index, value, loc=s.loc), [nest]
+
+
 def materialize_temporaries(k: KernelIR) -> KernelIR:
     """Introduce temporaries for self-dependent stores and misplaced reductions."""
     assert k.groups is not None
@@ -77,6 +117,13 @@ def materialize_temporaries(k: KernelIR) -> KernelIR:
                 new_before.append(Group((Store(name, tindex, s.value, loc=s.loc),), loops))
                 s = Store(s.tensor, s.index, Load(name, tindex, dtype=s.value.dtype, loc=s.loc), loc=s.loc)
             value = s.value
+            if sorts(value):
+                s, before = _sort_rows(s, g, temps, extents)
+                if before:
+                    new_before += before
+                    stores.append(s)
+                    continue
+                value = s.value
             for r in top_reduces(value):
                 free = free_axes(r)
                 prefix = set(g.loops[: len(free)])

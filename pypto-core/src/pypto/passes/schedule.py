@@ -52,6 +52,7 @@ from pypto.ir.nodes import (
     top_reduces,
 )
 from pypto.ir.schedule import NestSchedule, Schedule
+from pypto.passes.fuse import sort_of
 from pypto.targets.machine import Machine, host_cpu
 
 SPLIT_BLOCK = 16384  # points per block of a split reduction: 64 KiB of float32, L2-resident
@@ -157,6 +158,8 @@ def classify(g: Group) -> tuple[str, _Contraction | None]:
         return "full-reduction", None
     if any(scans(s.value) for s in g.stores):
         return "scan", None
+    if any(sort_of(s) is not None for s in g.stores):
+        return "sort", None
     c = contraction(g)
     if c is not None:
         return "contraction", c
@@ -273,6 +276,11 @@ class _Scheduler:
         if pattern == "scan":  # the scan's axis (the last loop) runs in order; an outer axis on threads
             parallel = self.parallel(gi, g, g.loops, hinted) if len(g.loops) > 1 else None
             self.allowed.append(f"{self.where(gi, g)}: none (a scan nest has no tiles)")
+            return replace(g, schedule=NestSchedule(pattern, g.loops, parallel, None, hinted=tuple(hinted)))
+        if pattern == "sort":  # each point of the other axes sorts its row; the outermost of them on threads
+            outer = tuple(a for a in g.loops if a not in {sort_of(s).out for s in g.stores})  # type: ignore[union-attr]
+            parallel = self.parallel(gi, g, outer, hinted) if outer else None
+            self.allowed.append(f"{self.where(gi, g)}: none (a sort nest has no tiles)")
             return replace(g, schedule=NestSchedule(pattern, g.loops, parallel, None, hinted=tuple(hinted)))
         order = self.order(gi, g, pattern, hinted)
         if order != g.loops:  # the pattern as the nest will be walked

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from pypto.ir.affine import Affine
 from pypto.ir.kernel import Group, KernelIR
-from pypto.ir.nodes import Store, scans, substitute_axes
+from pypto.ir.nodes import Store, scans, sorts, substitute_axes
 
 
 def _without(g: Group, axes: set[int]) -> Group:
@@ -39,6 +39,7 @@ def drop_unit_loops(k: KernelIR) -> KernelIR:
     groups = []
     for g in k.groups:
         carried = {n.axis for s in g.stores for n in scans(s.value)}  # a scan's loop stays (it carries the scan)
+        carried |= {n.out for s in g.stores for n in sorts(s.value)}  # and a sort's positions' loop
         drop = [a for a in g.loops if a in unit and a not in carried]
         if len(drop) == len(g.loops):
             drop = drop[:-1]

@@ -25,6 +25,7 @@ from pypto.ir.nodes import (
     COMPARE_OPS,
     LOGIC_OPS,
     SCATTER_OPS,
+    SORT_RESULTS,
     TRANSCENDENTAL,
     Binary,
     Cast,
@@ -35,6 +36,7 @@ from pypto.ir.nodes import (
     Reduce,
     Scalar,
     Scan,
+    Sort,
     Unary,
     Where,
     children,
@@ -126,6 +128,10 @@ def _check_expr(e: Expr, stage, buffers, scalars, axes, typed: bool, shaped: boo
         raise _fail(stage, "reduction over an undeclared axis")
     elif isinstance(e, Scan) and e.axis not in axes:
         raise _fail(stage, "scan along an undeclared axis")
+    elif isinstance(e, Sort) and not {e.axis, e.out} <= axes:
+        raise _fail(stage, "sort along an undeclared axis")
+    elif isinstance(e, Sort) and (e.axis == e.out or e.which not in SORT_RESULTS):
+        raise _fail(stage, "sort with its positions along its own row, or an unknown result")
     if not typed:
         return
     if e.dtype is None:

@@ -28,8 +28,8 @@ import numpy as np
 
 from pypto.hookspecs import hookimpl
 from pypto.ir.kernel import KernelIR, TensorParam
-from pypto.ir.nodes import Binary, Cast, Expr, Reduce, Scan, Unary, Where, free_axes, postorder
-from pypto.ir.ops import BINARY, CAST, MATH, REDUCERS, SCANS
+from pypto.ir.nodes import Binary, Cast, Expr, Reduce, Scan, Sort, Unary, Where, free_axes, postorder
+from pypto.ir.ops import BINARY, CAST, MATH, ORDERINGS, REDUCERS, SCANS
 from pypto.plugins import register_plugin, unregister_plugin
 
 
@@ -94,6 +94,11 @@ def kernel_flops(kir: KernelIR, dims: dict[str, int]) -> float:
             if id(e) in seen:
                 continue
             seen.add(id(e))
+            if isinstance(e, Sort):  # compares: n log2 n per row of n (a row's values are sorted once)
+                n = _extent(e.axis, dims, extents)
+                rows = math.prod(_extent(a, dims, extents) for a in free_axes(e, memo) - {e.out})
+                total += ORDERINGS["sort"].flops * float(rows * n * max(1, math.ceil(math.log2(max(n, 1)))))
+                continue
             cost = op_cost(e)
             if cost:
                 axes = free_axes(e.body, memo) if isinstance(e, Reduce) else free_axes(e, memo)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pypto.dtypes import DType
 from pypto.ir.affine import Affine
 from pypto.ir.contract import CallContract
-from pypto.ir.kernel import AxisNotEmpty, DimEqual, IndexInBounds, ScalarParam, TensorParam
+from pypto.ir.kernel import AxisNotEmpty, DimAtMost, DimEqual, IndexInBounds, ScalarParam, TensorParam
 
 # buffer-protocol format characters accepted for each dtype (native byte order)
 # the exported C function that returns a new ``entry`` function object (see :mod:`pypto.targets.cpu.loader`)
@@ -134,6 +134,8 @@ def render_entry(k: CallContract, function: str, c_types: dict[DType, str], arg_
     for c in k.checks:
         if isinstance(c, DimEqual):
             w(f"    if ({_c_affine(c.a)} != {_c_affine(c.b)}) goto fallback;")
+        elif isinstance(c, DimAtMost):
+            w(f"    if ({_c_affine(c.a)} > {_c_affine(c.b)}) goto fallback;")
         elif isinstance(c, AxisNotEmpty):  # the Python path raises the error
             w(f"    if ({_c_affine(extents[c.axis])} <= 0) goto fallback;")  # type: ignore[arg-type]
         elif isinstance(c, IndexInBounds):

@@ -1,0 +1,289 @@
+"""Lowering a sort nest (``pt.sort``, ``pt.argsort``, ``pt.topk``): the loop IR that orders each row.
+
+A nest whose stores each store one :class:`~pypto.ir.nodes.Sort` whole (``materialize`` sees to it; the values
+and the positions of one ``pt.topk`` share the nest) becomes, for every point of its other axes (the outermost
+on threads), code over a row of scratch, written with the loop IR's plain statements so that every backend runs
+it with no code of its own:
+
+* **merge sort** (every sort, and a ``pt.topk`` that keeps many values): the row's values and their positions
+  are copied into the first half of a scratch row, then merged bottom-up in runs of 1, 2, 4 ... between the
+  two halves (each pass a loop over pairs of runs; each step takes the next value of the left run unless the
+  right run's is strictly before it, so equal values keep their order: stable);
+* **selection** (``pt.topk`` of at most :data:`SELECT_MAX` values, known at compile time): the row is read
+  once, the ``k`` best values so far kept in order in scratch; a value that beats the last kept one is moved
+  in from the end (an insertion), so a row of ``n`` costs about ``n`` compares plus ``k log(n / k)``
+  insertions for random data.
+
+"Before" is the order of ``np.sort`` (ascending, NaN last) or its exact reverse (``descending``: NaN first, as
+``torch.topk``); ties are broken by position either way. The result is the same bits on every backend and
+for any thread count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pypto import dtypes
+from pypto.dtypes import DType
+from pypto.ir.kernel import Group
+from pypto.ir.loops import Alloc, Assign, Block, Comment, Declare, If, Let, Loop, Read, Stmt, Var, Write
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Sort, Where
+
+I64 = dtypes.int64
+BOOL = dtypes.bool_
+SELECT_MAX = 64
+"""``pt.topk`` keeps the values by selection (one read of the row, insertions into a sorted list of k) up to
+this many, by merge sort beyond: an insertion moves up to k values, so a large k pays k per value that beats
+the last one kept."""
+MERGE_PASSES = 64  # an upper bound on the passes of a merge sort (rows of up to 2**64 values)
+
+
+def _i64(v: int) -> Const:
+    return Const(int(v), dtype=I64)
+
+
+def _v(name: str, dt: DType = I64) -> Var:
+    return Var(name, dtype=dt)
+
+
+def _b(op: str, a: Expr, b: Expr) -> Expr:
+    kind_bool = op in ("lt", "le", "gt", "ge", "eq", "ne", "and", "or")
+    if op in ("and", "or") or kind_bool:
+        return Binary(op, a, b, dtype=BOOL)
+    return Binary(op, a, b, dtype=a.dtype)
+
+
+def _add(a: Expr, b: Expr) -> Expr:
+    if isinstance(a, Const) and isinstance(b, Const):
+        return _i64(a.value + b.value)
+    if isinstance(b, Const) and b.value == 0:
+        return a
+    return Binary("add", a, b, dtype=I64)
+
+
+def _sub(a: Expr, b: Expr) -> Expr:
+    if isinstance(a, Const) and isinstance(b, Const):
+        return _i64(a.value - b.value)
+    if isinstance(b, Const) and b.value == 0:
+        return a
+    return Binary("sub", a, b, dtype=I64)
+
+
+def _mul(a: Expr, b: Expr) -> Expr:
+    if isinstance(a, Const) and isinstance(b, Const):
+        return _i64(a.value * b.value)
+    return Binary("mul", a, b, dtype=I64)
+
+
+def _min(a: Expr, b: Expr) -> Expr:
+    if isinstance(a, Const) and isinstance(b, Const):
+        return _i64(min(a.value, b.value))
+    return Binary("minimum", a, b, dtype=I64)
+
+
+def _max(a: Expr, b: Expr) -> Expr:
+    if isinstance(a, Const) and isinstance(b, Const):
+        return _i64(max(a.value, b.value))
+    return Binary("maximum", a, b, dtype=I64)
+
+
+def _as_int(b: Expr) -> Expr:
+    return Cast(b, dtype=I64)
+
+
+def before(a: Expr, b: Expr, descending: bool) -> Expr:
+    """Whether value ``a`` comes strictly before value ``b``: ascending with NaN last (``np.sort``), or the
+    reverse with NaN first (``descending``); booleans compare as integers."""
+    dt = a.dtype
+    assert dt is not None
+    if dt.is_bool:
+        a, b = Cast(a, dtype=dtypes.int32), Cast(b, dtype=dtypes.int32)
+    first, second = (b, a) if descending else (a, b)
+    strict = _b("lt", first, second)
+    if not dt.is_float:
+        return strict
+    nan_second = _b("ne", second, second)  # the NaN goes last: a number before a NaN
+    return _b("or", strict, _b("and", nan_second, _b("eq", first, first)))
+
+
+class SortNest:
+    """The loop IR of one sort nest (module docstring). ``fresh`` names locals; ``extent(axis)`` and
+    ``affine(ix, env)`` give int64 expressions of sizes and indices; ``value(e, env, known)`` lowers an
+    expression at the loop variables ``env`` (axis -> name), ``known`` mapping nodes to computed values."""
+
+    def __init__(
+        self,
+        g: Group,
+        sorts: list[Sort],
+        fresh: Callable[[str], str],
+        extent: Callable[[int], Expr],
+        index: Callable[[object, dict[int, str]], Expr],
+        value: Callable[[Expr, dict[int, str], dict], Expr],
+        axis_name: Callable[[int], str],
+    ):
+        self.g, self.fresh, self.extent, self.index, self.value = g, fresh, extent, index, value
+        self.sort = sorts[0]
+        self.sorts = sorts
+        self.axis_name = axis_name
+        self.outer = [a for a in g.loops if a != self.sort.out]
+        self.env = {a: fresh(axis_name(a)) for a in self.outer}
+        self.want_idx = any(c.which == "indices" for c in sorts)
+        assert self.sort.body.dtype is not None
+        self.kdt: DType = self.sort.body.dtype
+        self.n = extent(self.sort.axis)
+        self.m = extent(self.sort.out)
+
+    def row(self) -> tuple[Expr, ...]:
+        return tuple(_v(self.env[a]) for a in self.outer)
+
+    def lower(self) -> list[Stmt]:
+        s, m = self.sort, self.m
+        static = isinstance(m, Const)
+        select_only = s.top and static and m.value <= SELECT_MAX  # type: ignore[attr-defined]
+        keys, idx = self.fresh("_keys"), self.fresh("_pos")
+        order = "descending" if s.descending else "ascending"
+        head = f"sort along {self.axis_name(s.axis)} ({order}, stable): "
+        if select_only:  # a few values known at compile time: a row of k of scratch
+            shape_row: tuple[Expr, ...] = (m,)
+            self.slot: tuple[Expr, ...] = ()
+            body = self.select(keys, idx) + self.results(keys, idx)
+            algo = f"selection of {m.value} (insertions)"  # type: ignore[attr-defined]
+        else:
+            shape_row = (_i64(2), self.n)
+            merge = self.merge(keys, idx)
+            self.slot = (_v(self.src),)
+            merged = merge + self.results(keys, idx)
+            algo = "merge sort, runs doubling"
+            body = merged
+            if s.top and not static:  # k known at the call only: selection when it is small
+                self.slot = (_i64(0),)
+                selected = self.select(keys, idx) + self.results(keys, idx)
+                body = [If(_b("le", m, _i64(SELECT_MAX)), Block(tuple(selected)), Block(tuple(merged)))]
+                algo = f"selection of k (insertions) when k <= {SELECT_MAX}, else merge sort, runs doubling"
+        nest: Stmt = Block(tuple(body))
+        points: Expr = _i64(1)
+        for a in self.outer:
+            points = _mul(points, self.extent(a))
+        work = _mul(_mul(points, self.n), _i64(16))
+        parallel = self.g.parallel
+        for a in reversed(self.outer):
+            kind = "parallel" if a == parallel else "serial"
+            nest = Loop(self.env[a], _i64(0), self.extent(a), nest, kind, (), work if kind == "parallel" else None)
+        outer_shape = tuple(self.extent(a) for a in self.outer)
+        stmt: Stmt = nest
+        if self.want_idx:
+            stmt = Alloc(idx, I64, outer_shape + shape_row, stmt)
+        stmt = Alloc(keys, self.kdt, outer_shape + shape_row, stmt)
+        return [Comment(head + algo), stmt]
+
+    # -- reading the row -----------------------------------------------------------------------------
+    def element(self, j: str) -> Expr:
+        """The row's value at position ``j`` (its body lowered with the sort's axis at ``j``)."""
+        return self.value(self.sort.body, {**self.env, self.sort.axis: j}, {})
+
+    # -- merge sort --------------------------------------------------------------------------------------
+    def merge(self, keys: str, idx: str) -> list[Stmt]:
+        row, n, kdt = self.row(), self.n, self.kdt
+        j = self.fresh("_j")
+        copy: list[Stmt] = [Write(keys, (*row, _i64(0), _v(j)), self.element(j))]
+        if self.want_idx:
+            copy.append(Write(idx, (*row, _i64(0), _v(j)), _v(j)))
+        width, src, p = self.fresh("_width"), self.fresh("_src"), self.fresh("_pass")
+        self.src = src
+        b, lo, mid, hi = (self.fresh(x) for x in ("_pair", "_lo", "_mid", "_hi"))
+        i_, j_, t = self.fresh("_i"), self.fresh("_k"), self.fresh("_t")
+        ki, kj, right = self.fresh("_a"), self.fresh("_b"), self.fresh("_right")
+        w, sv = _v(width), _v(src)
+        dst = _sub(_i64(1), sv)
+        two_w = _mul(w, _i64(2))
+        at_i = _min(_v(i_), _sub(_v(mid), _i64(1)))
+        at_j = _min(_v(j_), _sub(_v(hi), _i64(1)))
+        take_right = _b("and", _b("lt", _v(j_), _v(hi)),
+                        _b("or", _b("ge", _v(i_), _v(mid)), before(_v(kj, kdt), _v(ki, kdt), self.sort.descending)))  # fmt: skip
+        rv = _v(right, BOOL)
+        step: list[Stmt] = [
+            Let(ki, Read(keys, (*row, sv, at_i), dtype=kdt)),
+            Let(kj, Read(keys, (*row, sv, at_j), dtype=kdt)),
+            Let(right, take_right),
+            Write(keys, (*row, dst, _v(t)), Where(rv, _v(kj, kdt), _v(ki, kdt), dtype=kdt)),
+        ]
+        if self.want_idx:
+            step.append(Write(idx, (*row, dst, _v(t)), Where(rv, Read(idx, (*row, sv, at_j), dtype=I64),
+                                                             Read(idx, (*row, sv, at_i), dtype=I64), dtype=I64)))  # fmt: skip
+        step += [
+            Assign(j_, _add(_v(j_), _as_int(rv))),
+            Assign(i_, _sub(_add(_v(i_), _i64(1)), _as_int(rv))),
+        ]
+        pairs = _b("floordiv", _add(n, _sub(two_w, _i64(1))), two_w)
+        merge_pair = Block((
+            Let(lo, _mul(_v(b), two_w)),
+            Let(mid, _min(_add(_v(lo), w), n)),
+            Let(hi, _min(_add(_v(lo), two_w), n)),
+            Declare(i_, I64, _v(lo)),
+            Declare(j_, I64, _v(mid)),
+            Loop(t, _v(lo), _v(hi), Block(tuple(step)), "serial"),
+        ))  # fmt: skip
+        one_pass = If(_b("lt", w, n), Block((
+            Loop(b, _i64(0), pairs, merge_pair, "serial"),
+            Assign(width, two_w),
+            Assign(src, dst),
+        )))  # fmt: skip
+        return [
+            Loop(j, _i64(0), n, Block(tuple(copy)), "serial"),
+            Declare(width, I64, _i64(1)),
+            Declare(src, I64, _i64(0)),
+            Loop(p, _i64(0), _i64(MERGE_PASSES), one_pass, "serial"),
+        ]
+
+    # -- selection (pt.topk of a few) -------------------------------------------------------------------
+    def select(self, keys: str, idx: str) -> list[Stmt]:
+        row, kdt, m = (*self.row(), *self.slot), self.kdt, self.m
+        if isinstance(m, Const) and m.value == 0:
+            return []
+        names = ("_j", "_held", "_x", "_at", "_from", "_t", "_worst")
+        j, held, x, pos, start, t, worst = (self.fresh(n) for n in names)
+        last = _sub(m, _i64(1))
+        xv, wv = _v(x, kdt), _v(worst, kdt)
+        prev = _max(_sub(_v(pos), _i64(1)), _i64(0))
+        shift_cond = _b("and", _b("gt", _v(pos), _i64(0)), before(xv, Read(keys, (*row, prev), dtype=kdt),
+                                                                     self.sort.descending))  # fmt: skip
+        shift: list[Stmt] = [Write(keys, (*row, _v(pos)), Read(keys, (*row, prev), dtype=kdt))]
+        if self.want_idx:
+            shift.append(Write(idx, (*row, _v(pos)), Read(idx, (*row, prev), dtype=I64)))
+        shift.append(Assign(pos, prev))
+        place: list[Stmt] = [Write(keys, (*row, _v(pos)), xv)]
+        if self.want_idx:
+            place.append(Write(idx, (*row, _v(pos)), _v(j)))
+        insert = Block((
+            Declare(pos, I64, _min(_v(held), last)),
+            Let(start, _v(pos)),
+            Loop(t, _i64(0), _v(start), If(shift_cond, Block(tuple(shift))), "serial"),
+            *place,
+            Assign(held, _min(_add(_v(held), _i64(1)), m)),
+            Assign(worst, Read(keys, (*row, last), dtype=kdt)),  # (the last kept value, once k are held)
+        ))  # fmt: skip
+        # a value is kept while fewer than k are, then when it comes before the last one kept
+        beats = _b("or", _b("lt", _v(held), m), before(xv, wv, self.sort.descending))
+        loop: Stmt = Loop(j, _i64(0), self.n, Block((Let(x, self.element(j)), If(beats, insert))), "serial")
+        if not isinstance(m, Const):  # (k = 0 keeps nothing)
+            loop = If(_b("gt", m, _i64(0)), loop)
+        zero = Const(False if kdt.is_bool else 0.0 if kdt.is_float else 0, dtype=kdt)
+        return [Declare(held, I64, _i64(0)), Declare(worst, kdt, zero), loop]
+
+    # -- the stores ---------------------------------------------------------------------------------------
+    def results(self, keys: str, idx: str) -> list[Stmt]:
+        """Each store at every position of the results' axis, the sort read from the scratch row."""
+        row = self.row()
+        c = self.fresh(self.axis_name(self.sort.out))
+        env = {**self.env, self.sort.out: c}
+        half = self.slot
+        writes: list[Stmt] = []
+        for store, node in zip(self.g.stores, self.sorts):
+            buf, dt = (keys, self.kdt) if node.which == "values" else (idx, I64)
+            known = {node: Read(buf, (*row, *half, _v(c)), dtype=dt)}
+            index = tuple(self.index(ix, env) for ix in store.index)
+            writes.append(Write(store.tensor, index, self.value(store.value, env, known)))
+        return [Loop(c, _i64(0), self.m, Block(tuple(writes)), "serial")]
+
+
+__all__ = ["SortNest", "SELECT_MAX", "before"]

@@ -1,0 +1,197 @@
+"""Orderings: ``pt.sort``, ``pt.argsort`` and ``pt.topk`` in kernels and jit functions, compared with NumPy's
+``np.sort``/``np.argsort(kind="stable")`` (ascending, NaN last) and torch's stable descending sort and ``topk``
+(descending: NaN first) on the same inputs, and their gradients with torch autograd."""
+
+import numpy as np
+import pytest
+import torch
+
+import pypto as pt
+
+N, M, K = pt.dims("N M K")
+
+
+def _descending(x, axis):
+    """Positions in torch's stable descending order (NaN first; ties in the order of their positions)."""
+    return torch.sort(torch.from_numpy(np.ascontiguousarray(x)), dim=axis, descending=True, stable=True).indices.numpy()
+
+
+def _ties(rng, shape, dtype=np.float64):
+    x = rng.choice([-2.0, -1.0, -0.0, 0.0, 0.5, 3.0], shape).astype(dtype)
+    if x.dtype.kind == "f":
+        x[rng.random(shape) < 0.05] = np.nan
+    return x
+
+
+def test_kernel_sort_and_argsort_along_either_axis(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def orders(x: pt.Tensor[pt.float64, (N, M)], s: pt.Tensor[pt.float64, (N, M)],
+               si: pt.Tensor[pt.int64, (N, M)], d: pt.Tensor[pt.float64, (N, M)],
+               di: pt.Tensor[pt.int64, (N, M)]):  # fmt: skip
+        r, c = pt.axis(0), pt.axis(1)
+        s[r, c] = pt.sort(x[r, c], axis=c)
+        si[r, c] = pt.argsort(x[r, c], axis=c)
+        d[r, c] = pt.sort(x[r, c] * 2.0, axis=r, descending=True)
+        di[r, c] = pt.argsort(x[r, c], axis=r, descending=True)
+
+    x = _ties(rng, (37, 53))
+    s, d = np.zeros_like(x), np.zeros_like(x)
+    si, di = np.zeros(x.shape, np.int64), np.zeros(x.shape, np.int64)
+    orders(x, s, si, d, di)
+    np.testing.assert_array_equal(s, np.sort(x, axis=1))
+    np.testing.assert_array_equal(si, np.argsort(x, axis=1, kind="stable"))
+    np.testing.assert_array_equal(di, _descending(x, 0))
+    np.testing.assert_array_equal(d, np.take_along_axis(x * 2.0, _descending(x, 0), 0))
+    text = orders.ir("schedule")
+    assert "sort(" in text and "argsort(" in text and "sort order=(r, c) parallel=r" in text
+    assert "merge sort" in orders.ir("lower")
+    # the sort and the argsort of one row are one nest (the column sorts order different values: two)
+    assert orders.ir("lower").count("merge sort") == 3
+
+
+@pytest.mark.parametrize("k", [1, 7, 64, 65, 200])
+def test_kernel_topk_selection_and_merge_sort(pypto_executor, rng, k):
+    @pt.kernel(executor=pypto_executor)
+    def top(x: pt.Tensor[pt.float32, (N, M)], v: pt.Tensor[pt.float32, (N, K)], i: pt.Tensor[pt.int64, (N, K)],
+            lo: pt.Tensor[pt.float32, (N, K)], li: pt.Tensor[pt.int64, (N, K)]):  # fmt: skip
+        r, c, j = pt.axis(0), pt.axis(1), pt.axis(2)
+        v[r, j], i[r, j] = pt.topk(x[r, c], j, axis=c)
+        lo[r, j], li[r, j] = pt.topk(x[r, c], j, axis=c, largest=False)
+
+    x = _ties(rng, (9, 500), np.float32)
+    v, lo = np.zeros((9, k), np.float32), np.zeros((9, k), np.float32)
+    i, li = np.zeros((9, k), np.int64), np.zeros((9, k), np.int64)
+    top(x, v, i, lo, li)
+    want = torch.topk(torch.from_numpy(x), k)
+    np.testing.assert_array_equal(v, want.values.numpy())  # NaN the largest, as torch's
+    np.testing.assert_array_equal(i, _descending(x, 1)[:, :k])
+    np.testing.assert_array_equal(li, np.argsort(x, axis=1, kind="stable")[:, :k])
+    np.testing.assert_array_equal(lo, np.sort(x, axis=1)[:, :k])
+    assert "merge sort" in top.ir("lower")  # (k known at the call only)
+
+
+def test_kernel_topk_of_a_static_k_selects(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def top5(x: pt.Tensor[pt.float64, (N, M)], v: pt.Tensor[pt.float64, (N, 5)], i: pt.Tensor[pt.int64, (N, 5)]):
+        r, c, j = pt.axis(0), pt.axis(1), pt.axis(2)
+        v[r, j], i[r, j] = pt.topk(x[r, c], j, axis=c)
+
+    x = rng.standard_normal((33, 1000))
+    v, i = np.zeros((33, 5)), np.zeros((33, 5), np.int64)
+    top5(x, v, i)
+    want = torch.topk(torch.from_numpy(x), 5)
+    np.testing.assert_array_equal(v, want.values.numpy())
+    np.testing.assert_array_equal(i, want.indices.numpy())  # distinct values: the same positions as torch's
+    assert "selection of 5 (insertions)" in top5.ir("lower")
+
+
+def test_kernel_sorts_of_integers_booleans_halves_and_empty_rows(pypto_executor, rng):
+    half = pt.float32 if pypto_executor == "numba" else pt.float16  # (the numba backend has no float16)
+
+    @pt.kernel(executor=pypto_executor)
+    def orders(a: pt.Tensor[pt.int16, (N, M)], b: pt.Tensor[pt.bool_, (N, M)], h: pt.Tensor[half, (N, M)],
+               sa: pt.Tensor[pt.int16, (N, M)], ib: pt.Tensor[pt.int64, (N, M)], sh: pt.Tensor[half, (N, M)]):  # fmt: skip
+        r, c = pt.axis(0), pt.axis(1)
+        sa[r, c] = pt.sort(a[r, c], axis=c, descending=True)
+        ib[r, c] = pt.argsort(b[r, c], axis=c)
+        sh[r, c] = pt.sort(h[r, c], axis=r)
+
+    for shape in ((6, 41), (0, 5), (4, 0)):
+        a = rng.integers(-3, 3, shape).astype(np.int16)
+        b = rng.random(shape) < 0.5
+        h = rng.standard_normal(shape).astype(half.numpy)
+        sa, sh = np.zeros_like(a), np.zeros_like(h)
+        ib = np.zeros(shape, np.int64)
+        orders(a, b, h, sa, ib, sh)
+        np.testing.assert_array_equal(sa, -np.sort(-a.astype(np.int64), axis=1).astype(np.int16))
+        np.testing.assert_array_equal(ib, np.argsort(b, axis=1, kind="stable"))
+        np.testing.assert_array_equal(sh, np.sort(h, axis=0))
+
+
+def test_jit_orderings_match_numpy_and_torch(pypto_executor, rng):
+    @pt.jit(executor=pypto_executor)
+    def orders(x):
+        values, positions = pt.topk(x, 10)
+        return pt.sort(x), pt.argsort(x, axis=0, descending=True), values, positions, pt.sort(x, axis=None)
+
+    x = _ties(rng, (6, 300), np.float32)
+    s, a, v, p, flat = orders(x)
+    np.testing.assert_array_equal(s, np.sort(x, axis=-1))
+    np.testing.assert_array_equal(a, _descending(x, 0))
+    np.testing.assert_array_equal(v, torch.topk(torch.from_numpy(x), 10).values.numpy())
+    np.testing.assert_array_equal(p, _descending(x, 1)[:, :10])
+    np.testing.assert_array_equal(flat, np.sort(x, axis=None))
+
+    @pt.jit(executor=pypto_executor)
+    def composed(x):  # a sort of a computed row, read reversed and combined with more work
+        return pt.sort(pt.exp(x) * 2.0, axis=1)[:, ::-1] + x.sum(axis=1, keepdims=True)
+
+    y = rng.standard_normal((7, 129))
+    np.testing.assert_allclose(composed(y), np.sort(np.exp(y) * 2.0, axis=1)[:, ::-1] + y.sum(1, keepdims=True),
+                               rtol=1e-12)  # fmt: skip
+
+    @pt.jit(executor=pypto_executor)
+    def smallest(x):
+        return pt.topk(x, 3, axis=0, largest=False)
+
+    z = rng.integers(0, 5, (40, 6)).astype(np.int32)
+    v, p = smallest(z)
+    want = np.argsort(z, axis=0, kind="stable")[:3]
+    np.testing.assert_array_equal(p, want)
+    np.testing.assert_array_equal(v, np.take_along_axis(z, want, 0))
+
+
+def test_jit_gradients_of_sorted_values_match_torch(pypto_executor, rng):
+    x = rng.standard_normal((5, 64))  # distinct values: torch's topk positions are ours
+    w = rng.standard_normal((5, 64))
+
+    def f(x, w):
+        values, _ = pt.topk(x, 8)
+        return (pt.sort(x, axis=1) * w).sum() + (values * values).sum()
+
+    g = pt.grad(pt.jit(f, executor=pypto_executor))(x, w)
+    t = torch.tensor(x, requires_grad=True)
+    loss = (torch.sort(t, dim=1).values * torch.from_numpy(w)).sum() + (torch.topk(t, 8).values ** 2).sum()
+    loss.backward()
+    np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_ordering_errors_name_the_construct():
+    with pytest.raises(pt.ShapeError, match="k=7 is out of range"):
+        pt.jit(lambda x: pt.topk(x, 7))(np.zeros((2, 5)))
+    with pytest.raises(pt.TracingError, match="complex"):
+        pt.jit(lambda x: pt.sort(x))(np.zeros(4, np.complex64))
+    with pytest.raises(pt.TracingError, match="k must be an int"):
+        pt.jit(lambda x: pt.topk(x, 2.5))(np.zeros(4))
+
+    @pt.kernel
+    def not_an_axis(x: pt.Tensor[pt.float32, (N, M)], v: pt.Tensor[pt.float32, (N, K)]):
+        r, c = pt.axis(0), pt.axis(1)
+        v[r, c], _ = pt.topk(x[r, c], 3, axis=c)
+
+    with pytest.raises(pt.TracingError, match="k is the axis that numbers the results"):
+        not_an_axis(np.zeros((2, 5), np.float32), np.zeros((2, 3), np.float32))
+
+    @pt.kernel
+    def too_many(x: pt.Tensor[pt.float32, (N, M)], v: pt.Tensor[pt.float32, (N, K)]):
+        r, c, j = pt.axis(0), pt.axis(1), pt.axis(2)
+        v[r, j], _ = pt.topk(x[r, c], j, axis=c)
+
+    with pytest.raises(pt.ShapeError, match="keeps v.shape\\[1\\] = 6 values of rows of x.shape\\[1\\] = 5"):
+        too_many(np.zeros((2, 5), np.float32), np.zeros((2, 6), np.float32))
+
+    @pt.kernel
+    def wrong_size(x: pt.Tensor[pt.float32, (N, 5)], y: pt.Tensor[pt.float32, (N, 4)]):
+        r, c = pt.axis(0), pt.axis(1)
+        y[r, c] = pt.sort(x[r, c], axis=c)
+
+    with pytest.raises(pt.TracingError, match="the row has 5"):
+        wrong_size(np.zeros((2, 5), np.float32), np.zeros((2, 4), np.float32))
+
+    @pt.kernel
+    def unsorted_axis(x: pt.Tensor[pt.float32, (N,)], y: pt.Tensor[pt.float32, (N, M)]):
+        r, c = pt.axis(0), pt.axis(1)
+        y[r, c] = pt.sort(x[r], axis=c)
+
+    with pytest.raises(pt.TracingError, match="does not depend on"):
+        unsorted_axis(np.zeros(3, np.float32), np.zeros((3, 2), np.float32))
