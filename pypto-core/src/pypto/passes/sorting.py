@@ -6,13 +6,15 @@ on threads), code over a row of scratch, written with the loop IR's plain statem
 it with no code of its own:
 
 * **merge sort** (every sort, and a ``pt.topk`` that keeps many values): the row's values and their positions
-  are copied into the first half of a scratch row, then merged bottom-up in runs of 1, 2, 4 ... between the
-  two halves (each pass a loop over pairs of runs; each step takes the next value of the left run unless the
-  right run's is strictly before it, so equal values keep their order: stable);
-* **selection** (``pt.topk`` of at most :data:`SELECT_MAX` values, known at compile time): the row is read
-  once, the ``k`` best values so far kept in order in scratch; a value that beats the last kept one is moved
-  in from the end (an insertion), so a row of ``n`` costs about ``n`` compares plus ``k log(n / k)``
-  insertions for random data.
+  are copied into the first half of a scratch row, each pair of neighbours in order, then merged bottom-up in
+  runs of 2, 4, 8 ... between the two halves. Each merge works from both ends at once: the front takes the
+  left run's next value unless the right run's is strictly before it, the back takes the right run's last
+  value unless it is strictly before the left run's, so equal values keep their order (stable), and the two
+  ends are two independent chains of dependent steps (a merge step waits for the compare before it);
+* **selection** (``pt.topk`` of at most :data:`SELECT_MAX` values): the row is read once, the ``k`` best
+  values so far kept in order in scratch; a value that beats the last kept one is inserted (its place counted
+  without a branch, the kept values after it moved up one), so a row of ``n`` costs about ``n`` compares plus
+  ``k log(n / k)`` insertions for random data.
 
 "Before" is the order of ``np.sort`` (ascending, NaN last) or its exact reverse (``descending``: NaN first, as
 ``torch.topk``); ties are broken by position either way. The result is the same bits on every backend and
@@ -93,17 +95,19 @@ def _as_int(b: Expr) -> Expr:
 
 def before(a: Expr, b: Expr, descending: bool) -> Expr:
     """Whether value ``a`` comes strictly before value ``b``: ascending with NaN last (``np.sort``), or the
-    reverse with NaN first (``descending``); booleans compare as integers."""
+    reverse with NaN first (``descending``); booleans compare as integers. For floats, with two compares and no
+    branch: ascending ``not (b <= a) and a == a`` (a NaN ``a`` comes before nothing, a number before a NaN ``b``),
+    descending ``not (a <= b) and b == b``."""
     dt = a.dtype
     assert dt is not None
     if dt.is_bool:
         a, b = Cast(a, dtype=dtypes.int32), Cast(b, dtype=dtypes.int32)
-    first, second = (b, a) if descending else (a, b)
-    strict = _b("lt", first, second)
     if not dt.is_float:
-        return strict
-    nan_second = _b("ne", second, second)  # the NaN goes last: a number before a NaN
-    return _b("or", strict, _b("and", nan_second, _b("eq", first, first)))
+        return _b("lt", b, a) if descending else _b("lt", a, b)
+    first, second = (a, b) if descending else (b, a)  # before = not (first <= second) and (the other) is a number
+    number = b if descending else a
+    after_or_equal = _b("le", first, second)
+    return _b("and", _b("xor", after_or_equal, Const(True, dtype=BOOL)), _b("eq", number, number))
 
 
 class SortNest:
@@ -183,54 +187,109 @@ class SortNest:
 
     # -- merge sort --------------------------------------------------------------------------------------
     def merge(self, keys: str, idx: str) -> list[Stmt]:
-        row, n, kdt = self.row(), self.n, self.kdt
-        j = self.fresh("_j")
-        copy: list[Stmt] = [Write(keys, (*row, _i64(0), _v(j)), self.element(j))]
-        if self.want_idx:
-            copy.append(Write(idx, (*row, _i64(0), _v(j)), _v(j)))
+        """Pairs ordered while the row is copied in, then runs of 2, 4 ... merged from both ends at once (two
+        independent chains of dependent steps instead of one)."""
+        row, n, kdt, desc = self.row(), self.n, self.kdt, self.sort.descending
         width, src, p = self.fresh("_width"), self.fresh("_src"), self.fresh("_pass")
         self.src = src
-        b, lo, mid, hi = (self.fresh(x) for x in ("_pair", "_lo", "_mid", "_hi"))
-        i_, j_, t = self.fresh("_i"), self.fresh("_k"), self.fresh("_t")
-        ki, kj, right = self.fresh("_a"), self.fresh("_b"), self.fresh("_right")
         w, sv = _v(width), _v(src)
         dst = _sub(_i64(1), sv)
+
+        def put(half: Expr, at: Expr, value: Expr, pos: Expr) -> list[Stmt]:
+            out: list[Stmt] = [Write(keys, (*row, half, at), value)]
+            if self.want_idx:
+                out.append(Write(idx, (*row, half, at), pos))
+            return out
+
+        def key(at: Expr) -> Expr:
+            return Read(keys, (*row, sv, at), dtype=kdt)
+
+        def pos(at: Expr) -> Expr:
+            return Read(idx, (*row, sv, at), dtype=I64)
+
+        # 1. the row copied in, each pair (2q, 2q + 1) in order (the second first only when strictly before)
+        q, j0, j1, a, b_, swap = (self.fresh(x) for x in ("_q", "_j", "_j", "_a", "_b", "_swap"))
+        av, bv, sw = _v(a, kdt), _v(b_, kdt), _v(swap, BOOL)
+        pair = [
+            Let(j0, _mul(_v(q), _i64(2))),
+            Let(j1, _add(_v(j0), _i64(1))),
+            Let(a, self.element(j0)),
+            Let(b_, self.element(j1)),
+            Let(swap, before(bv, av, desc)),
+            *put(_i64(0), _v(j0), Where(sw, bv, av, dtype=kdt), Where(sw, _v(j1), _v(j0), dtype=I64)),
+            *put(_i64(0), _v(j1), Where(sw, av, bv, dtype=kdt), Where(sw, _v(j0), _v(j1), dtype=I64)),
+        ]
+        half_n = _b("floordiv", n, _i64(2))
+        last = self.fresh("_j")
+        odd = If(_b("eq", _b("mod", n, _i64(2)), _i64(1)), Block((
+            Let(last, _sub(n, _i64(1))),
+            *put(_i64(0), _v(last), self.element(last), _v(last)),
+        )))  # fmt: skip
+        # 2. the merges: the front takes the left run's value unless the right's is strictly before it; the back
+        # takes the right run's last unless it is strictly before the left's (equal values keep their order)
+        b, lo, mid, hi, size, steps = (self.fresh(x) for x in ("_pair", "_lo", "_mid", "_hi", "_n", "_steps"))
+        i_, j_, ib, jb, t = (self.fresh(x) for x in ("_i", "_k", "_ib", "_kb", "_t"))
+        lov, midv, hiv = _v(lo), _v(mid), _v(hi)
+
+        def front(out: Expr) -> list[Stmt]:
+            ki, kj, right, sel = self.fresh("_a"), self.fresh("_b"), self.fresh("_right"), self.fresh("_at")
+            at_i, at_j = _min(_v(i_), _sub(midv, _i64(1))), _min(_v(j_), _sub(hiv, _i64(1)))
+            rv = _v(right, BOOL)
+            take = _b("and", _b("lt", _v(j_), hiv),
+                      _b("or", _b("ge", _v(i_), midv), before(_v(kj, kdt), _v(ki, kdt), desc)))  # fmt: skip
+            return [
+                Let(ki, key(at_i)),
+                Let(kj, key(at_j)),
+                Let(right, take),
+                Let(sel, Where(rv, at_j, at_i, dtype=I64)),  # (an index chosen: no branch on the values)
+                *put(dst, out, key(_v(sel)), pos(_v(sel)) if self.want_idx else _i64(0)),
+                Assign(j_, _add(_v(j_), _as_int(rv))),
+                Assign(i_, _sub(_add(_v(i_), _i64(1)), _as_int(rv))),
+            ]  # fmt: skip
+
+        def back(out: Expr) -> list[Stmt]:
+            ki, kj, left, sel = self.fresh("_a"), self.fresh("_b"), self.fresh("_left"), self.fresh("_at")
+            at_i, at_j = _max(_v(ib), lov), _max(_v(jb), lov)  # (jb >= mid - 1 >= lo: always in the row)
+            lv = _v(left, BOOL)
+            take = _b("and", _b("ge", _v(ib), lov),
+                      _b("or", _b("lt", _v(jb), midv), before(_v(kj, kdt), _v(ki, kdt), desc)))  # fmt: skip
+            return [
+                Let(ki, key(at_i)),
+                Let(kj, key(at_j)),
+                Let(left, take),
+                Let(sel, Where(lv, at_i, at_j, dtype=I64)),
+                *put(dst, out, key(_v(sel)), pos(_v(sel)) if self.want_idx else _i64(0)),
+                Assign(ib, _sub(_v(ib), _as_int(lv))),
+                Assign(jb, _add(_sub(_v(jb), _i64(1)), _as_int(lv))),
+            ]  # fmt: skip
+
         two_w = _mul(w, _i64(2))
-        at_i = _min(_v(i_), _sub(_v(mid), _i64(1)))
-        at_j = _min(_v(j_), _sub(_v(hi), _i64(1)))
-        take_right = _b("and", _b("lt", _v(j_), _v(hi)),
-                        _b("or", _b("ge", _v(i_), _v(mid)), before(_v(kj, kdt), _v(ki, kdt), self.sort.descending)))  # fmt: skip
-        rv = _v(right, BOOL)
-        step: list[Stmt] = [
-            Let(ki, Read(keys, (*row, sv, at_i), dtype=kdt)),
-            Let(kj, Read(keys, (*row, sv, at_j), dtype=kdt)),
-            Let(right, take_right),
-            Write(keys, (*row, dst, _v(t)), Where(rv, _v(kj, kdt), _v(ki, kdt), dtype=kdt)),
-        ]
-        if self.want_idx:
-            step.append(Write(idx, (*row, dst, _v(t)), Where(rv, Read(idx, (*row, sv, at_j), dtype=I64),
-                                                             Read(idx, (*row, sv, at_i), dtype=I64), dtype=I64)))  # fmt: skip
-        step += [
-            Assign(j_, _add(_v(j_), _as_int(rv))),
-            Assign(i_, _sub(_add(_v(i_), _i64(1)), _as_int(rv))),
-        ]
-        pairs = _b("floordiv", _add(n, _sub(two_w, _i64(1))), two_w)
+        steps_v = _v(steps)
         merge_pair = Block((
             Let(lo, _mul(_v(b), two_w)),
-            Let(mid, _min(_add(_v(lo), w), n)),
-            Let(hi, _min(_add(_v(lo), two_w), n)),
-            Declare(i_, I64, _v(lo)),
-            Declare(j_, I64, _v(mid)),
-            Loop(t, _v(lo), _v(hi), Block(tuple(step)), "serial"),
+            Let(mid, _min(_add(lov, w), n)),
+            Let(hi, _min(_add(lov, two_w), n)),
+            Let(size, _sub(hiv, lov)),
+            Let(steps, _b("floordiv", _v(size), _i64(2))),
+            Declare(i_, I64, lov),
+            Declare(j_, I64, midv),
+            Declare(ib, I64, _sub(midv, _i64(1))),
+            Declare(jb, I64, _sub(hiv, _i64(1))),
+            Loop(t, _i64(0), steps_v, Block((*front(_add(lov, _v(t))), *back(_sub(_sub(hiv, _i64(1)), _v(t))))),
+                 "serial"),
+            If(_b("eq", _b("mod", _v(size), _i64(2)), _i64(1)), Block(tuple(front(_add(lov, steps_v))))),
         ))  # fmt: skip
+        npairs = self.fresh("_pairs")
         one_pass = If(_b("lt", w, n), Block((
-            Loop(b, _i64(0), pairs, merge_pair, "serial"),
+            Let(npairs, _b("floordiv", _add(n, _sub(two_w, _i64(1))), two_w)),
+            Loop(b, _i64(0), _v(npairs), merge_pair, "serial"),
             Assign(width, two_w),
             Assign(src, dst),
         )))  # fmt: skip
         return [
-            Loop(j, _i64(0), n, Block(tuple(copy)), "serial"),
-            Declare(width, I64, _i64(1)),
+            Loop(q, _i64(0), half_n, Block(tuple(pair)), "serial"),
+            odd,
+            Declare(width, I64, _i64(2)),
             Declare(src, I64, _i64(0)),
             Loop(p, _i64(0), _i64(MERGE_PASSES), one_pass, "serial"),
         ]
@@ -240,24 +299,28 @@ class SortNest:
         row, kdt, m = (*self.row(), *self.slot), self.kdt, self.m
         if isinstance(m, Const) and m.value == 0:
             return []
-        names = ("_j", "_held", "_x", "_at", "_from", "_t", "_worst")
-        j, held, x, pos, start, t, worst = (self.fresh(n) for n in names)
+        j, held, x, pos, top, t, t2, worst = (
+            self.fresh(n) for n in ("_j", "_held", "_x", "_at", "_top", "_t", "_t", "_worst")
+        )
         last = _sub(m, _i64(1))
         xv, wv = _v(x, kdt), _v(worst, kdt)
-        prev = _max(_sub(_v(pos), _i64(1)), _i64(0))
-        shift_cond = _b("and", _b("gt", _v(pos), _i64(0)), before(xv, Read(keys, (*row, prev), dtype=kdt),
-                                                                     self.sort.descending))  # fmt: skip
-        shift: list[Stmt] = [Write(keys, (*row, _v(pos)), Read(keys, (*row, prev), dtype=kdt))]
+        # the new value's place: after every kept value it does not come before (a prefix: the kept values are
+        # in order), counted without a branch; then the kept values from there on move up one (the last one
+        # kept drops out once k are held)
+        not_before = _b("xor", before(xv, Read(keys, (*row, _v(t)), dtype=kdt), self.sort.descending),
+                        Const(True, dtype=BOOL))  # fmt: skip
+        to = _sub(_v(top), _v(t2))  # the slots from the top down
+        shift: list[Stmt] = [Write(keys, (*row, to), Read(keys, (*row, _sub(to, _i64(1))), dtype=kdt))]
         if self.want_idx:
-            shift.append(Write(idx, (*row, _v(pos)), Read(idx, (*row, prev), dtype=I64)))
-        shift.append(Assign(pos, prev))
+            shift.append(Write(idx, (*row, to), Read(idx, (*row, _sub(to, _i64(1))), dtype=I64)))
         place: list[Stmt] = [Write(keys, (*row, _v(pos)), xv)]
         if self.want_idx:
             place.append(Write(idx, (*row, _v(pos)), _v(j)))
         insert = Block((
-            Declare(pos, I64, _min(_v(held), last)),
-            Let(start, _v(pos)),
-            Loop(t, _i64(0), _v(start), If(shift_cond, Block(tuple(shift))), "serial"),
+            Declare(pos, I64, _i64(0)),
+            Loop(t, _i64(0), _v(held), Assign(pos, _add(_v(pos), _as_int(not_before))), "serial"),
+            Let(top, _min(_v(held), last)),
+            Loop(t2, _i64(0), _sub(_v(top), _v(pos)), Block(tuple(shift)), "serial"),
             *place,
             Assign(held, _min(_add(_v(held), _i64(1)), m)),
             Assign(worst, Read(keys, (*row, last), dtype=kdt)),  # (the last kept value, once k are held)
