@@ -195,3 +195,21 @@ def test_ordering_errors_name_the_construct():
 
     with pytest.raises(pt.TracingError, match="does not depend on"):
         unsorted_axis(np.zeros(3, np.float32), np.zeros((3, 2), np.float32))
+
+
+def test_jit_gathers_at_positions_the_program_computes(pypto_executor, rng):
+    """Indices from a reduction or a sort (``pt.argmax``, ``pt.topk``'s positions) are computed by a first kernel
+    and passed to the one gathering (a call checks a kernel's indices before it runs); gradients flow through."""
+    x = rng.standard_normal((6, 40))
+
+    def picked(x):
+        best = pt.take_along_axis(x, pt.argmax(x, axis=1, keepdims=True), 1)
+        _, top = pt.topk(x, 3)
+        return (best * 2.0).sum() + (pt.take_along_axis(x, top, 1) ** 2).sum()
+
+    f = pt.jit(picked, executor=pypto_executor)
+    t = torch.tensor(x, requires_grad=True)
+    want = (t.max(dim=1).values * 2.0).sum() + (torch.topk(t, 3).values ** 2).sum()
+    want.backward()
+    np.testing.assert_allclose(f(x), want.item(), rtol=1e-12)
+    np.testing.assert_allclose(pt.grad(f)(x), t.grad.numpy(), rtol=1e-12, atol=1e-12)

@@ -349,15 +349,12 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
         out.append((source, scatter_add(_zeros_like(source), g, tuple(args[1:]), node.attrs)))
         return out
     if op == "sort" and node.attrs[1] == "values" and _differentiable(args[0]):
-        # value p of the ordered row is element positions[p] of the row: element j's cotangent is the sum of g
-        # over the p with positions[p] == j (one of them, or none for pt.topk), a reduction over p (the
-        # positions are computed in the program, which a scatter's or a gather's indices may not be)
+        # the ordered values are the row gathered at the positions an argsort gives: the gather's rule (a
+        # scatter of g to those positions, computed by an earlier step of the program: pypto.array.lower)
         (x,) = args
         axis, _, flag, top = node.attrs
         positions = Array("sort", (x,), (axis, "indices", flag, top), node.shape, dtypes.int64)
-        hit = binary("eq", views.expand_dims(positions, axis + 1), views._iota(x.shape[axis], axis + 1, x.ndim + 1))
-        out.append((x, reduce("sum", where(hit, views.expand_dims(g, axis + 1), 0.0), (axis,), False)))
-        return out
+        return _adjoints(views.take_along_axis(x, positions, axis), g)
     if op in (
         "input",
         "fill",

@@ -608,7 +608,8 @@ def lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tupl
     A kernel's scatters run after its stores, so a program that reads a scatter's result (``x.at[i].add(v) * 2``,
     a gradient through ``x[idx]`` flowing on into ``x``'s own operands) runs as several kernels, one after
     another: each step computes the scatter results the later steps read (:func:`scatter_steps`), and the last
-    computes the outputs. The plan returned is the last; ``plan.steps`` are the ones before it.
+    computes the outputs. So does a program that gathers or scatters at indices it computes with a reduction
+    (``pt.take_along_axis(x, pt.argmax(x, 1, keepdims=True), 1)``). The plan returned is the last; ``plan.steps`` are the ones before it.
     """
     levels = scatter_steps([node for _, node in outputs])
     if not levels:
@@ -633,11 +634,27 @@ def lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tupl
     return plan
 
 
+def computed_indices(nodes: Sequence[Array]) -> list[Array]:
+    """The index arrays of gathers and scatters that need a reduction, a scan, a sort or a contraction (an index
+    by ``pt.argmax``, the positions of ``pt.topk``): the call checks a kernel's indices before it runs, on the
+    caller's values, so these are computed by an earlier step and passed in."""
+    memo: dict[int, bool] = {}
+    out: dict[int, Array] = {}
+    for n in nodes:
+        if n.op in ("gather", "scatter_add"):
+            for ix in n.args[1:] if n.op == "gather" else n.args[2:]:
+                if isinstance(ix, Array) and ix.op != "input" and _expensive(ix, memo):
+                    out.setdefault(id(ix), ix)
+    return list(out.values())
+
+
 def scatter_steps(outputs: Sequence[Array]) -> list[list[Array]]:
-    """The scatter results the program reads (not only returns), grouped into the steps computing them: a
-    scatter whose operands read no other such scatter is in step 0, one reading a step-0 result in step 1 ..."""
+    """The scatter results the program reads (not only returns), and the index arrays it computes with
+    reductions (:func:`computed_indices`), grouped into the steps computing them: one whose operands read no
+    other such node is in step 0, one reading a step-0 result in step 1 ..."""
     nodes = walk(list(outputs))
     read = {id(a) for n in nodes for a in n.args if isinstance(a, Array) and a.op == "scatter_add"}
+    read |= {id(ix) for ix in computed_indices(nodes)}
     if not read:
         return []
     below: dict[int, int] = {}  # node id -> the latest step among the read scatters it depends on (-1: none)
