@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pypto import dtypes
 from pypto.dtypes import DType
 from pypto.ir.affine import Affine
+from pypto.ir.int64 import add, mul
+from pypto.ir.int64 import i64 as _i64
 from pypto.ir.kernel import Group, KernelIR, TensorParam
 from pypto.ir.loops import (
     Alloc,
@@ -70,30 +72,6 @@ from pypto.passes.sorting import SortNest
 
 I64 = dtypes.int64
 MAX_SCATTER_BLOCKS = 64  # a blocked scatter's blocks at most (each beyond the first keeps a private copy)
-
-
-def _i64(v: int) -> Const:
-    return Const(int(v), dtype=I64)
-
-
-def add(a: Expr, b: Expr) -> Expr:
-    if isinstance(a, Const) and isinstance(b, Const):
-        return _i64(a.value + b.value)
-    if isinstance(b, Const) and b.value == 0:
-        return a
-    if isinstance(a, Const) and a.value == 0:
-        return b
-    return Binary("add", a, b, dtype=I64)
-
-
-def mul(a: Expr, b: Expr) -> Expr:
-    if isinstance(a, Const) and isinstance(b, Const):
-        return _i64(a.value * b.value)
-    if isinstance(b, Const) and b.value == 1:
-        return a
-    if isinstance(a, Const) and a.value == 1:
-        return b
-    return Binary("mul", a, b, dtype=I64)
 
 
 @dataclass

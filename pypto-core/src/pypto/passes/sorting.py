@@ -27,6 +27,12 @@ from collections.abc import Callable
 
 from pypto import dtypes
 from pypto.dtypes import DType
+from pypto.ir.int64 import add as _add
+from pypto.ir.int64 import i64 as _i64
+from pypto.ir.int64 import maximum as _max
+from pypto.ir.int64 import minimum as _min
+from pypto.ir.int64 import mul as _mul
+from pypto.ir.int64 import sub as _sub
 from pypto.ir.kernel import Group
 from pypto.ir.loops import Alloc, Assign, Block, Comment, Declare, If, Let, Loop, Read, Stmt, Var, Write
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Sort, Where
@@ -40,53 +46,13 @@ the last one kept."""
 MERGE_PASSES = 64  # an upper bound on the passes of a merge sort (rows of up to 2**64 values)
 
 
-def _i64(v: int) -> Const:
-    return Const(int(v), dtype=I64)
-
-
 def _v(name: str, dt: DType = I64) -> Var:
     return Var(name, dtype=dt)
 
 
 def _b(op: str, a: Expr, b: Expr) -> Expr:
-    kind_bool = op in ("lt", "le", "gt", "ge", "eq", "ne", "and", "or")
-    if op in ("and", "or") or kind_bool:
-        return Binary(op, a, b, dtype=BOOL)
-    return Binary(op, a, b, dtype=a.dtype)
-
-
-def _add(a: Expr, b: Expr) -> Expr:
-    if isinstance(a, Const) and isinstance(b, Const):
-        return _i64(a.value + b.value)
-    if isinstance(b, Const) and b.value == 0:
-        return a
-    return Binary("add", a, b, dtype=I64)
-
-
-def _sub(a: Expr, b: Expr) -> Expr:
-    if isinstance(a, Const) and isinstance(b, Const):
-        return _i64(a.value - b.value)
-    if isinstance(b, Const) and b.value == 0:
-        return a
-    return Binary("sub", a, b, dtype=I64)
-
-
-def _mul(a: Expr, b: Expr) -> Expr:
-    if isinstance(a, Const) and isinstance(b, Const):
-        return _i64(a.value * b.value)
-    return Binary("mul", a, b, dtype=I64)
-
-
-def _min(a: Expr, b: Expr) -> Expr:
-    if isinstance(a, Const) and isinstance(b, Const):
-        return _i64(min(a.value, b.value))
-    return Binary("minimum", a, b, dtype=I64)
-
-
-def _max(a: Expr, b: Expr) -> Expr:
-    if isinstance(a, Const) and isinstance(b, Const):
-        return _i64(max(a.value, b.value))
-    return Binary("maximum", a, b, dtype=I64)
+    """A comparison (bool) or an operator on ``a``'s type (logic of booleans, int64 arithmetic)."""
+    return Binary(op, a, b, dtype=BOOL if op in ("lt", "le", "gt", "ge", "eq", "ne") else a.dtype)
 
 
 def _as_int(b: Expr) -> Expr:
