@@ -200,8 +200,25 @@ def test_jit_scan_gradients_match_torch(pypto_executor, rng):
     wt = torch.tensor(w)
     (torch.cumsum(xt, 1) * wt + torch.flip(torch.cumsum(torch.flip(xt * xt, [0]), 0), [0])).sum().backward()
     np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-12, atol=1e-12)
-    with pytest.raises(pt.TracingError, match="gradient of cummax is not supported"):
-        pt.grad(lambda x: pt.cummax(x, 1).sum())(x)
+    with pytest.raises(pt.TracingError, match="gradient of cumprod is not supported"):
+        pt.grad(lambda x: pt.cumprod(x, 1).sum())(x)
+
+
+def test_jit_cummax_cummin_gradients_match_torch(pypto_executor, rng):
+    """The cotangent of a running maximum (minimum) goes to the position holding it, as torch's cummax/cummin
+    send it to their indices (distinct values: the same positions)."""
+    x = rng.standard_normal((5, 30))
+    w = rng.standard_normal((5, 30))
+
+    def f(x, w):
+        return (pt.cummax(x, 1) * w).sum() + (pt.cummin(x, 0) ** 2).sum()
+
+    g = pt.grad(pt.jit(f, executor=pypto_executor))(x, w)
+    torch = pytest.importorskip("torch")
+    t = torch.tensor(x, requires_grad=True)
+    loss = (torch.cummax(t, 1).values * torch.from_numpy(w)).sum() + (torch.cummin(t, 0).values ** 2).sum()
+    loss.backward()
+    np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
 def _logaddexp(a, b):

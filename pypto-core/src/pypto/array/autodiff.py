@@ -46,7 +46,8 @@ from pypto import dtypes
 from pypto.array import views
 from pypto.array.graph import Array, binary, cast, reduce, scatter_add, unary, walk, where
 from pypto.errors import ArgumentError, TracingError
-from pypto.ir.ops import BINARY, CAST, FUNCTIONS, REDUCERS, SCANS, scan_name
+from pypto.ir.nodes import Binary, Carry, Combine, Where
+from pypto.ir.ops import BINARY, CAST, FUNCTIONS, REDUCERS, SCANS, USER_SCAN, scan_name
 from pypto.lang.control import rewrite
 from pypto.lang.location import user_loc
 
@@ -239,6 +240,19 @@ _COMPLEX_ADJOINTS: dict[str, Any] = {
 }
 
 
+def _running_position(kind: str, x: Array, axis: int, reverse: bool) -> Array:
+    """Where the running maximum (``kind`` "max") or minimum of ``x`` along ``axis`` is: a scan of (value,
+    position) pairs keeping the first position of the extreme in the scan's order, a NaN's from the first NaN on
+    (int64)."""
+    value, best, pos, at = Carry(0), Carry(2), Carry(1), Carry(3)  # (running value, position), (element, its)
+    beats = Binary("gt" if kind == "max" else "lt", best, value)
+    nan = Binary("and", Binary("ne", best, best), Binary("eq", value, value))
+    better = Binary("or", beats, nan)
+    combine = Combine((Where(better, best, value), Where(better, at, pos)))
+    positions = views.broadcast_to(views._iota(x.shape[axis], axis, x.ndim), x.shape)  # (the scanned arrays: one shape)
+    return Array("scan", (x, positions), (USER_SCAN, axis, reverse, combine, 1), x.shape, dtypes.int64)
+
+
 def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
     """``(operand, its cotangent)`` for each differentiable operand of ``node``, given ``node``'s ``g``."""
     op, args = node.op, node.args
@@ -308,7 +322,11 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
         if entry is None or entry.adjoint is None:
             raise TracingError(f"pt.grad: the gradient of {scan_name(kind)} is not supported yet", node.loc,
                                "differentiate a cumsum (supported), or stop the gradient: pt.stop_gradient(...)")  # fmt: skip
-        ops = SimpleNamespace(scan=lambda k, a, ax, rev: Array("scan", (a,), (k, ax, rev, None, 0), a.shape, a.dtype))
+        ops = SimpleNamespace(
+            scan=lambda k, a, ax, rev: Array("scan", (a,), (k, ax, rev, None, 0), a.shape, a.dtype),
+            running_position=lambda a, ax, rev: _running_position(kind, a, ax, rev),
+            to_positions=lambda gy, pos, ax, like: _adjoints(views.take_along_axis(like, pos, ax), gy)[0][1],
+        )  # fmt: skip
         out.append((x, entry.adjoint(g, x, node, axis, reverse, ops)))
         return out
     if op == "contract":

@@ -179,7 +179,7 @@ class Lowering:
         self.memo.clear()
         idx = tuple(Affine.axis(a) for a in self._store_axes(g.shape))
         outer, self.current = self.current, buf.name
-        self.in_scatter = True  # (a sort read here is stored first: a scatter's points are no sort nest)
+        self.in_scatter = True  # (a scan or sort read here is stored first: a scatter's points are no such nest)
         try:
             value = self.at(g, idx)
             entries = self.indexed_at(node, base, g.shape, idx)
@@ -433,7 +433,8 @@ class Lowering:
         op, a, reverse, combine, which = node.attrs
         axis = idx[a].plain_axis()
         if (
-            axis is None
+            self.in_scatter  # (a scatter's points are no scan nest: stored first)
+            or axis is None
             or axis in self.reduction_axis_set
             or any(axis in ix.axis_set() for ix in idx[:a] + idx[a + 1 :])
         ):

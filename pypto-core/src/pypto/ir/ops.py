@@ -318,14 +318,20 @@ def _cumsum_adjoint(g: Any, x: Any, y: Any, axis: int, reverse: bool, ops: Any) 
     return ops.scan("sum", g, axis, not reverse)
 
 
+def _extreme_scan_adjoint(g: Any, x: Any, y: Any, axis: int, reverse: bool, ops: Any) -> Any:
+    """The running maximum (minimum) at ``t`` is the element at the first position, in the scan's order, holding
+    it (the first NaN's from a NaN on): its cotangent goes there, as ``torch.cummax``'s does to its index."""
+    return ops.to_positions(g, ops.running_position(x, axis, reverse), axis, x)
+
+
 SCAN_TABLE: tuple[Scanner, ...] = (
     Scanner("cumsum", "sum", "Running sum along ``axis`` (``np.cumsum``): element ``t`` is the sum of elements "
             "``0..t``.", np.cumsum, _cumsum_adjoint),
     Scanner("cumprod", "prod", "Running product along ``axis`` (``np.cumprod``).", np.cumprod),
     Scanner("cummax", "max", "Running maximum along ``axis`` (``np.maximum.accumulate``): NaN from the first NaN "
-            "on.", lambda x, axis: np.maximum.accumulate(x, axis=axis)),
+            "on.", lambda x, axis: np.maximum.accumulate(x, axis=axis), _extreme_scan_adjoint),
     Scanner("cummin", "min", "Running minimum along ``axis`` (``np.minimum.accumulate``): NaN from the first NaN "
-            "on.", lambda x, axis: np.minimum.accumulate(x, axis=axis)),
+            "on.", lambda x, axis: np.minimum.accumulate(x, axis=axis), _extreme_scan_adjoint),
 )  # fmt: skip
 
 SCANS: dict[str, Scanner] = {s.reducer: s for s in SCAN_TABLE}
