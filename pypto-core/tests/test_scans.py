@@ -200,8 +200,26 @@ def test_jit_scan_gradients_match_torch(pypto_executor, rng):
     wt = torch.tensor(w)
     (torch.cumsum(xt, 1) * wt + torch.flip(torch.cumsum(torch.flip(xt * xt, [0]), 0), [0])).sum().backward()
     np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-12, atol=1e-12)
-    with pytest.raises(pt.TracingError, match="gradient of cumprod is not supported"):
-        pt.grad(lambda x: pt.cumprod(x, 1).sum())(x)
+    with pytest.raises(pt.TracingError, match="gradient of associative_scan is not supported"):
+        pt.grad(lambda x: pt.associative_scan(lambda a, b: a + b, x, 1).sum())(x)
+
+
+def test_jit_cumprod_gradient_matches_torch_with_zeros(pypto_executor, rng):
+    """No division by the elements: exact where some are zero (one zero, two zeros in a row), as torch's."""
+    torch = pytest.importorskip("torch")
+    x, w = rng.uniform(0.5, 1.5, (6, 9)), rng.standard_normal((6, 9))
+    x[1, 3] = 0.0
+    x[2, 2:4] = 0.0
+    x[4, 0] = 0.0
+
+    def loss(x, w):
+        return (pt.cumprod(x, 1) * w).sum() + (pt.cumprod(x, 0, reverse=True) * w).sum()
+
+    g = pt.grad(pt.jit(loss, executor=pypto_executor))(x, w)
+    t = torch.tensor(x, requires_grad=True)
+    tw = torch.from_numpy(w)
+    ((torch.cumprod(t, 1) * tw).sum() + (torch.flip(torch.cumprod(torch.flip(t, [0]), 0), [0]) * tw).sum()).backward()
+    np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
 def test_jit_cummax_cummin_gradients_match_torch(pypto_executor, rng):

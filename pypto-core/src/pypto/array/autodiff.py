@@ -240,6 +240,28 @@ _COMPLEX_ADJOINTS: dict[str, Any] = {
 }
 
 
+def _shifted(x: Array, axis: int, step: int, fill: float) -> Array:
+    """``x`` moved ``step`` (1 or -1) places along ``axis``: ``out[j] = x[j - step]``, ``fill`` where that is
+    outside."""
+    from pypto.array.ops import concat
+
+    n = x.shape[axis]
+    if n == 0:
+        return x
+    edge = full(x.shape[:axis] + (1,) + x.shape[axis + 1 :], fill, x.dtype)
+    keep = (slice(None),) * axis + ((slice(None, -1),) if step == 1 else (slice(1, None),))
+    body = views.getitem(x, keep)
+    return concat([edge, body] if step == 1 else [body, edge], axis)
+
+
+def _linear_scan(a: Array, b: Array, axis: int, reverse: bool) -> Array:
+    """``s`` with ``s = b`` at the scan's first point and ``s = b + a * s_previous`` after it: the scan of (a, b)
+    pairs whose second component carries ``s``."""
+    total, factor, value = Carry(1), Carry(2), Carry(3)  # slots: (running a, s), (element a, b); a's unused
+    combine = Combine((factor, Binary("add", value, Binary("mul", factor, total))))
+    return Array("scan", (a, b), (USER_SCAN, axis, reverse, combine, 1), b.shape, b.dtype)
+
+
 def _running_position(kind: str, x: Array, axis: int, reverse: bool) -> Array:
     """Where the running maximum (``kind`` "max") or minimum of ``x`` along ``axis`` is: a scan of (value,
     position) pairs keeping the first position of the extreme in the scan's order, a NaN's from the first NaN on
@@ -325,6 +347,8 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
         ops = SimpleNamespace(
             scan=lambda k, a, ax, rev: Array("scan", (a,), (k, ax, rev, None, 0), a.shape, a.dtype),
             running_position=lambda a, ax, rev: _running_position(kind, a, ax, rev),
+            shift=_shifted,
+            linear_scan=_linear_scan,
             to_positions=lambda gy, pos, ax, like: _adjoints(views.take_along_axis(like, pos, ax), gy)[0][1],
         )  # fmt: skip
         out.append((x, entry.adjoint(g, x, node, axis, reverse, ops)))

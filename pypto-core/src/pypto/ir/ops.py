@@ -318,6 +318,15 @@ def _cumsum_adjoint(g: Any, x: Any, y: Any, axis: int, reverse: bool, ops: Any) 
     return ops.scan("sum", g, axis, not reverse)
 
 
+def _cumprod_adjoint(g: Any, x: Any, y: Any, axis: int, reverse: bool, ops: Any) -> Any:
+    """Element ``j`` is a factor of every later running product: its cotangent is ``E_j * s_j``, ``E_j`` the
+    product of the elements before it and ``s_j = g_j + x_(j+1) s_(j+1)`` (a linear recurrence run from the
+    end): exact where elements are zero (no division by them), as torch's (``reverse``: mirrored)."""
+    step = -1 if reverse else 1  # the neighbour before j in the scan's order is j - step
+    before = ops.scan("prod", ops.shift(x, axis, step, 1.0), axis, reverse)  # E_j
+    return before * ops.linear_scan(ops.shift(x, axis, -step, 0.0), g, axis, not reverse)
+
+
 def _extreme_scan_adjoint(g: Any, x: Any, y: Any, axis: int, reverse: bool, ops: Any) -> Any:
     """The running maximum (minimum) at ``t`` is the element at the first position, in the scan's order, holding
     it (the first NaN's from a NaN on): its cotangent goes there, as ``torch.cummax``'s does to its index."""
@@ -327,7 +336,7 @@ def _extreme_scan_adjoint(g: Any, x: Any, y: Any, axis: int, reverse: bool, ops:
 SCAN_TABLE: tuple[Scanner, ...] = (
     Scanner("cumsum", "sum", "Running sum along ``axis`` (``np.cumsum``): element ``t`` is the sum of elements "
             "``0..t``.", np.cumsum, _cumsum_adjoint),
-    Scanner("cumprod", "prod", "Running product along ``axis`` (``np.cumprod``).", np.cumprod),
+    Scanner("cumprod", "prod", "Running product along ``axis`` (``np.cumprod``).", np.cumprod, _cumprod_adjoint),
     Scanner("cummax", "max", "Running maximum along ``axis`` (``np.maximum.accumulate``): NaN from the first NaN "
             "on.", lambda x, axis: np.maximum.accumulate(x, axis=axis), _extreme_scan_adjoint),
     Scanner("cummin", "min", "Running minimum along ``axis`` (``np.minimum.accumulate``): NaN from the first NaN "
