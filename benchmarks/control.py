@@ -11,9 +11,11 @@ along the flattened array) and of 4096 x 4096 float32 along rows and along colum
 ``np.argsort(kind="stable")`` and ``torch.sort``, and the 50 largest of each row of 64 x 32000 logits
 (``pt.topk``: LLM sampling) against ``np.argpartition`` + ``np.sort`` and ``torch.topk``;
 ``python benchmarks/control.py recurrence``: a first-order recurrence
-``h = 0.9 * h + x[r, t]`` over 4096 rows x 4096 steps (``pt.associative_scan``) against Numba
-(``@njit(parallel=True)``, a ``prange`` over rows, each row's loop in order) and a NumPy loop over the steps
-(each step one vector operation over the rows). Medians of 9 calls after one
+``h = 0.9 * h + x[r, t]`` over 4096 rows x 4096 steps (a ``for t in pt.range(N)`` loop, and
+``pt.associative_scan``), and the Mandelbrot set on 1000 x 1000 points with at most 100 iterations (a ``while``
+on each point's condition), against Numba (``@njit(parallel=True)``, a ``prange`` over rows, each row's loop in
+order; the Mandelbrot loop breaking per point) and NumPy (a loop over the steps, each step one vector operation
+over the rows or over all points). Medians of 9 calls after one
 warm-up, 2 threads; every result checked against NumPy. The table gives each time and the speed relative to
 the others (``t_other / t_pypto``: above 1, pypto is faster).
 """
@@ -78,6 +80,28 @@ def decayed(x: pt.Tensor[pt.float32, (M, N)], h: pt.Tensor[pt.float32, (M, N)]):
     h[r, t] = pt.associative_scan(lambda prev, v: 0.9 * prev + v, x[r, t], axis=t)
 
 
+@pt.kernel
+def decayed_loop(x: pt.Tensor[pt.float32, (M, N)], h: pt.Tensor[pt.float32, (M, N)]):
+    r = pt.axis(0)
+    acc = 0.0
+    for t in pt.range(N):
+        acc = 0.9 * acc + x[r, t]
+        h[r, t] = acc
+
+
+LIMIT = 100
+
+
+@pt.kernel
+def mandelbrot(cr: pt.Tensor[pt.float64, (N,)], ci: pt.Tensor[pt.float64, (M,)], out: pt.Tensor[pt.int32, (M, N)]):
+    i, j = pt.axis(0), pt.axis(1)
+    zr, zi, n = 0.0, 0.0, 0
+    while zr * zr + zi * zi <= 4.0 and n < LIMIT:
+        zr, zi = zr * zr - zi * zi + cr[j], 2.0 * zr * zi + ci[i]
+        n += 1
+    out[i, j] = n
+
+
 def recurrence() -> None:
     """The recurrence table: pypto, Numba and NumPy on the same input, every result checked against Numba."""
     import numba
@@ -96,20 +120,53 @@ def recurrence() -> None:
         for t in range(1, x.shape[1]):
             np.add(np.float32(0.9) * h[:, t - 1], x[:, t], out=h[:, t])
 
+    @numba.njit(parallel=True, fastmath=False)
+    def numba_mandelbrot(cr, ci, out):
+        for a in numba.prange(ci.shape[0]):
+            for b in range(cr.shape[0]):
+                zr, zi, n = 0.0, 0.0, 0
+                while zr * zr + zi * zi <= 4.0 and n < LIMIT:
+                    zr, zi = zr * zr - zi * zi + cr[b], 2.0 * zr * zi + ci[a]
+                    n += 1
+                out[a, b] = n
+
+    def numpy_mandelbrot(cr, ci, out):  # every point at once, LIMIT vector steps (the usual NumPy way)
+        c = cr[None, :] + 1j * ci[:, None]
+        z = np.zeros_like(c)
+        out[:] = 0
+        for _ in range(LIMIT):
+            go = z.real * z.real + z.imag * z.imag <= 4.0
+            z = np.where(go, z * z + c, z)
+            out += go
+
     numba.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     x = np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32)
-    h, hn, hp = (np.empty_like(x) for _ in range(3))
+    h, hl, hn, hp = (np.empty_like(x) for _ in range(4))
     numba_decayed(x, hn)  # compiled on the first call
     decayed(x, h)
+    decayed_loop(x, hl)
     numpy_decayed(x, hp)
-    assert np.allclose(h, hn, rtol=1e-5, atol=1e-5) and np.allclose(hp, hn, rtol=1e-5, atol=1e-5)
-    t = median_ms(lambda: decayed(x, h))
-    tn = median_ms(lambda: numba_decayed(x, hn))
-    tp = median_ms(lambda: numpy_decayed(x, hp))
-    print("| case | pypto | Numba parallel | NumPy step loop | Numba / pypto | NumPy / pypto |")
+    for got in (h, hl, hp):
+        assert np.allclose(got, hn, rtol=1e-5, atol=1e-5)
+    cr, ci = np.linspace(-2.0, 0.6, 1000), np.linspace(-1.3, 1.3, 1000)
+    m, mn, mp = (np.empty((1000, 1000), np.int32) for _ in range(3))
+    numba_mandelbrot(cr, ci, mn)
+    mandelbrot(cr, ci, m)
+    numpy_mandelbrot(cr, ci, mp)
+    assert (m == mn).all() and (mp == mn).all()
+    print("| case | pypto | Numba parallel | NumPy | Numba / pypto | NumPy / pypto |")
     print("|---|---|---|---|---|---|")
-    print(f"| h = 0.9 h + x, 4096 rows x 4096 steps | {t:.2f} ms | {tn:.2f} ms | {tp:.2f} ms | {tn / t:.2f}x | "
-          f"{tp / t:.2f}x |")  # fmt: skip
+    rows = [
+        ("h = 0.9 h + x, 4096 rows x 4096 steps, for t in pt.range", lambda: decayed_loop(x, hl),
+         lambda: numba_decayed(x, hn), lambda: numpy_decayed(x, hp)),
+        ("h = 0.9 h + x, 4096 rows x 4096 steps, pt.associative_scan", lambda: decayed(x, h),
+         lambda: numba_decayed(x, hn), lambda: numpy_decayed(x, hp)),
+        (f"Mandelbrot 1000 x 1000, {LIMIT} iterations, while", lambda: mandelbrot(cr, ci, m),
+         lambda: numba_mandelbrot(cr, ci, mn), lambda: numpy_mandelbrot(cr, ci, mp)),
+    ]  # fmt: skip
+    for name, ours, nb, npy in rows:
+        t, tn, tp = median_ms(ours), median_ms(nb), median_ms(npy)
+        print(f"| {name} | {t:.2f} ms | {tn:.2f} ms | {tp:.2f} ms | {tn / t:.2f}x | {tp / t:.2f}x |", flush=True)
 
 
 def main() -> None:

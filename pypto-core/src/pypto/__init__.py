@@ -239,6 +239,7 @@ _LAZY: dict[str, str] = {
     "axis": ".lang.functions",
     "cast": ".lang.functions",
     "dim": ".lang.functions",
+    "range": ".lang.sequential",  # (not in __all__: a star import must not hide Python's range)
     "dims": ".lang.functions",
     "maximum": ".lang.functions",
     "minimum": ".lang.functions",

@@ -30,7 +30,8 @@ from pypto._lru import LRUCache
 from pypto.array import views
 from pypto.array.graph import Array, binary, cast, reduce, unary, where
 from pypto.errors import TracingError
-from pypto.ir.nodes import Binary, Cast, Const, Expr, Extent, Gather, Index, Load, Reduce, Scalar, Unary, Where
+from pypto.ir.nodes import Binary, Cast, Const, Expr, Extent, Gather, Index, Load, Reduce, Scalar, Scan, Unary, Where
+from pypto.ir.ops import LAST, LOOP
 
 Named = tuple[Any, tuple[int, ...]]  # an array (or a Python number) and the kernel axis of each of its dims
 
@@ -100,7 +101,7 @@ class _Reader:
         if isinstance(e, Cast):
             arr, axes = self.value(e.x, env, store)
             return (cast(arr, e.dtype) if isinstance(arr, Array) else arr, axes)
-        if isinstance(e, Reduce):
+        if isinstance(e, Reduce) and e.op != LAST:
             arr, axes = self.value(e.body, env, store)
             if not isinstance(arr, Array):
                 raise self.fail(store, "a reduction of a constant")
@@ -112,6 +113,9 @@ class _Reader:
             return (reduce(e.op, arr, over, False) if over else arr, rest)
         if isinstance(e, Gather):
             return self.gather(e, env, store)
+        if (isinstance(e, Scan) and e.op == LOOP) or (isinstance(e, Reduce) and e.op == LAST):
+            raise self.fail(store, "a sequential loop (for t in pt.range(n), or a while on a traced value) has no "
+                            "gradient yet")  # fmt: skip
         raise self.fail(store, f"{type(e).__name__} is not supported")
 
     def gather(self, e: Gather, env: dict[str, Array], store: Any) -> Named:

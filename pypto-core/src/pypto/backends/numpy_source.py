@@ -33,7 +33,7 @@ from pypto.ir.nodes import (
     scan_bodies,
     scan_key,
 )
-from pypto.ir.ops import BINARY_TABLE, FUNCTIONS, MATH, REDUCERS, numpy_spelling
+from pypto.ir.ops import BINARY_TABLE, FUNCTIONS, LAST, LOOP, MATH, REDUCERS, numpy_spelling
 from pypto.ir.reducers import identity
 
 _NP_DTYPE = {
@@ -196,6 +196,11 @@ class NumpyRenderer:
             return f"{_BINARY[e.op]}({self.value(e.a)}, {self.value(e.b)})"
         if isinstance(e, Where):
             return f"_np.where({self.value(e.cond)}, {self.value(e.a)}, {self.value(e.b)})"
+        if isinstance(e, Reduce) and e.op == LAST:  # a loop's variable after its last step
+            assert isinstance(e.body, Scan)
+            return self.loop(e.body)[1]
+        if isinstance(e, Scan) and e.op == LOOP:
+            return self.loop(e)[0]
         if isinstance(e, Reduce):
             body = self.value(e.body)
             shape = ["1"] * self.n
@@ -263,6 +268,45 @@ class NumpyRenderer:
             copies = ", ".join(f"_np.array({r})" for r in results)  # (a result may be a view of an argument)
             self.emit(f"    {', '.join(f'{a}[_t]' for a in arrays)} = {copies}")
         return f"_np.moveaxis({arrays[e.which]}{'[::-1]' if e.reverse else ''}, 0, {pos})"
+
+    def loop(self, e: Scan) -> tuple[str, str]:
+        """A sequential loop: a Python loop over its steps, every other axis at once, each variable starting from its value before the loop. The value at each step and
+        after the last (once per loop: its other variables reuse the arrays)."""
+        assert e.combine is not None and e.dtype is not None
+        key = scan_key(e)
+        pos = self.pos[e.axis]
+        arrays = self.scan_arrays.get(key)
+        if arrays is None:
+            shape = ["1"] * self.n
+            shape[pos] = self.extent(e.axis)
+            base = f"_s{len(self.names)}_{len(self.scan_arrays)}"
+            k = len(e.init)
+            arrays = self.scan_arrays[key] = [f"{base}_{j}" for j in range(k)]
+            values = [self.value(body) for body in scan_bodies(e)]
+            inits = [self.value(v) for v in e.init]
+            every = "".join(f"_np.shape({v}), " for v in (*values, *inits))
+            self.emit(f"{base}_shape = _np.broadcast_shapes({every}({', '.join(shape)},))")
+            elems = [f"{base}_e{j}" for j in range(len(values))]
+            for name, v in zip(elems, values):
+                self.emit(f"{name} = _np.broadcast_to({v}, {base}_shape)")
+            rest = f"{base}_shape[:{pos}] + (1,) + {base}_shape[{pos + 1}:]"
+            for name, v in zip(arrays, e.init):
+                dt = _NP_DTYPE[v.dtype.name]  # type: ignore[union-attr]
+                self.emit(f"{name} = _np.empty(({base}_shape[{pos}],) + {rest}, {dt})")
+                self.emit(f"{name}_at = _np.array(_np.broadcast_to({self.value(v)}, {rest}), {dt})")
+            self.emit(f"for _t in range({base}_shape[{pos}]):")
+            inner = NumpyRenderer(self.k)
+            inner.prefix = f"{base}_v"
+            inner.carry = {j: f"{a}_at" for j, a in enumerate(arrays)}
+            inner.carry.update({k + j: f"{el}[{':, ' * pos}_t:_t + 1]" for j, el in enumerate(elems)})
+            results = [inner.value(x) for x in e.combine.exprs]
+            self.lines += ["    " + line for line in inner.lines]
+            copies = ", ".join(f"_np.array(_np.broadcast_to({r}, {rest}), {_NP_DTYPE[x.dtype.name]})"  # type: ignore[union-attr]
+                               for r, x in zip(results, e.combine.exprs))  # fmt: skip
+            self.emit(f"    {', '.join(f'{a}_at' for a in arrays)} = {copies}")
+            self.emit(f"    {', '.join(f'{a}[_t]' for a in arrays)} = {', '.join(f'{a}_at' for a in arrays)}")
+        name = arrays[e.which]
+        return f"_np.swapaxes({name}, 0, {pos + 1})[0]", f"{name}_at"  # (steps back at the axis's position)
 
     # -- kernel ---------------------------------------------------------------------------------------
     def render(self) -> str:

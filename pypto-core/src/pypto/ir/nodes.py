@@ -213,7 +213,13 @@ class Scan(Expr):
     With ``op`` "fn" (``pt.associative_scan``) ``combine`` holds the function: the first point's value is the
     body's, every later one ``combine(previous, body)``. A function of several values scans the tuple
     ``(body, *others)`` at once; the node is its component ``which`` (one node per component, all with the same
-    bodies and function: a nest computes them together, see :func:`scan_key`)."""
+    bodies and function: a nest computes them together, see :func:`scan_key`).
+
+    With ``op`` :data:`~pypto.ir.ops.LOOP` (a sequential loop, ``for t in pt.range(n)``) the components are the
+    loop's state: ``combine`` has one expression per component, over the running values (``Carry`` slots
+    ``0..k-1``, ``k = len(combine.exprs)``) and the step's values (slots ``k..``: ``body``, then ``others``); the
+    value at ``t`` is the state after step ``t``, starting from ``init`` (one value per component, over the axes
+    around the loop) before step 0. ``Reduce(LAST, scan, (axis,))`` is the state after the loop."""
 
     op: str
     body: Expr
@@ -222,6 +228,7 @@ class Scan(Expr):
     combine: Combine | None = None
     others: tuple[Expr, ...] = ()
     which: int = 0
+    init: tuple[Expr, ...] = ()  # a loop's (op LOOP) carried values before its first step
     dtype: DType | None = _dtype()
     loc: SourceLoc | None = _loc()
 
@@ -340,7 +347,7 @@ def children(node: Node) -> list[Expr]:
     if type(node) is Gather:
         return list(node.index)
     if type(node) is Scan:
-        return [node.body, *node.others]
+        return [node.body, *node.others, *node.init]
     if type(node) is Scatter:
         return [*node.index, node.value]
     out = []
@@ -357,9 +364,9 @@ def map_children(node: Node, fn: Callable[[Expr], Expr]) -> Node:
         index = tuple(fn(ix) for ix in node.index)
         return node if all(a is b for a, b in zip(index, node.index)) else replace(node, index=index)
     if type(node) is Scan:
-        body, others = fn(node.body), tuple(fn(o) for o in node.others)
-        same = body is node.body and all(a is b for a, b in zip(others, node.others))
-        return node if same else replace(node, body=body, others=others)
+        body, others, init = fn(node.body), tuple(fn(o) for o in node.others), tuple(fn(v) for v in node.init)
+        same = body is node.body and all(a is b for a, b in zip((*others, *init), (*node.others, *node.init)))
+        return node if same else replace(node, body=body, others=others, init=init)
     if type(node) is Scatter:
         index, value = tuple(fn(ix) for ix in node.index), fn(node.value)
         same = value is node.value and all(a is b for a, b in zip(index, node.index))
@@ -447,7 +454,7 @@ def free_axes(e: Expr, _memo: dict | None = None) -> frozenset[int]:
     elif isinstance(e, Reduce):
         r = free_axes(e.body, memo) - frozenset(e.axes)
     elif isinstance(e, Scan):
-        r = frozenset().union(*(free_axes(b, memo) for b in (e.body, *e.others))) | {e.axis}
+        r = frozenset().union(*(free_axes(b, memo) for b in (e.body, *e.others, *e.init))) | {e.axis}
     elif isinstance(e, Sort):
         r = (free_axes(e.body, memo) - {e.axis}) | {e.out}
     else:
@@ -515,9 +522,18 @@ def sorts(e: Node) -> tuple[Sort, ...]:
 
 def scan_key(c: Scan) -> tuple:
     """What the components of one scan share (all but ``which`` and the type): a nest carries them together."""
-    return (c.op, c.body, c.others, c.axis, c.reverse, c.combine)
+    return (c.op, c.body, c.others, c.axis, c.reverse, c.combine, c.init)
 
 
 def scan_bodies(c: Scan) -> tuple[Expr, ...]:
-    """The scanned values of ``c``: its body, then the other components' (``pt.associative_scan`` of a tuple)."""
+    """The scanned values of ``c``: its body, then the other components' (``pt.associative_scan`` of a tuple; a
+    loop's step values)."""
     return (c.body, *c.others)
+
+
+def scan_width(c: Scan) -> int:
+    """How many values a scan carries: one for a reducer's, one per scanned value for ``pt.associative_scan``,
+    one per component of a loop's state."""
+    if c.combine is None:
+        return 1
+    return len(c.combine.exprs)

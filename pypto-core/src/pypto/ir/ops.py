@@ -411,9 +411,20 @@ USER_SCAN = "fn"
 """``Scan.op`` of ``pt.associative_scan``: the user's combine function (``Scan.combine``) instead of a reducer."""
 
 
+LOOP = "loop"
+"""``Scan.op`` of a sequential loop (``for t in pt.range(n)``, a ``while`` on a traced condition): the loop body as
+a combine function (``Scan.combine``) of the carried variables and the step's values, run in order from the
+variables' values before the loop (``Scan.init``); it need not be associative, so its steps are never split."""
+
+LAST = "last"
+"""``Reduce.op`` of a sequential loop's result: its body (a :data:`LOOP` scan along the reduced axis) after the
+last step, or the carried variable's value before the loop when the loop runs no step. Not a reducer of
+:data:`REDUCERS` (no identity, no combine): only a loop's result takes it."""
+
+
 def scan_name(op: str) -> str:
-    """The function a ``Scan.op`` comes from: ``cumsum`` ... or ``associative_scan``."""
-    return "associative_scan" if op == USER_SCAN else SCANS[op].name
+    """The function a ``Scan.op`` comes from: ``cumsum`` ..., ``associative_scan`` or a loop."""
+    return "associative_scan" if op == USER_SCAN else "loop" if op == LOOP else SCANS[op].name
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from pypto.ir.nodes import (
     postorder,
     transform,
 )
-from pypto.ir.ops import binary_symbols, scan_name
+from pypto.ir.ops import LOOP, binary_symbols, scan_name
 
 _SYMBOL = binary_symbols()
 
@@ -163,6 +163,19 @@ def _describe(e: Expr, ref, name) -> str:
         return f"cast({ref(e.x)}, {e.dtype})"
     if isinstance(e, Reduce):
         return f"reduce_{e.op}({ref(e.body)}, over {', '.join(name(a) for a in e.axes)})"
+    if isinstance(e, Scan) and e.op == LOOP:  # the body over the variables a (at the step's start) and b (its values)
+        assert e.combine is not None
+        k, m = len(e.init), 1 + len(e.others)
+        names = [f"a{j}" for j in range(k)] + [f"b{j}" for j in range(m)]
+        leaf = {Carry: lambda n: names[n.slot], Scalar: lambda n: n.name}
+        shown = ", ".join(format_expr(transform(x, lambda n: Var(leaf[type(n)](n)) if type(n) in leaf else None))  # type: ignore[arg-type]
+                          for x in e.combine.exprs)  # fmt: skip
+        values = ", ".join(ref(b) for b in (e.body, *e.others))
+        start = ", ".join(ref(v) for v in e.init)
+        return (
+            f"loop(along {name(e.axis)}, from ({start}), values ({values}), step(({', '.join(names[:k])}), "
+            f"({', '.join(names[k:])})) = ({shown}), variable {e.which})"
+        )
     if isinstance(e, Scan):
         fn, k = "", 1 + len(e.others)
         if e.combine is not None:  # the function over its arguments a (the running values) and b (the elements)

@@ -234,16 +234,47 @@ def concrete(c: Any, file: str, line: int, what: str) -> Any:
 
 
 def loop_test(c: Any, file: str, line: int) -> Any:
-    """The test of a ``while`` loop: Python's for a concrete value; a traced one is not supported yet."""
+    """The test of a ``while`` loop the pass leaves as it is (one that breaks, continues, returns or has an
+    ``else``): Python's for a concrete value, an error for a traced one."""
     if traced(c):
         raise TracingError(
-            "a 'while' loop on a traced value: the number of iterations would differ from element to element, "
-            "and loops with a per-element condition are not supported yet",
+            "a 'while' loop on a traced value whose body breaks, continues or returns, or that has an else: "
+            "each element runs its own number of steps, and such a loop cannot stop one element's steps",
             _loc(file, line),
-            "bound the loop with a Python number (for k in range(n): ...) and select the update with "
-            "pt.where(cond, new, old), or compute the result in closed form",
+            "put the stopping condition in the while's test (while cond and n < max_iter:) and assign the "
+            "results in the body; select values with pt.where",
         )
     return c
+
+
+def loop(it: Any, body: Callable[..., tuple], values: tuple, names: Sequence[str], target: str, file: str,
+         line: int) -> tuple:  # fmt: skip
+    """A ``for`` loop over ``pt.range(...)`` (anything else runs as Python's loop): the variables the body
+    assigns, after the loop (:mod:`pypto.lang.sequential`)."""
+    from pypto.lang.sequential import for_loop
+    from pypto.lang.sequential import range as seq_range
+
+    if not isinstance(it, seq_range):
+        for v in it:
+            values = body(v, *values)
+        return values
+    return for_loop(it, body, values, names, target, _loc(file, line), traced, Undefined)
+
+
+def while_(test: Callable[..., Any], body: Callable[..., tuple], values: tuple, names: Sequence[str], file: str,
+           line: int) -> tuple:  # fmt: skip
+    """A ``while`` loop: Python's while the test is concrete; from the first traced test on, one sequential loop
+    per element, up to the bound its test states (:func:`pypto.lang.sequential.while_loop`)."""
+    while True:
+        c = test(*values)
+        if traced(c):
+            break
+        if not c:
+            return values
+        values = body(*values)
+    from pypto.lang.sequential import while_loop
+
+    return while_loop(test, body, values, names, _loc(file, line), traced, truth, Undefined)
 
 
 def _select(c: Any, x: Any, y: Any, what: str, loc: SourceLoc | None) -> Any:
@@ -407,11 +438,40 @@ class _Rewriter(ast.NodeTransformer):
         call = ast.Call(_rt("ifexp"), [node.test, _thunk(node.body), _thunk(node.orelse)], [])
         return ast.copy_location(call, node)
 
-    def visit_While(self, node: ast.While) -> ast.While:
+    def visit_While(self, node: ast.While) -> Any:
         self.generic_visit(node)
         where = [ast.Constant(self.file), ast.Constant(node.lineno)]
-        node.test = ast.copy_location(ast.Call(_rt("loop_test"), [node.test, *where], []), node.test)
-        return node
+        if node.orelse or _escapes(node.body) is not None:  # left as Python's, its test checked to be concrete
+            node.test = ast.copy_location(ast.Call(_rt("loop_test"), [node.test, *where], []), node.test)
+            return node
+        k = next(self.count)
+        names = _assigned(node.body)
+        params = ast.arguments([], [ast.arg(n) for n in names], None, [], [], None, [])
+        test = _def(f"{_PREFIX}test{k}", params, [ast.Return(node.test)])
+        body = _def(f"{_PREFIX}body{k}", params, [*node.body, _result(names)])
+        call = ast.Call(_rt("while_"), [ast.Name(test.name, ast.Load()), ast.Name(body.name, ast.Load()),
+                                        _values(names), ast.Constant(tuple(names)), *where], [])  # fmt: skip
+        return self._place([test, body, _assign(names, call)], node)
+
+    def visit_For(self, node: ast.For) -> Any:
+        self.generic_visit(node)
+        if not _sequential(node) or node.orelse or _escapes(node.body) is not None:
+            return node  # Python's loop (pt.range refuses to be iterated there, saying why)
+        k = next(self.count)
+        target = node.target.id  # type: ignore[attr-defined]
+        names = [n for n in _assigned(node.body) if n != target]
+        params = ast.arguments([], [ast.arg(target), *(ast.arg(n) for n in names)], None, [], [], None, [])
+        body = _def(f"{_PREFIX}loop{k}", params, [*node.body, _result(names)])
+        where = [ast.Constant(self.file), ast.Constant(node.lineno)]
+        call = ast.Call(_rt("loop"), [node.iter, ast.Name(body.name, ast.Load()), _values(names),
+                                      ast.Constant(tuple(names)), ast.Constant(target), *where], [])  # fmt: skip
+        return self._place([body, _assign(names, call)], node)
+
+    @staticmethod
+    def _place(stmts: list[ast.stmt], node: ast.stmt) -> list[ast.stmt]:
+        for s in stmts:
+            ast.copy_location(s, node)
+        return stmts
 
     def visit_If(self, node: ast.If) -> Any:
         self.generic_visit(node)  # the ifs inside first
@@ -424,26 +484,39 @@ class _Rewriter(ast.NodeTransformer):
         k = next(self.count)
         names = _assigned(node.body) + [n for n in _assigned(node.orelse) if n not in _assigned(node.body)]
         params = ast.arguments([], [ast.arg(n) for n in names], None, [], [], None, [])
-        result = ast.Return(ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load()))
-        then = _def(f"{_PREFIX}then{k}", params, [*node.body, result])
-        orelse = _def(f"{_PREFIX}else{k}", params, [*node.orelse, result])
-        scope = ast.Call(ast.Name("locals", ast.Load()), [], [])
-        values = ast.Tuple([ast.Call(_rt("local"), [scope, ast.Constant(n)], []) for n in names], ast.Load())
+        then = _def(f"{_PREFIX}then{k}", params, [*node.body, _result(names)])
+        orelse = _def(f"{_PREFIX}else{k}", params, [*node.orelse, _result(names)])
         call = ast.Call(_rt("cond"), [node.test, ast.Name(then.name, ast.Load()), ast.Name(orelse.name, ast.Load()),
-                                      values, ast.Constant(tuple(names)), *where], [])  # fmt: skip
-        if names:
-            stmt: ast.stmt = ast.Assign([ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())], call)
-        else:
-            stmt = ast.Expr(call)
-        out = [then, orelse, stmt]
-        for s in out:
-            ast.copy_location(s, node)
-        return out
+                                      _values(names), ast.Constant(tuple(names)), *where], [])  # fmt: skip
+        return self._place([then, orelse, _assign(names, call)], node)
+
+
+def _sequential(node: ast.For) -> bool:
+    """A ``for`` over ``<module>.range(...)`` (``pt.range``) to a plain name: rewritten as a sequential loop."""
+    it = node.iter
+    return (isinstance(node.target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+            and it.func.attr == "range")  # fmt: skip
+
+
+def _result(names: list[str]) -> ast.Return:
+    return ast.Return(ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load()))
+
+
+def _values(names: list[str]) -> ast.Tuple:
+    scope = ast.Call(ast.Name("locals", ast.Load()), [], [])
+    return ast.Tuple([ast.Call(_rt("local"), [scope, ast.Constant(n)], []) for n in names], ast.Load())
+
+
+def _assign(names: list[str], call: ast.expr) -> ast.stmt:
+    if names:
+        return ast.Assign([ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())], call)
+    return ast.Expr(call)
 
 
 def _controls(tree: ast.AST) -> bool:
     return any(isinstance(n, (ast.If, ast.While, ast.BoolOp, ast.IfExp)) or (isinstance(n, ast.UnaryOp) and
-               isinstance(n.op, ast.Not)) for n in ast.walk(tree))  # fmt: skip
+               isinstance(n.op, ast.Not)) or (isinstance(n, ast.For) and _sequential(n))
+               for n in ast.walk(tree))  # fmt: skip
 
 
 _cache: weakref.WeakKeyDictionary[Any, Callable] = weakref.WeakKeyDictionary()

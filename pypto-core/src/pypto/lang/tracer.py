@@ -128,6 +128,7 @@ class Tracer:
         self.scatters: list[Scatter] = []
         self.nonempty: list[AxisNotEmpty] = []  # axes a reduction needs a point of (pt.argmax)
         self.derived: dict[int, tuple[int, str]] = {}  # axes made by the tracer: (the user's axis, name suffix)
+        self.loops: dict[int, tuple[str, Affine, str]] = {}  # sequential loops' axes: (name, extent, where from)
         self.params: list[TensorParam | ScalarParam] = []
         self.loc = _fn_loc(fn)
 
@@ -137,8 +138,14 @@ class Tracer:
         for index, named in self.derived.items():  # (the sorts of one row share it: one nest computes them)
             if named == (base, suffix):
                 return index
-        index = 16 + len(self.derived)
+        index = 16 + len(self.derived) + len(self.loops)
         self.derived[index] = (base, suffix)
+        return index
+
+    def loop_axis(self, name: str, extent: Affine, source: str, loc: SourceLoc | None) -> int:
+        """A new axis for the steps of a sequential loop (``for t in pt.range(n)``), of extent ``extent``."""
+        index = 16 + len(self.derived) + len(self.loops)
+        self.loops[index] = (name, extent, source)
         return index
 
     # -- called by the proxies --------------------------------------------------------------
@@ -243,13 +250,15 @@ class Tracer:
         stored = {s.tensor for s in self.stores} | {s.tensor for s in self.scatters}
         loaded: set[str] = {s.tensor for s in self.scatters}  # a scatter reads the elements it lands on
         dims: list[str] = []
-        axes: set[int] = set()
+        axes: set[int] = set(self.loops)
         for p in self.params:
             if isinstance(p, TensorParam):
                 for s in p.shape:
                     for d in s.dim_set():
                         if d not in dims:
                             dims.append(d)
+        for _, extent, _ in self.loops.values():
+            self._check_dims(extent.dim_set(), dims, self.loc)
         for s in (*self.stores, *self.scatters):
             if isinstance(s, Store):
                 for ix in s.index:
@@ -279,12 +288,15 @@ class Tracer:
             if k in self.derived:
                 base, suffix = self.derived[k]
                 nm = f"{src_names.get(base, f'i{base}')}_{suffix}"
+            extent, source = None, ""
+            if k in self.loops:
+                nm, extent, source = self.loops[k]
             if nm in taken or not nm.isidentifier() or nm.startswith("_"):
                 nm = f"{nm}_ax{k}" if nm.isidentifier() and not nm.startswith("_") else f"i{k}"
                 while nm in taken:
                     nm += "_"
             taken.add(nm)
-            axis_infos.append(AxisInfo(k, nm))
+            axis_infos.append(AxisInfo(k, nm, extent, source))
         return KernelIR(self.name, tuple(params), tuple(dims), tuple(axis_infos), tuple(self.stores), loc=self.loc,
                         scatters=tuple(self.scatters), checks=tuple(dict.fromkeys(self.nonempty)))  # fmt: skip
 

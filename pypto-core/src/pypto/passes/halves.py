@@ -32,11 +32,13 @@ from pypto.ir.nodes import Cast, Combine, Expr, Gather, Load, Node, Scan, Store,
 
 def _widen(n: Node) -> Node | None:
     dt = getattr(n, "dtype", None)
+    if isinstance(n, Scan) and n.combine is not None:  # the combine function runs in float32 too (its 16-bit parts,
+        exprs = tuple(transform(x, _widen) for x in n.combine.exprs)  # whatever the component's own type)
+        if exprs == n.combine.exprs and not dt.is_half:  # type: ignore[union-attr]
+            return None
+        return replace(n, combine=Combine(exprs), dtype=float32 if dt.is_half else dt)  # type: ignore[arg-type, union-attr]
     if dt is None or not dt.is_half:
         return None
-    if isinstance(n, Scan) and n.combine is not None:  # the combine function runs in float32 too (its 16-bit parts)
-        exprs = tuple(transform(x, _widen) for x in n.combine.exprs)
-        return replace(n, combine=Combine(exprs), dtype=float32)  # type: ignore[arg-type]
     if isinstance(n, (Load, Gather)):
         return Cast(n, dtype=float32, loc=n.loc)
     if isinstance(n, Cast):

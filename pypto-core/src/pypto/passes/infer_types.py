@@ -29,6 +29,7 @@ from pypto.ir.nodes import (
     Gather,
     Index,
     Load,
+    Node,
     Reduce,
     Scalar,
     Scan,
@@ -41,7 +42,7 @@ from pypto.ir.nodes import (
     scan_bodies,
     transform,
 )
-from pypto.ir.ops import COMPLEX_FUNCTIONS, COMPLEX_PARTS, FUNCTIONS2, REDUCERS, SCANS
+from pypto.ir.ops import COMPLEX_FUNCTIONS, COMPLEX_PARTS, FUNCTIONS2, LAST, LOOP, REDUCERS, SCANS
 
 _COMPLEX_BINARY = frozenset({"add", "sub", "mul", "div", "eq", "ne"})
 
@@ -171,6 +172,9 @@ class _Typer:
                 )
             dt = _common(a, b)
             return Where(c, _fix_const(a, dt), _fix_const(b, dt), dtype=dt, loc=e.loc)
+        if isinstance(e, Reduce) and e.op == LAST:  # a loop's result: its state's type
+            body = self(e.body)
+            return Reduce(e.op, body, e.axes, dtype=body.dtype, loc=e.loc)
         if isinstance(e, Reduce):
             body = self(e.body)
             dt = body.dtype
@@ -188,6 +192,8 @@ class _Typer:
                 dt = dtypes.as_dtype(counted)
                 body = _fix_const(body, dt)
             return Reduce(e.op, body, e.axes, dtype=dt, loc=e.loc)
+        if isinstance(e, Scan) and e.op == LOOP:
+            return self.loop(e)
         if isinstance(e, Scan) and e.combine is not None:
             return self.user_scan(e)
         if isinstance(e, Scan):  # typed as the reduction it runs (pypto.ir.ops.SCANS)
@@ -216,6 +222,50 @@ class _Typer:
             assert e.dtype is not None, "a combine function's argument outside pt.associative_scan"
             return e
         raise TypeError(f"infer_types: unexpected node {type(e).__name__}")
+
+    def loop(self, e: Scan) -> Scan:
+        """A sequential loop: each carried variable takes the type of its values before and after a step (Python
+        numbers before the loop adapt, as in arithmetic: ``h = 0.0`` then ``h = a * h + x[t]`` carries x's type),
+        found by typing the body until the types no longer change."""
+        assert e.combine is not None
+        bodies = [self(b) for b in scan_bodies(e)]
+        init = [self(v) for v in e.init]
+        k = len(init)
+        dts: list[DType | None] = [None if _is_weak(v) else v.dtype for v in init]
+
+        def typed(expr: Expr, guess: list[DType | None]) -> Expr:
+            def leaf(n: Node) -> Node | None:
+                if not isinstance(n, Carry):
+                    return None
+                if n.slot >= k:
+                    return replace(n, dtype=bodies[n.slot - k].dtype)
+                if guess[n.slot] is None:  # a Python number before the loop: weak, as that number
+                    return init[n.slot]
+                return replace(n, dtype=guess[n.slot])
+
+            return _Typer(self.k)(transform(expr, leaf))  # type: ignore[arg-type]
+
+        for _ in range(2 * k + 2):  # each round can only widen a type: it ends
+            outs = [typed(x, dts) for x in e.combine.exprs]
+            new = list(dts)
+            for j, out in enumerate(outs):
+                if _is_weak(out):
+                    new[j] = new[j] or (init[j].dtype if not _is_weak(init[j]) else _common(init[j], out))
+                elif new[j] is None:
+                    new[j] = _common(init[j], out) if _is_weak(init[j]) else dtypes.promote(init[j].dtype, out.dtype)
+                else:
+                    new[j] = dtypes.promote(new[j], out.dtype)
+            if new == dts:
+                break
+            dts = new
+        final: list[DType] = [d if d is not None else init[j].dtype for j, d in enumerate(dts)]
+        if any(d.is_complex for d in final):
+            raise self.err(e, "a sequential loop carrying complex values is not supported yet",
+                           "carry the real and imaginary parts as two variables (pt.real, pt.imag)")  # fmt: skip
+        outs = [_fix_const(typed(x, list(final)), final[j]) for j, x in enumerate(e.combine.exprs)]
+        init = [_fix_const(v, final[j]) for j, v in enumerate(init)]
+        return Scan(e.op, bodies[0], e.axis, e.reverse, Combine(tuple(outs)), tuple(bodies[1:]), e.which,
+                    tuple(init), dtype=final[e.which], loc=e.loc)  # fmt: skip
 
     def user_scan(self, e: Scan) -> Scan:
         """``pt.associative_scan``: the combine function's arguments have the types of the scanned values, and so

@@ -66,6 +66,7 @@ from pypto.ir.nodes import (
     substitute_axes,
     top_reduces,
 )
+from pypto.ir.ops import LAST, LOOP
 from pypto.ir.reducers import combine, identity
 from pypto.passes.fuse import sort_of
 from pypto.passes.sorting import SortNest
@@ -406,6 +407,11 @@ class _Lowerer:
                     pre, var = self.reduction(r, env, red)
                     stmts.extend(pre)
                     red[r] = var
+                    if r.op == LAST:  # the loop's other results: its other variables after the same steps
+                        key = scan_key(r.body)  # type: ignore[arg-type]
+                        for r2 in reduces:
+                            if r2.op == LAST and r2.axes == r.axes and scan_key(r2.body) == key:  # type: ignore[arg-type]
+                                red[r2] = self.scan_acc[key][r2.body.which]  # type: ignore[attr-defined]
             if d == len(loops):
                 stmts.extend(self.innermost(sinks, env, red, carried))
                 return stmts
@@ -414,8 +420,12 @@ class _Lowerer:
                 if c.axis == ax:  # the running values start at the reducer's identity before the scan's loop
                     key, accs = scan_key(c), []
                     for j, dt in enumerate(_component_dtypes(c)):
-                        acc = self.fresh("scan_" if c.combine is not None else f"cum{c.op}_")
+                        acc = self.fresh(
+                            "state_" if c.op == LOOP else "scan_" if c.combine is not None else f"cum{c.op}_"
+                        )
                         start = self.scan_start.get((key, j))  # (a block of a long scan: where it starts)
+                        if c.op == LOOP:  # a loop's variables start from their values before it
+                            start = self.expr(c.init[j], env, red, {})
                         stmts.append(Declare(acc, dt, _scan_start(c, dt) if start is None else start))
                         accs.append(Var(acc, dtype=dt))
                     self.scan_acc[key] = accs
@@ -475,9 +485,11 @@ class _Lowerer:
                     updates.append(Let(name, v))
                     v = Var(name, dtype=v.dtype)
                 vs.append(v)
-            first = add(self.extent(c.axis), _i64(-1)) if c.reverse else _i64(0)
-            first = self.scan_first.get(scan_key(c), first)
-            at_first = Binary("eq", Var(env[c.axis], dtype=I64), first, dtype=dtypes.bool_)
+            at_first = None
+            if c.op != LOOP:  # (a loop's first step combines with the values before the loop)
+                first = add(self.extent(c.axis), _i64(-1)) if c.reverse else _i64(0)
+                first = self.scan_first.get(scan_key(c), first)
+                at_first = Binary("eq", Var(env[c.axis], dtype=I64), first, dtype=dtypes.bool_)
             updates += self.combine_step(c, accs, vs, at_first)
         values = [self.expr(s.value, env, red, memo) for s in sinks]
         # a scatter's computed indices: shared parts bound with the values (an index built from one value
@@ -503,6 +515,10 @@ class _Lowerer:
 
     def reduction(self, r: Reduce, env: dict[int, str], known: dict[Reduce, Var]) -> tuple[list[Stmt], Var]:
         """Statements computing ``r`` at this point of the nest, and the variable holding it."""
+        if r.op == LAST:  # a loop's result: its steps run here, the variable after the last one is the value
+            assert isinstance(r.body, Scan), r.body
+            stmts = self.emit(list(r.axes), [_Sink(r.body)], env, known=known)
+            return stmts, self.scan_acc[scan_key(r.body)][r.body.which]
         acc = self.fresh(f"{r.op}_")
         axes = self.order_axes(r.axes, r.body)
         sinks = [_Sink(r.body, acc=acc, op=r.op, acc_dtype=r.dtype)]
@@ -556,18 +572,28 @@ class _Lowerer:
         ]
         return stmts, (mv, sv)
 
-    def combine_step(self, c: Scan, accs: list[Var], vs: list[Expr], first: Expr) -> list[Stmt]:
-        """``accs = first ? vs : fn(accs, vs)`` for the user's function of ``c``: every new value computed from the
-        old ones before any is assigned."""
+    def combine_step(self, c: Scan, accs: list[Var], vs: list[Expr], first: Expr | None) -> list[Stmt]:
+        """``accs = first ? vs : fn(accs, vs)`` for the user's function of ``c`` (``accs = fn(accs, vs)`` for a
+        loop's body: ``first`` None): every new value computed from the old ones before any is assigned."""
         assert c.combine is not None
         self.carry = dict(enumerate([*accs, *vs]))
         memo: dict[int, tuple] = {}
-        news: list[Stmt] = []
-        for j, x in enumerate(c.combine.exprs):
-            name = self.fresh("next_")
-            news.append(Let(name, Where(first, vs[j], self.expr(x, {}, {}, memo), dtype=accs[j].dtype)))
+        exprs = list(c.combine.exprs)
+        cond = _while_condition(c) if first is None else None
+        if cond is not None:  # a while loop's step: nothing changes once its condition fails (skipped)
+            exprs = [x.a for x in exprs]  # type: ignore[attr-defined]
+        steps = [self.expr(x, {}, {}, memo) for x in exprs]
+        test = self.expr(cond, {}, {}, memo) if cond is not None else None
         self.carry = {}
-        return news + [Assign(a.name, Var(n.name, dtype=a.dtype)) for a, n in zip(accs, news)]  # type: ignore[attr-defined]
+        lets, steps = _bind_shared(steps, self.fresh)  # (the parts the variables' new values share, once)
+        news: list[Stmt] = []
+        for j, step in enumerate(steps):
+            name = self.fresh("next_")
+            news.append(Let(name, step if first is None else Where(first, vs[j], step, dtype=accs[j].dtype)))
+        body = [*lets, *news] + [Assign(a.name, Var(n.name, dtype=a.dtype)) for a, n in zip(accs, news)]  # type: ignore[attr-defined]
+        if test is not None:
+            return [If(test, Block(tuple(body)))]
+        return body
 
     def split_scan(self, g: Group, sinks: list[_Sink]) -> list[Stmt]:
         """A long scan (the nest's only loop) in fixed-size blocks of its steps, in three passes: each block's
@@ -831,9 +857,23 @@ def _scan_start(c: Scan, dt: DType) -> Const:
     return Const(False if dt.is_bool else 0.0 if dt.is_float else 0, dtype=dt)
 
 
+def _while_condition(c: Scan) -> Expr | None:
+    """The condition of a while loop's step (every variable ``where(cond, new, itself)``, one ``cond``), or None."""
+    assert c.combine is not None
+    exprs = c.combine.exprs
+    if c.op != LOOP or not all(isinstance(x, Where) for x in exprs):
+        return None
+    conds = {x.cond for x in exprs}  # type: ignore[attr-defined]
+    same = all(isinstance(x.b, Carry) and x.b.slot == j for j, x in enumerate(exprs))  # type: ignore[attr-defined]
+    return next(iter(conds)) if len(conds) == 1 and same else None
+
+
 def _component_dtypes(c: Scan) -> list[DType]:
-    """The types of the values a scan carries: its own for a reducer's; each scanned value's for the user's."""
+    """The types of the values a scan carries: its own for a reducer's; each scanned value's for the user's; each
+    variable's for a loop."""
     assert c.dtype is not None
+    if c.op == LOOP:
+        return [v.dtype for v in c.init]  # type: ignore[misc]
     return [c.dtype] if c.combine is None else [b.dtype for b in scan_bodies(c)]  # type: ignore[misc]
 
 

@@ -32,6 +32,7 @@ from pypto.ir.nodes import (
     top_reduces,
     transform,
 )
+from pypto.ir.ops import LAST
 from pypto.passes.fuse import accesses, scan_of, sort_of, store_loops
 
 
@@ -67,9 +68,12 @@ def _misplaced_scans(value: Expr, g: Group) -> list[Scan]:
     if sig is None:  # (a store whose every scan is inside a reduction)
         sig = (-1, False)
     inside = {id(n) for r in top_reduces(value) for n in postorder(r.body)}
+    # a loop's result reads its scan at the last step: the reduction's own nest carries it
+    results = {id(r.body) for r in top_reduces(value) if r.op == LAST}
     return [
         n for n in postorder(value)
-        if isinstance(n, Scan) and (id(n) in inside or (n.axis, n.reverse) != sig or n.axis not in g.loops[-1:])
+        if isinstance(n, Scan) and id(n) not in results
+        and (id(n) in inside or (n.axis, n.reverse) != sig or n.axis not in g.loops[-1:])
     ]  # fmt: skip
 
 

@@ -51,8 +51,9 @@ from pypto.ir.nodes import (
     scans,
     top_reduces,
 )
+from pypto.ir.ops import LOOP
 from pypto.ir.schedule import NestSchedule, Schedule
-from pypto.passes.fuse import sort_of
+from pypto.passes.fuse import scan_of, sort_of
 from pypto.targets.machine import Machine, host_cpu
 
 SPLIT_BLOCK = 16384  # points per block of a split reduction: 64 KiB of float32, L2-resident
@@ -83,7 +84,8 @@ def _long_scan(k: KernelIR, g: Group, block: int) -> bool:
     if len(g.loops) != 1:
         return False
     carried = [c for s in g.stores for c in scans(s.value)]
-    if not carried or any(scans(b) for c in carried for b in scan_bodies(c)):
+    if not carried or any(c.op == LOOP or scans(b) for c in carried for b in scan_bodies(c)):  # (a loop's steps
+        # run in order: its body need not be associative)
         return False
     extent = k.axis(g.loops[0]).extent
     return extent is None or not extent.is_const or extent.const > block
@@ -156,7 +158,7 @@ def classify(g: Group) -> tuple[str, _Contraction | None]:
     """The nest's access pattern (see :data:`pypto.ir.schedule.PATTERNS`)."""
     if not g.loops:
         return "full-reduction", None
-    if any(scans(s.value) for s in g.stores):
+    if any(scan_of(s) is not None for s in g.stores):  # (a loop's result is a reduction: its steps inside)
         return "scan", None
     if any(sort_of(s) is not None for s in g.stores):
         return "sort", None

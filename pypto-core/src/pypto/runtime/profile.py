@@ -71,9 +71,11 @@ def op_cost(e: Expr) -> int:
         f = MATH.get(e.op)
         return f.flops if f is not None else 1  # neg, abs, invert
     if isinstance(e, Reduce):
-        return REDUCERS[e.op].flops  # per element reduced
+        return REDUCERS[e.op].flops if e.op in REDUCERS else 0  # per element reduced (a loop's result: its steps')
+    if isinstance(e, Scan) and e.combine is not None:  # per step: the combine's (a loop's body) operations
+        return max(1, sum(op_cost(n) for x in e.combine.exprs for n in postorder(x)) // len(e.combine.exprs))
     if isinstance(e, Scan):
-        return SCANS[e.op].flops if e.op in SCANS else 1  # per element (a user's combine: one operation)
+        return SCANS[e.op].flops  # per element
     if isinstance(e, Cast):
         return CAST.flops
     if isinstance(e, Where):

@@ -1,0 +1,270 @@
+"""Sequential loops in kernels: ``for t in pt.range(n)`` with variables carried from step to step, and ``while`` on
+a per-element condition, compared with the same loops run by Python/NumPy on the same inputs."""
+
+import numpy as np
+import pytest
+
+import pypto as pt
+
+R, T, N, H, W = pt.dims("R T N H W")
+
+
+def _iir(x, a, h0):
+    """``h = a * h + x[:, t]`` along the rows' steps, in NumPy: every step's value and the last."""
+    h = h0.copy()
+    out = np.zeros_like(x)
+    for t in range(x.shape[1]):
+        h = a * h + x[:, t]
+        out[:, t] = h
+    return out, h
+
+
+def test_recurrence_per_row_stores_each_step_and_the_last(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def iir(x: pt.Tensor[pt.float32, (R, T)], a: pt.Tensor[pt.float32, (R,)], h0: pt.Tensor[pt.float32, (R,)],
+            y: pt.Tensor[pt.float32, (R, T)], last: pt.Tensor[pt.float32, (R,)]):  # fmt: skip
+        r = pt.axis(0)
+        h = h0[r]
+        for t in pt.range(T):
+            h = a[r] * h + x[r, t]
+            y[r, t] = h
+        last[r] = h
+
+    for rows, steps in [(5, 17), (3, 1), (4, 0), (33, 300)]:
+        x = rng.standard_normal((rows, steps)).astype(np.float32)
+        a = rng.uniform(-0.95, 0.95, rows).astype(np.float32)
+        h0 = rng.standard_normal(rows).astype(np.float32)
+        y, last = np.zeros_like(x), np.full(rows, np.nan, np.float32)
+        iir(x, a, h0, y, last)
+        want, want_last = _iir(x, a, h0)
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(last, want_last, rtol=1e-5, atol=1e-5)  # no step: the value before the loop
+    assert "loop(along t, from" in iir.ir("traced") and "reduce_last" in iir.ir("traced")
+
+
+def test_rnn_cell_several_variables_a_branch_and_the_step_number(pypto_executor, rng):
+    """Two carried variables updated together (each step reads both old values), an if on a traced value inside
+    the body (a select), the loop variable used as a number, and a loop from a nonzero start."""
+
+    @pt.kernel(executor=pypto_executor)
+    def cell(x: pt.Tensor[pt.float64, (R, T)], w: pt.Tensor[pt.float64, (R,)], h_out: pt.Tensor[pt.float64, (R,)],
+             c_out: pt.Tensor[pt.float64, (R,)], peak: pt.Tensor[pt.float64, (R, T)]):  # fmt: skip
+        r = pt.axis(0)
+        h, c, best = 0.0, 1.0, -np.inf
+        for t in pt.range(1, T):
+            h, c = pt.tanh(w[r] * h + x[r, t] - 0.1 * c), 0.5 * c + h * x[r, t - 1]
+            if x[r, t] > best:
+                best = x[r, t] + 0.25 * t
+            peak[r, t] = best
+        h_out[r], c_out[r] = h, c
+
+    x = rng.standard_normal((6, 40))
+    w = rng.uniform(-1.0, 1.0, 6)
+    h_out, c_out, peak = np.zeros(6), np.zeros(6), np.zeros((6, 40))
+    cell(x, w, h_out, c_out, peak)
+    h, c, best = np.zeros(6), np.ones(6), np.full(6, -np.inf)
+    want_peak = np.zeros((6, 40))
+    for t in range(1, 40):
+        h, c = np.tanh(w * h + x[:, t] - 0.1 * c), 0.5 * c + h * x[:, t - 1]
+        best = np.where(x[:, t] > best, x[:, t] + 0.25 * t, best)
+        want_peak[:, t] = best
+    np.testing.assert_allclose(h_out, h, rtol=1e-12)
+    np.testing.assert_allclose(c_out, c, rtol=1e-12)
+    np.testing.assert_allclose(peak, want_peak, rtol=1e-12)
+
+
+def test_types_of_carried_variables(pypto_executor):
+    """A Python number before the loop takes the type of what the body computes (as in arithmetic); a counter of
+    Python ints stays an integer."""
+
+    @pt.kernel(executor=pypto_executor)
+    def count(x: pt.Tensor[pt.float64, (R, T)], total: pt.Tensor[pt.float64, (R,)], n: pt.Tensor[pt.int64, (R,)]):
+        r = pt.axis(0)
+        s, k = 0, 0
+        for t in pt.range(T):
+            s = s + x[r, t]
+            k = k + 1
+        total[r], n[r] = s, k
+
+    x = np.arange(12.0).reshape(3, 4) / 3.0
+    total, n = np.zeros(3), np.zeros(3, np.int64)
+    count(x, total, n)
+    np.testing.assert_array_equal(total, sum(x[:, t] for t in range(4)))  # summed in order, in float64
+    np.testing.assert_array_equal(n, [4, 4, 4])
+    assert "float64" in count.ir("infer_types").split("total[r]")[0]
+
+
+def _mandelbrot(cr, ci, limit):
+    out = np.zeros((len(ci), len(cr)), np.int32)
+    for a, y in enumerate(ci):
+        for b, x in enumerate(cr):
+            zr = zi = 0.0
+            n = 0
+            while zr * zr + zi * zi <= 4.0 and n < limit:
+                zr, zi = zr * zr - zi * zi + x, 2.0 * zr * zi + y
+                n += 1
+            out[a, b] = n
+    return out
+
+
+LIMIT = 40
+
+
+def test_while_on_a_per_element_condition_mandelbrot(pypto_executor):
+    @pt.kernel(executor=pypto_executor)
+    def mandelbrot(cr: pt.Tensor[pt.float64, (W,)], ci: pt.Tensor[pt.float64, (H,)], out: pt.Tensor[pt.int32, (H, W)]):
+        i, j = pt.axis(0), pt.axis(1)
+        zr, zi, n = 0.0, 0.0, 0
+        while zr * zr + zi * zi <= 4.0 and n < LIMIT:
+            zr, zi = zr * zr - zi * zi + cr[j], 2.0 * zr * zi + ci[i]
+            n += 1
+        out[i, j] = n
+
+    cr, ci = np.linspace(-2.0, 0.6, 47), np.linspace(-1.2, 1.2, 31)
+    out = np.zeros((31, 47), np.int32)
+    mandelbrot(cr, ci, out)
+    want = _mandelbrot(cr, ci, LIMIT)
+    np.testing.assert_array_equal(out, want)
+    assert 0 < (want == LIMIT).mean() < 1  # both kinds of points: escaped and bounded
+    assert "if " in mandelbrot.ir("lower")  # a step is skipped once the element's condition fails
+
+
+def test_while_newton_iteration_with_bound_written_either_way(pypto_executor, rng):
+    """Newton's iteration for sqrt until converged, bounded by ``max_iter > k`` (the limit on the left), from a
+    start that is a traced value; elements converge after different numbers of steps."""
+
+    @pt.kernel(executor=pypto_executor)
+    def newton(a: pt.Tensor[pt.float64, (N,)], root: pt.Tensor[pt.float64, (N,)], steps: pt.Tensor[pt.int32, (N,)]):
+        i = pt.axis(0)
+        x = pt.maximum(a[i], 1.0)
+        k = 0
+        while pt.abs(x * x - a[i]) > 1e-12 * a[i] and 30 > k:
+            x = 0.5 * (x + a[i] / x)
+            k += 1
+        root[i], steps[i] = x, k
+
+    a = np.concatenate([[1.0, 4.0], rng.uniform(0.01, 1e6, 50)])
+    root, steps = np.zeros_like(a), np.zeros(a.shape, np.int32)
+    newton(a, root, steps)
+    want_root, want_steps = a.copy(), np.zeros(a.shape, np.int32)
+    for q, v in enumerate(a):
+        x, k = max(v, 1.0), 0
+        while abs(x * x - v) > 1e-12 * v and 30 > k:
+            x, k = 0.5 * (x + v / x), k + 1
+        want_root[q], want_steps[q] = x, k
+    np.testing.assert_allclose(root, want_root, rtol=1e-14)
+    np.testing.assert_array_equal(steps, want_steps)
+    assert steps.min() == 0 and steps.max() > 5
+    np.testing.assert_allclose(root, np.sqrt(a), rtol=1e-11)
+
+
+def test_store_at_every_step_into_one_element_keeps_the_last(pypto_executor, rng):
+    @pt.kernel(executor=pypto_executor)
+    def last_value(x: pt.Tensor[pt.float32, (R, T)], y: pt.Tensor[pt.float32, (R,)]):
+        r = pt.axis(0)
+        s = 0.0
+        for t in pt.range(T):
+            s = s + x[r, t]
+            y[r] = s * 2.0  # stored at every step: the last step's value stays (none when there is no step)
+
+    x = rng.standard_normal((4, 9)).astype(np.float32)
+    y = np.zeros(4, np.float32)
+    last_value(x, y)
+    np.testing.assert_allclose(y, 2.0 * x.sum(axis=1), rtol=1e-5)
+    y = np.full(4, 3.0, np.float32)
+    last_value(np.zeros((4, 0), np.float32), y)
+    np.testing.assert_array_equal(y, 3.0)
+
+
+def test_python_loops_stay_python():
+    """A for over anything else than pt.range is Python's loop (unrolled while tracing); pt.range of ints outside a
+    kernel is Python's range; a concrete while condition runs Python's while."""
+
+    @pt.jit
+    def powers(x):
+        acc = x
+        for _ in pt.range(3):
+            acc = acc * x
+        k = 0
+        while k < 2:
+            acc = acc + 1.0
+            k += 1
+        return acc
+
+    x = np.arange(4.0)
+    np.testing.assert_allclose(powers(x), x**4 + 2.0)
+    assert list(pt.range(2, 5)) == [2, 3, 4]
+
+
+def test_what_a_sequential_loop_cannot_do_is_a_typed_error():
+    @pt.kernel(executor="reference")
+    def unbounded(x: pt.Tensor[pt.float64, (N,)], y: pt.Tensor[pt.float64, (N,)]):
+        i = pt.axis(0)
+        v = x[i]
+        while v > 1.0:
+            v = v / 2.0
+        y[i] = v
+
+    with pytest.raises(pt.TracingError, match="needs a bound on its steps") as e:
+        unbounded.ir()
+    assert "n < max_iter" in e.value.hint
+    assert e.value.loc.lineno == unbounded.fn.__code__.co_firstlineno + 4
+
+    @pt.kernel(executor="reference")
+    def stores_in_while(x: pt.Tensor[pt.float64, (N,)], y: pt.Tensor[pt.float64, (N,)]):
+        i = pt.axis(0)
+        v, n = x[i], 0
+        while v > 1.0 and n < 10:
+            v, n = v / 2.0, n + 1
+            y[i] = v
+
+    with pytest.raises(pt.TracingError, match="a store inside a 'while' loop"):
+        stores_in_while.ir()
+
+    @pt.kernel(executor="reference")
+    def data_bound(x: pt.Tensor[pt.float64, (N,)], k: int, y: pt.Tensor[pt.float64, (N,)]):
+        i = pt.axis(0)
+        v = x[i]
+        for _ in pt.range(k):
+            v = v * 2.0
+        y[i] = v
+
+    with pytest.raises(pt.TracingError, match="pt.range: stop must be a Python int or a size"):
+        data_bound.ir()
+
+    @pt.kernel(executor="reference")
+    def breaks(x: pt.Tensor[pt.float64, (R, T)], y: pt.Tensor[pt.float64, (R,)]):
+        r = pt.axis(0)
+        v = 0.0
+        for t in pt.range(T):
+            if v > 3.0:
+                break
+            v = v + x[r, t]
+        y[r] = v
+
+    with pytest.raises(pt.TracingError, match="may not break, continue or return"):
+        breaks.ir()
+
+    @pt.kernel(executor="reference")
+    def reduces_state(x: pt.Tensor[pt.float64, (R, T)], y: pt.Tensor[pt.float64, (R,)]):
+        r, c = pt.axis(0), pt.axis(1)
+        v = 0.0
+        for _ in pt.range(3):
+            v = pt.reduce_sum(x[r, c] * v, axis=c)
+        y[r] = v
+
+    with pytest.raises(pt.TracingError, match="carried value is read by reduce"):
+        reduces_state.ir()
+
+    @pt.kernel(executor="reference")
+    def local_only(x: pt.Tensor[pt.float64, (R, T)], y: pt.Tensor[pt.float64, (R,)]):
+        r = pt.axis(0)
+        for t in pt.range(T):
+            tmp = x[r, t]
+        y[r] = tmp
+
+    with pytest.raises(pt.TracingError, match="'tmp' has no value here: it is assigned only inside a sequential"):
+        local_only.ir()
+
+    with pytest.raises(pt.TracingError, match="takes .stop. or .start, stop."):
+        pt.range(1, 2, 3)
