@@ -230,6 +230,9 @@ _LAZY: dict[str, str] = {
     "abs": ".lang.functions",
     "angle": ".lang.functions",
     "arctan2": ".lang.functions",
+    "arcsin": ".lang.functions",
+    "arccos": ".lang.functions",
+    "arctan": ".lang.functions",
     "atan2": ".lang.functions",
     "conj": ".lang.functions",
     "conjugate": ".lang.functions",
@@ -337,7 +340,8 @@ __all__ = [
     "kernel", "Kernel", "tile", "Schedule", "axis", "dim", "dims", "abs", "maximum", "minimum", "where", "cast", "scatter", "scatter_add", "scatter_max", "scatter_min",
     # math functions (the op table, pypto.ir.ops)
     "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf", "sigmoid", "log1p", "expm1", "log2", "log10", "tan",
-    "atan", "sinh", "cosh", "atan2", "arctan2", "hypot",
+    "atan", "sinh", "cosh", "asin", "acos", "exp2", "floor", "ceil", "trunc", "arcsin", "arccos", "arctan", "atan2",
+    "arctan2", "hypot",  # (and pt.round: not here, so that a star import keeps Python's round)
     # complex numbers
     "real", "imag", "conj", "conjugate", "angle",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "argmax", "argmin",

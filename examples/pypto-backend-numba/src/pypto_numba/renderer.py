@@ -56,6 +56,11 @@ WORK_FUNCTION = "_pt_parallel_work"
 NAMESPACE_NAMES = frozenset({"_np", "_math", "_prange", "_range", "_max", "_helper", *SCALAR_TYPE.values()})
 
 
+def _numba_name(f) -> str:
+    """How generated Numba code calls a function of the op table (NumPy's ufunc where Python's math differs)."""
+    return f.numba_name or f"_math.{f.c_name}"
+
+
 def function_name(k: LoopKernel) -> str:
     """The name of the kernel's function in the generated module: the kernel's own, unless it is taken."""
     return f"_pt_kernel_{k.name}" if k.name in NAMESPACE_NAMES or k.name.startswith("_pt_") else k.name
@@ -180,10 +185,10 @@ class NumbaRenderer:
             return f"{fn}({self.top(x)})", True
         f = FUNCTIONS.get(op)
         if f is not None and f.formula is not None:  # the op table defines it over other functions
-            call = lambda name, arg: f"_math.{FUNCTIONS[name].c_name}({arg})"  # noqa: E731
+            call = lambda name, arg: f"{_numba_name(FUNCTIONS[name])}({arg})"  # noqa: E731
             return f.formula(self.top(x), self.expr(x), call, self.literal(1.0, dt)), False
         if f is not None:  # the op table's functions are math-module functions of the same C name
-            return f"_math.{f.c_name}({self.top(x)})", True
+            return f"{_numba_name(f)}({self.top(x)})", True
         raise TypeError(f"Numba renderer: unexpected unary operator {op!r}")
 
     def binary(self, e: Binary) -> tuple[str, bool]:

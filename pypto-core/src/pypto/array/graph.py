@@ -24,7 +24,7 @@ from pypto.array.sizes import Size
 from pypto.dtypes import DType
 from pypto.errors import ShapeError, SourceLoc, TracingError
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
-from pypto.ir.ops import BINARY_TABLE, REDUCERS
+from pypto.ir.ops import BINARY_TABLE, FUNCTIONS, REDUCERS
 from pypto.lang.location import user_loc
 
 Scalar = int | float | bool
@@ -141,6 +141,27 @@ def normalize_axes(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+NUMPY_FUNCTIONS: dict[Any, Any] = {}
+"""NumPy's functions (not ufuncs) on traced arrays, by the NumPy function: filled by
+:mod:`pypto.array.numpy_api` when it loads (as :data:`STRUCTURAL`)."""
+
+
+def _ufuncs() -> dict[str, Any]:
+    """NumPy's ufuncs on traced arrays, by name: the op table's math functions and binary operators whose NumPy
+    meaning is a ufunc, and the operators Python spells with a symbol."""
+    out: dict[str, Any] = {f.numpy.__name__: (lambda n: lambda x: unary(n, x))(f.name) for f in FUNCTIONS
+                           if isinstance(f.numpy, np.ufunc)}  # fmt: skip
+    out.update({o.numpy.__name__: (lambda n: lambda a, b: binary(n, a, b))(o.name) for o in BINARY_TABLE
+                if isinstance(o.numpy, np.ufunc)})  # fmt: skip
+    out.update(absolute=lambda x: unary("abs", x), negative=lambda x: unary("neg", x), positive=lambda x: x,
+               conjugate=lambda x: unary("conj", x), power=lambda a, b: power(a, b), square=lambda x: x * x,
+               matmul=lambda a, b: STRUCTURAL["matmul"](a, b), invert=lambda x: unary("invert", x),
+               sign=lambda x: cast(binary("gt", x, 0), x.dtype) - cast(binary("lt", x, 0), x.dtype) if not
+               x.dtype.is_float else where(binary("ne", x, x), x, cast(binary("gt", x, 0), x.dtype) -
+               cast(binary("lt", x, 0), x.dtype)))  # fmt: skip
+    return out
+
+
 STRUCTURAL: dict[str, Any] = {}
 """The operations behind :class:`Array`'s ``[]``, ``@``, ``transpose`` and ``reshape``, which are built from this
 module's nodes in :mod:`pypto.array.views` (``getitem``, ``transpose``, ``reshape``) and :mod:`pypto.array.ops`
@@ -157,7 +178,32 @@ class Array:
 
     __slots__ = ("op", "args", "attrs", "shape", "dtype", "loc", "name", "__weakref__")
     __pypto_array__ = True
-    __array_ufunc__ = None  # ndarray op Array -> the reflected operator of Array (then a clear error)
+
+    # -- NumPy's functions on it (pypto.array.numpy_api) ----------------------------------------------------
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        out = kwargs.pop("out", None)
+        fn = _UFUNCS.get(ufunc.__name__) if method == "__call__" and not kwargs and out in (None, ()) else None
+        if fn is None:
+            what = f"numpy.{ufunc.__name__}" + (f".{method}" if method != "__call__" else "")
+            extra = f" with {', '.join(sorted({*kwargs, *(['out'] if out not in (None, ()) else [])}))}" if (
+                kwargs or out not in (None, ())) else ""  # fmt: skip
+            raise TracingError(f"{what}{extra} is not supported on a traced array", user_loc(),
+                               "use the operators and the pt.* functions (or the NumPy call without out=/where=)")  # fmt: skip
+        return fn(*inputs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        fn = NUMPY_FUNCTIONS.get(func)
+        if fn is None:
+            raise TracingError(
+                f"numpy.{getattr(func, '__name__', func)} is not supported on a traced array inside @pt.jit",
+                user_loc(),
+                "use the array's methods and the pt.* functions (see the array API chapter for what NumPy "
+                "functions are taken)",
+            )
+        return fn(*args, **kwargs)
+
+    def __round__(self, ndigits: int | None = None) -> Array:
+        return NUMPY_FUNCTIONS[np.round](self, ndigits or 0)
 
     def __init__(self, op: str, args: tuple, attrs: Any, shape: tuple[int, ...], dtype: DType,
                  loc: SourceLoc | None = None, name: str | None = None):  # fmt: skip
@@ -324,6 +370,33 @@ class Array:
 
     def mean(self, axis=None, keepdims: bool = False) -> Array:
         return reduce("mean", self, axis, keepdims)
+
+    def var(self, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False) -> Array:
+        return NUMPY_FUNCTIONS[np.var](self, axis, dtype, out, ddof, keepdims)
+
+    def std(self, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False) -> Array:
+        return NUMPY_FUNCTIONS[np.std](self, axis, dtype, out, ddof, keepdims)
+
+    def any(self, axis=None, out=None, keepdims: bool = False) -> Array:
+        return NUMPY_FUNCTIONS[np.any](self, axis, out, keepdims)
+
+    def all(self, axis=None, out=None, keepdims: bool = False) -> Array:
+        return NUMPY_FUNCTIONS[np.all](self, axis, out, keepdims)
+
+    def clip(self, min=None, max=None, out=None) -> Array:  # noqa: A002 - NumPy's names
+        return NUMPY_FUNCTIONS[np.clip](self, min, max, out)
+
+    def round(self, decimals: int = 0, out=None) -> Array:
+        return NUMPY_FUNCTIONS[np.round](self, decimals, out)
+
+    def squeeze(self, axis=None) -> Array:
+        return NUMPY_FUNCTIONS[np.squeeze](self, axis)
+
+    def ravel(self, order: str = "C") -> Array:
+        return NUMPY_FUNCTIONS[np.ravel](self, order)
+
+    def flatten(self, order: str = "C") -> Array:
+        return NUMPY_FUNCTIONS[np.ravel](self, order)
 
     def cumsum(self, axis=None) -> Array:
         return STRUCTURAL["scan"]("sum", self, axis, False, "cumsum()")
@@ -551,3 +624,6 @@ def walk(outputs: Sequence[Array]) -> list[Array]:
             if isinstance(a, Array) and id(a) not in seen:
                 stack.append((a, False))
     return order
+
+
+_UFUNCS = _ufuncs()

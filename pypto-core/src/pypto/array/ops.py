@@ -215,15 +215,27 @@ def _pair(a: Array, sa: str, b: Array, sb: str, out: str, sizes: dict[str, int])
     return contract([a2, b2], [fa + spare, spare + fb], out)
 
 
-def softmax(x: Any, dim: int = -1) -> Array:
-    """``exp(x - max) / sum(exp(x - max))`` along ``dim`` (one fused nest)."""
+def _dim(fname: str, dim: Any, axis: Any) -> Any:
+    """The axis of ``pt.softmax(x, dim)`` given as torch's ``dim=`` or NumPy's and JAX's ``axis=`` (not both)."""
+    if axis is None:
+        return dim
+    if dim != -1:
+        raise TracingError(f"pt.{fname}: give the axis once, as dim= or axis=, not both (dim={dim!r}, axis={axis!r})",
+                           user_loc(3))  # fmt: skip
+    return axis
+
+
+def softmax(x: Any, dim: int = -1, *, axis: Any = None) -> Array:
+    """``exp(x - max) / sum(exp(x - max))`` along ``dim`` (one fused nest; ``axis=`` as NumPy and JAX spell it)."""
+    dim = _dim("softmax", dim, axis)
     x = _array(x, "pt.softmax")
     ex = unary("exp", x - stop_gradient(x.max(dim, keepdims=True)))  # any shift gives the same result
     return ex / ex.sum(dim, keepdims=True)
 
 
-def log_softmax(x: Any, dim: int = -1) -> Array:
-    """``x - max - log(sum(exp(x - max)))`` along ``dim``."""
+def log_softmax(x: Any, dim: int = -1, *, axis: Any = None) -> Array:
+    """``x - max - log(sum(exp(x - max)))`` along ``dim`` (or ``axis=``)."""
+    dim = _dim("log_softmax", dim, axis)
     x = _array(x, "pt.log_softmax")
     shifted = x - stop_gradient(x.max(dim, keepdims=True))
     return shifted - unary("log", unary("exp", shifted).sum(dim, keepdims=True))

@@ -69,6 +69,7 @@ class MathFunction:
     edge: tuple[float, ...] = ()  # values every backend is tested on (NaN, infinities, domain edges)
     spread: tuple[str, float, float] = ("normal", 0.0, 3.0)  # how test inputs are drawn: normal(0, s) or span
     vector_math: bool = True  # whether glibc's libmvec may have a vector variant (probed at run time)
+    numba_name: str | None = None  # Numba's spelling when not ``_math.<c_name>`` (Python's math.floor is an int)
     flops: int = 1  # operations per point pt.profile counts (a formula: the operations it is made of)
     work: int = 12  # estimated cost per point in multiply-adds, for the compiler's decisions (pypto.passes.hoist)
 
@@ -125,6 +126,29 @@ FUNCTIONS: tuple[MathFunction, ...] = (
                  edge=(0.0, nan, inf, -inf, 89.0, -89.0, 1e-5), spread=("normal", 0.0, 3.0)),
     MathFunction("cosh", "Elementwise hyperbolic cosine.", np.cosh, lambda g, x, y, f: g * f("sinh", x), "cosh",
                  edge=(0.0, nan, inf, -inf, 89.0, -89.0), spread=("normal", 0.0, 3.0)),
+    MathFunction("asin", "Elementwise arc sine (radians, in [-pi/2, pi/2]; nan outside [-1, 1]).", np.arcsin,
+                 lambda g, x, y, f: g * f("rsqrt", 1 - x * x), "asin", numpy_name="_np.arcsin",
+                 edge=(0.0, 1.0, -1.0, 1.5, nan, inf, 1e-8), spread=("span", -1.0, 1.0)),
+    MathFunction("acos", "Elementwise arc cosine (radians, in [0, pi]; nan outside [-1, 1]).", np.arccos,
+                 lambda g, x, y, f: -g * f("rsqrt", 1 - x * x), "acos", numpy_name="_np.arccos",
+                 edge=(0.0, 1.0, -1.0, -1.5, nan, inf), spread=("span", -1.0, 1.0)),
+    MathFunction("exp2", "Elementwise 2**x.", np.exp2, lambda g, x, y, f: g * y * _LN2, "exp2",
+                 numba_name="_np.exp2", edge=(0.0, -inf, inf, nan, 127.0, 128.0, -149.0, 1023.5, -1100.0),
+                 spread=("normal", 0.0, 4.0), work=8),
+    MathFunction("floor", "Elementwise largest integer not above x (a float; nan, infinities and -0.0 kept).",
+                 np.floor, lambda g, x, y, f: g * 0.0, "floor", numba_name="_np.floor",
+                 edge=(-0.5, 0.5, -0.0, 2.5, -2.5, 1e20, nan, inf, -inf), spread=("normal", 0.0, 10.0),
+                 vector_math=False, work=1),
+    MathFunction("ceil", "Elementwise smallest integer not below x (a float).", np.ceil, lambda g, x, y, f: g * 0.0,
+                 "ceil", numba_name="_np.ceil", edge=(-0.5, 0.5, -0.0, 2.5, -2.5, 1e20, nan, inf, -inf),
+                 spread=("normal", 0.0, 10.0), vector_math=False, work=1),
+    MathFunction("trunc", "Elementwise x rounded toward zero (a float).", np.trunc, lambda g, x, y, f: g * 0.0,
+                 "trunc", numba_name="_np.trunc", edge=(-0.5, 0.5, -0.0, -1.5, 2.5, 1e20, nan, inf, -inf),
+                 spread=("normal", 0.0, 10.0), vector_math=False, work=1),
+    MathFunction("round", "Elementwise x rounded to the nearest integer, halves to even (``np.round``, ``np.rint``; "
+                 "a float).", np.rint, lambda g, x, y, f: g * 0.0, "rint", numpy_name="_np.rint",
+                 numba_name="_np.rint", edge=(0.5, 1.5, 2.5, -0.5, -2.5, -0.0, 1e20, nan, inf, -inf),
+                 spread=("normal", 0.0, 10.0), vector_math=False, work=1),
 )  # fmt: skip
 
 MATH: dict[str, MathFunction] = {f.name: f for f in FUNCTIONS}

@@ -94,6 +94,7 @@ def _unary(op: str, doc: str):
 for _f in FUNCTIONS:
     globals()[_f.name] = _unary(_f.name, _f.doc)
 del _f
+arcsin, arccos, arctan = asin, acos, atan  # noqa: F821 - NumPy's names of three of them
 abs = _unary(
     "abs",
     "Elementwise absolute value (same as the builtin abs on a traced value); of a complex value its "  # noqa: A001

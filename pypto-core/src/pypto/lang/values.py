@@ -237,6 +237,14 @@ class _Operators:
     def __len__(self):
         raise _no_concrete("len() of a traced value")
 
+    def __round__(self, ndigits=None):
+        """``round(x)``: ``pt.round`` (halves to even, as NumPy's; Python's own round of a float does the same)."""
+        rint = NUMPY_UFUNCS["rint"]
+        if not ndigits:
+            return rint(self)
+        scale = 10.0**ndigits
+        return rint(self * scale) / scale
+
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         fn = NUMPY_UFUNCS.get(ufunc.__name__)
         if fn is None or method != "__call__" or kwargs:

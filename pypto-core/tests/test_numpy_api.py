@@ -1,0 +1,118 @@
+"""NumPy's functions and methods on traced arrays inside ``@pt.jit`` (ufuncs from the op table, the functions of
+``pypto.array.numpy_api``), and the rounding and inverse trigonometric functions, compared with NumPy on the same
+inputs."""
+
+import numpy as np
+import pytest
+
+import pypto as pt
+
+
+@pytest.fixture
+def x(rng):
+    return rng.standard_normal((5, 7)).astype(np.float32)
+
+
+UFUNCS = [
+    ("exp", lambda a: np.exp(a)),
+    ("log1p of abs", lambda a: np.log1p(np.absolute(a))),
+    ("maximum", lambda a: np.maximum(a, 0.25)),
+    ("add, multiply", lambda a: np.add(np.multiply(a, 2.0), 1.0)),
+    ("power, square", lambda a: np.power(a, 2) + np.square(a)),
+    ("negative, arctan2", lambda a: np.arctan2(np.negative(a), 1.5)),
+    ("rint, floor, ceil, trunc", lambda a: np.rint(a * 3) + np.floor(a) * 10 + np.ceil(a) * 100 + np.trunc(a) * 1e3),
+    ("arcsin, arccos, exp2", lambda a: np.arcsin(a / 4) + np.arccos(a / 4) + np.exp2(a)),
+    ("sign", lambda a: np.sign(a)),
+    ("tanh of matmul", lambda a: np.tanh(np.matmul(a, a.T))),
+    ("comparisons", lambda a: np.less(a, 0.0) | np.greater_equal(a, 1.0)),
+]
+
+
+@pytest.mark.parametrize("name,fn", UFUNCS, ids=[u[0] for u in UFUNCS])
+def test_ufuncs_on_traced_arrays_match_numpy(pypto_executor, x, name, fn):
+    x = x.copy()
+    x[0, 0], x[1, 1], x[2, 2] = 0.5, -2.5, 1.5  # halves (rint rounds them to even)
+    got = pt.jit(fn, executor=pypto_executor)(x)
+    np.testing.assert_allclose(got, fn(x), rtol=2e-6, atol=2e-6)
+
+
+FUNCTIONS = [
+    ("sum axis keepdims", lambda a: np.sum(a, axis=1, keepdims=True)),
+    ("mean, max, min, prod", lambda a: np.mean(a) + np.max(a, 0) + np.min(a, axis=0) + np.prod(a[:2], axis=0)),
+    ("var and std, ddof", lambda a: np.var(a, axis=1) + np.std(a, axis=0, ddof=1).sum()),
+    ("methods var std", lambda a: a.var() + a.std(axis=1, keepdims=True)),
+    ("any, all", lambda a: np.any(a > 1.0, axis=1) ^ np.all(a > -3.0, axis=1) ^ (a > 0).any()),
+    ("all of an empty axis", lambda a: np.all(a[:, :0] > 0, axis=1)),
+    ("clip, both and one bound", lambda a: np.clip(a, -0.5, 0.5) + np.clip(a, None, 0.0) + a.clip(min=0.1)),
+    ("round decimals", lambda a: np.round(a, 2) + np.around(a) + a.round(1)),
+    ("where", lambda a: np.where(a > 0, a, -a)),
+    ("squeeze, ravel, flatten", lambda a: np.squeeze(a[:1]) + np.ravel(a[1:2]) + a[2:3].flatten()),
+    ("cumsum, argmax, sort", lambda a: np.cumsum(a, axis=1) + np.argmax(a, axis=1)[:, None] + np.sort(a, axis=0)),
+    ("concatenate, stack", lambda a: np.concatenate([a, a * 2], axis=0).sum(0) + np.stack([a, a], axis=1).sum((0, 1))),
+    ("dot, einsum, transpose, reshape", lambda a: np.dot(a, np.transpose(a)) + np.einsum("ij,kj->ik", a, a)
+     + np.reshape(a, (7, 5)).T @ np.reshape(a, (7, 5))[:, :5]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name,fn", FUNCTIONS, ids=[f[0] for f in FUNCTIONS])
+def test_numpy_functions_and_methods_on_traced_arrays_match_numpy(pypto_executor, x, name, fn):
+    x = x.copy()
+    x[0, :3] = [0.125, -1.375, 2.5]  # exactly halfway at 2 decimals: halves to even
+    x[1, 0] = np.nan
+    got = pt.jit(fn, executor=pypto_executor)(x)
+    want = fn(x)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    assert np.asarray(got).shape == np.shape(want)
+
+
+def test_builtin_round_and_softmax_spelled_with_axis(x):
+    np.testing.assert_array_equal(pt.jit(lambda a: round(a * 4))(x), np.round(x * 4))
+    np.testing.assert_allclose(pt.jit(lambda a: pt.softmax(a, axis=0))(x), pt.jit(lambda a: pt.softmax(a, 0))(x))
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(pt.jit(lambda a: pt.log_softmax(a, axis=-1))(x), np.log(e / e.sum(-1, keepdims=True)),
+                               rtol=1e-5, atol=1e-6)  # fmt: skip
+    with pytest.raises(pt.TracingError, match="give the axis once"):
+        pt.jit(lambda a: pt.softmax(a, 0, axis=1))(x)
+
+
+def test_what_numpy_cannot_do_on_traced_arrays_is_a_typed_error(x):
+    with pytest.raises(pt.TracingError, match="numpy.where with one argument"):
+        pt.jit(lambda a: np.where(a > 0))(x)
+    with pytest.raises(pt.TracingError, match="numpy.sum: the argument dtype= is not supported"):
+        pt.jit(lambda a: np.sum(a, dtype=np.float64))(x)
+    with pytest.raises(pt.TracingError, match="numpy.add.reduce is not supported on a traced array"):
+        pt.jit(lambda a: np.add.reduce(a))(x)
+    with pytest.raises(pt.TracingError, match="numpy.fft is not supported|numpy.fft.* is not supported"):
+        pt.jit(lambda a: np.fft.fft(a))(x)
+    with pytest.raises(pt.TracingError, match=r"squeeze\(\): axis 1 has size 7, not 1"):
+        pt.jit(lambda a: np.squeeze(a, axis=1))(x)
+
+
+def test_rounding_functions_have_zero_gradient_and_inverse_trig_functions_their_derivatives(rng):
+    v = rng.uniform(-0.9, 0.9, 11)
+    g = pt.grad(lambda a: (pt.floor(a * 3) + pt.round(a) + pt.ceil(a) + pt.trunc(a) + a).sum())(v)
+    np.testing.assert_array_equal(g, np.ones_like(v))
+    g = pt.grad(lambda a: (pt.arcsin(a) + 2 * pt.arccos(a) + pt.exp2(a)).sum())(v)
+    np.testing.assert_allclose(g, 1 / np.sqrt(1 - v * v) - 2 / np.sqrt(1 - v * v) + np.exp2(v) * np.log(2),
+                               rtol=1e-12)  # fmt: skip
+
+
+def test_round_and_rounding_functions_in_kernels(pypto_executor):
+    N = pt.dim("N")
+
+    @pt.kernel(executor=pypto_executor)
+    def rounding(x: pt.Tensor[pt.float64, (N,)], y: pt.Tensor[pt.float64, (5, N)]):
+        i = pt.axis(0)
+        y[0, i] = round(x[i])
+        y[1, i] = round(x[i], 1)
+        y[2, i] = np.floor(x[i])
+        y[3, i] = pt.ceil(x[i]) + np.trunc(x[i])
+        y[4, i] = np.arcsin(x[i] / 8) + pt.arccos(x[i] / 8)
+
+    x = np.array([-2.5, -1.55, -0.5, -0.0, 0.5, 1.5, 2.25, 7.75, np.nan, np.inf])
+    y = np.zeros((5, len(x)))
+    rounding(x, y)
+    with np.errstate(invalid="ignore"):  # (arcsin of inf: NaN)
+        want = [np.round(x), np.round(x, 1), np.floor(x), np.ceil(x) + np.trunc(x), np.arcsin(x / 8) + np.arccos(x / 8)]
+    np.testing.assert_allclose(y, want, rtol=1e-15, atol=0)
+    assert np.signbit(y[0, 3]) and np.signbit(y[2, 3])  # -0.0 stays -0.0
