@@ -116,3 +116,64 @@ def test_round_and_rounding_functions_in_kernels(pypto_executor):
         want = [np.round(x), np.round(x, 1), np.floor(x), np.ceil(x) + np.trunc(x), np.arcsin(x / 8) + np.arccos(x / 8)]
     np.testing.assert_allclose(y, want, rtol=1e-15, atol=0)
     assert np.signbit(y[0, 3]) and np.signbit(y[2, 3])  # -0.0 stays -0.0
+
+
+SPECIALS = np.array([[1.5, np.nan, np.inf, -np.inf], [-2.0, 0.0, -0.0, 3.0]], np.float32)
+
+
+def test_nan_and_infinity_predicates_and_sign_in_both_front_ends(pypto_executor):
+    f = pt.jit(lambda a: (pt.isnan(a), np.isinf(a), pt.isfinite(a), np.sign(a) + pt.sign(a)), executor=pypto_executor)
+    got = [np.asarray(v) for v in f(SPECIALS)]
+    want = [np.isnan(SPECIALS), np.isinf(SPECIALS), np.isfinite(SPECIALS), 2 * np.sign(SPECIALS)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+        assert g.dtype == w.dtype
+    ints = np.array([-3, 0, 5], np.int32)
+    g = pt.jit(lambda a: (np.sign(a), pt.isnan(a), pt.isfinite(a)), executor=pypto_executor)(ints)
+    np.testing.assert_array_equal(g[0], np.sign(ints))
+    assert np.asarray(g[0]).dtype == np.int32 and not np.asarray(g[1]).any() and np.asarray(g[2]).all()
+    M, N = pt.dims("M N")
+
+    @pt.kernel(executor=pypto_executor)
+    def classify(x: pt.Tensor[pt.float32, (M, N)], c: pt.Tensor[pt.int32, (M, N)]):
+        i, j = pt.axis(0), pt.axis(1)
+        c[i, j] = pt.where(np.isnan(x[i, j]), 1, 0) + pt.where(pt.isinf(x[i, j]), 2, 0) + \
+            pt.where(pt.isfinite(x[i, j]), 4, 0) + pt.cast(pt.sign(x[i, j]), pt.int32) * 8  # fmt: skip
+
+    c = np.zeros(SPECIALS.shape, np.int32)
+    classify(SPECIALS, c)
+    with np.errstate(invalid="ignore"):
+        want = np.isnan(SPECIALS) * 1 + np.isinf(SPECIALS) * 2 + np.isfinite(SPECIALS) * 4 + \
+            np.where(np.isnan(SPECIALS), 0, np.sign(SPECIALS)).astype(np.int32) * 8  # fmt: skip
+    np.testing.assert_array_equal(c, want)
+
+
+def test_arrays_made_from_positions(pypto_executor, rng):
+    m = rng.standard_normal((2, 4, 5))
+    f = pt.jit(lambda a: (pt.tril(a, -1) + np.triu(a, 2) * 10, a[0] @ pt.eye(5, 3, k=1, dtype=pt.float64),
+                          a[0, 0] * pt.arange(5) + pt.arange(1.0, 2.0, 0.25)[:, None] * 0), executor=pypto_executor)  # fmt: skip
+    tri, eye, ar = f(m)
+    np.testing.assert_array_equal(tri, np.tril(m, -1) + np.triu(m, 2) * 10)
+    np.testing.assert_array_equal(eye, m[0] @ np.eye(5, 3, k=1))
+    np.testing.assert_allclose(ar, np.broadcast_to(m[0, 0] * np.arange(5), (4, 5)))
+    # outside a traced function they are NumPy's own
+    np.testing.assert_array_equal(pt.arange(2, 11, 3), np.arange(2, 11, 3))
+    np.testing.assert_array_equal(pt.eye(3, dtype=pt.int32), np.eye(3, dtype=np.int32))
+    np.testing.assert_array_equal(pt.tril(np.ones((3, 3))), np.tril(np.ones((3, 3))))
+    with pytest.raises(pt.ShapeError, match="step must not be 0"):
+        pt.arange(0, 4, 0)
+
+
+def test_logsumexp_matches_scipy_and_its_gradient_is_the_softmax(pypto_executor, rng):
+    from scipy.special import logsumexp, softmax
+
+    x = rng.standard_normal((4, 6)) * 30
+    x[1] = -np.inf
+    x[2, 3] = np.inf
+    got = pt.jit(lambda a: pt.logsumexp(a, axis=1), executor=pypto_executor)(x)
+    np.testing.assert_allclose(got, logsumexp(x, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(pt.jit(lambda a: pt.logsumexp(a, keepdims=True))(x[[0, 3]]),
+                               logsumexp(x[[0, 3]], keepdims=True), rtol=1e-12)  # fmt: skip
+    finite = x[[0, 3]]
+    g = pt.grad(lambda a: pt.logsumexp(a, axis=1).sum())(finite)
+    np.testing.assert_allclose(g, softmax(finite, axis=1), rtol=1e-10, atol=1e-15)

@@ -230,6 +230,15 @@ _LAZY: dict[str, str] = {
     "abs": ".lang.functions",
     "angle": ".lang.functions",
     "arctan2": ".lang.functions",
+    "isnan": ".lang.functions",
+    "isinf": ".lang.functions",
+    "isfinite": ".lang.functions",
+    "sign": ".lang.functions",
+    "arange": ".array.ops",
+    "eye": ".array.ops",
+    "tril": ".array.ops",
+    "triu": ".array.ops",
+    "logsumexp": ".array.ops",
     "arcsin": ".lang.functions",
     "arccos": ".lang.functions",
     "arctan": ".lang.functions",
@@ -341,7 +350,9 @@ __all__ = [
     # math functions (the op table, pypto.ir.ops)
     "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf", "sigmoid", "log1p", "expm1", "log2", "log10", "tan",
     "atan", "sinh", "cosh", "asin", "acos", "exp2", "floor", "ceil", "trunc", "arcsin", "arccos", "arctan", "atan2",
-    "arctan2", "hypot",  # (and pt.round: not here, so that a star import keeps Python's round)
+    "arctan2", "hypot", "isnan", "isinf", "isfinite", "sign",  # (and pt.round: not here, so that a star import
+    # keeps Python's round)
+    "arange", "eye", "tril", "triu", "logsumexp",
     # complex numbers
     "real", "imag", "conj", "conjugate", "angle",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "argmax", "argmin",

@@ -156,9 +156,9 @@ def _ufuncs() -> dict[str, Any]:
     out.update(absolute=lambda x: unary("abs", x), negative=lambda x: unary("neg", x), positive=lambda x: x,
                conjugate=lambda x: unary("conj", x), power=lambda a, b: power(a, b), square=lambda x: x * x,
                matmul=lambda a, b: STRUCTURAL["matmul"](a, b), invert=lambda x: unary("invert", x),
-               sign=lambda x: cast(binary("gt", x, 0), x.dtype) - cast(binary("lt", x, 0), x.dtype) if not
-               x.dtype.is_float else where(binary("ne", x, x), x, cast(binary("gt", x, 0), x.dtype) -
-               cast(binary("lt", x, 0), x.dtype)))  # fmt: skip
+               sign=lambda x: where(binary("gt", x, 0), 1, where(binary("lt", x, 0), -1, x)),
+               isnan=lambda x: binary("ne", x, x), isinf=lambda x: binary("eq", unary("abs", x), math.inf),
+               isfinite=lambda x: binary("lt", unary("abs", x), math.inf))  # fmt: skip
     return out
 
 

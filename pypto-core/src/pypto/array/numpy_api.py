@@ -196,7 +196,7 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.concatenate: _concatenate, np.stack: _stack, np.dot: _dot, np.einsum: ops.einsum,
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim, np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
     np.take_along_axis: lambda arr, indices, axis: views.take_along_axis(arr, indices, axis),
-    np.astype: _astype,
+    np.astype: _astype, np.tril: lambda m, k=0: ops.tril(m, k), np.triu: lambda m, k=0: ops.triu(m, k),
 }  # fmt: skip
 """NumPy's non-ufunc functions on traced arrays, by the NumPy function."""
 

@@ -31,6 +31,7 @@ from pypto.array.graph import (
     unary,
     where,
 )
+from pypto.array.precision import in_trace
 from pypto.dtypes import promote as _promote
 from pypto.errors import ShapeError, TracingError
 from pypto.ir.ops import ORDERINGS, USER_SCAN
@@ -495,3 +496,83 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Array:
 
 
 STRUCTURAL.update(matmul=matmul, arg_reduce=arg_reduce, scan=scan)  # Array's @, .argmax and .argmin
+
+
+# -- arrays made from positions (NumPy's creation functions; outside a trace, NumPy's own) ----------------------
+def _int_arg(fname: str, name: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise ShapeError(f"pt.{fname}: {name} must be a Python int (a size known when the function is traced)",
+                         param=name, expected="an int", got=v)  # fmt: skip
+    return int(v)
+
+
+def arange(start: Any, stop: Any = None, step: Any = 1, *, dtype: Any = None) -> Any:
+    """``np.arange``: ``start, start + step, ...`` below ``stop`` (``arange(n)``: ``0 .. n-1``). The bounds are Python
+    numbers; the result is int64 when they are all ints, else float32 (pypto's default float), or ``dtype``."""
+    if stop is None:
+        start, stop = 0, start
+    for name, v in (("start", start), ("stop", stop), ("step", step)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise ShapeError(f"pt.arange: {name} must be a Python number (the length is known when the function is "
+                             "traced)", param=name, expected="an int or a float", got=v)  # fmt: skip
+    if step == 0:
+        raise ShapeError("pt.arange: step must not be 0", param="step", expected="a nonzero number", got=step)
+    integral = all(isinstance(v, (int, np.integer)) for v in (start, stop, step))
+    dt = dtypes.as_dtype(dtype, what="pt.arange dtype") if dtype is not None else (
+        dtypes.int64 if integral else dtypes.DEFAULT_FLOAT)  # fmt: skip
+    n = max(0, math.ceil((stop - start) / step))
+    if not in_trace():
+        return np.arange(start, stop, step, dtype=dt.numpy)
+    positions = views._iota(n, 0, 1)
+    return cast(positions * step + start if (step != 1 or start != 0) else positions, dt)
+
+
+def eye(n: Any, m: Any = None, k: Any = 0, *, dtype: Any = None) -> Any:
+    """``np.eye``: ones on the ``k``-th diagonal of an ``n x m`` matrix, zeros elsewhere (float32 by default)."""
+    n = _int_arg("eye", "n", n)
+    m = n if m is None else _int_arg("eye", "m", m)
+    k = _int_arg("eye", "k", k)
+    dt = dtypes.as_dtype(dtype if dtype is not None else dtypes.DEFAULT_FLOAT, what="pt.eye dtype")
+    if not in_trace():
+        return np.eye(n, m, k, dtype=dt.numpy)
+    return cast(binary("eq", views._iota(m, 1, 2), views._iota(n, 0, 2) + k), dt)
+
+
+def _triangle(fname: str, x: Any, k: Any, keep: str) -> Any:
+    k = _int_arg(fname, "k", k)
+    if not in_trace() and not isinstance(x, Array):
+        return (np.tril if keep == "le" else np.triu)(x, k)
+    x = _array(x, f"pt.{fname}")
+    if x.ndim < 2:
+        raise ShapeError(f"pt.{fname}: expected an array of 2 or more dimensions", param="x",
+                         expected="a matrix (or a stack of them)", got=x.shape)  # fmt: skip
+    rows, cols = views._iota(x.shape[-2], 0, 2), views._iota(x.shape[-1], 1, 2)
+    return where(binary(keep, cols, rows + k), x, 0)
+
+
+def tril(x: Any, k: int = 0) -> Any:
+    """``np.tril``: ``x`` with the elements above the ``k``-th diagonal zeroed (of each matrix of a stack)."""
+    return _triangle("tril", x, k, "le")
+
+
+def triu(x: Any, k: int = 0) -> Any:
+    """``np.triu``: ``x`` with the elements below the ``k``-th diagonal zeroed (of each matrix of a stack)."""
+    return _triangle("triu", x, k, "ge")
+
+
+def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Array:
+    """``log(sum(exp(x)))`` along ``axis`` without overflow (``scipy.special.logsumexp``): the maximum taken out
+    first; a row of -inf gives -inf, one with +inf gives +inf, NaN gives NaN."""
+    x = _array(x, "pt.logsumexp")
+    m = stop_gradient(x.max(axis, keepdims=True))
+    shift = where(binary("lt", unary("abs", m), math.inf), m, 0)  # (an infinite maximum: shift by 0)
+    total = unary("log", unary("exp", x - shift).sum(axis, keepdims=True)) + shift
+    if keepdims:
+        return total
+    return views.reshape(total, reduce_shape(x.shape, axis))
+
+
+def reduce_shape(shape: tuple, axis: Any) -> tuple:
+    """``shape`` without the reduced ``axis`` (``None``: all)."""
+    axes = normalize_axes(axis, len(shape), "pt.logsumexp")
+    return tuple(s for k, s in enumerate(shape) if k not in axes)

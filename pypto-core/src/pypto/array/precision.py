@@ -77,6 +77,12 @@ def done(token: Any) -> None:
     _tracing.reset(token)
 
 
+def in_trace() -> bool:
+    """Whether a ``@pt.jit`` function is being traced on this thread (array-creating functions then make traced
+    arrays; outside, NumPy's)."""
+    return _tracing.get() is not None
+
+
 def contraction_mode() -> str:
     """The mode a contraction traced now records: the traced function's, else the process's."""
     mode = _tracing.get()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import math
 import numbers
 from typing import Any
 
@@ -162,6 +163,39 @@ def where(cond: Any, a: Any, b: Any) -> ExprProxy:
             loc=user_loc(),
         )
     )
+
+
+def _concrete(x: Any) -> bool:
+    """A number or NumPy array (not traced): the predicates below answer with NumPy's own."""
+    return not isinstance(x, (ExprProxy, Axis, Dim)) and not _is_array(x)
+
+
+def isnan(x: Any) -> Any:
+    """Elementwise: whether ``x`` is NaN (``x != x``; never for integers), as ``np.isnan``."""
+    if _concrete(x):
+        return np.isnan(x)
+    return x != x
+
+
+def isinf(x: Any) -> Any:
+    """Elementwise: whether ``x`` is an infinity (never for integers), as ``np.isinf``."""
+    if _concrete(x):
+        return np.isinf(x)
+    return abs(x) == math.inf  # noqa: F821 - pt.abs (defined above)
+
+
+def isfinite(x: Any) -> Any:
+    """Elementwise: whether ``x`` is neither NaN nor an infinity (always for integers), as ``np.isfinite``."""
+    if _concrete(x):
+        return np.isfinite(x)
+    return abs(x) < math.inf  # noqa: F821
+
+
+def sign(x: Any) -> Any:
+    """Elementwise -1, 0 or 1 by the sign of ``x``, in its type (NaN stays NaN, zeros keep theirs), as ``np.sign``."""
+    if _concrete(x):
+        return np.sign(x)
+    return where(x > 0, 1, where(x < 0, -1, x))
 
 
 def _scatter(fname: str, op: str, target: Any, value: Any) -> None:
@@ -521,6 +555,7 @@ for _f in (sort, argsort, topk):
 # NumPy ufuncs applied to traced values inside a kernel: the op table's (np.exp, np.log1p, np.arctan ...), then
 NUMPY_UFUNCS.update({f.numpy.__name__: globals()[f.name] for f in FUNCTIONS if isinstance(f.numpy, np.ufunc)})
 NUMPY_UFUNCS.update({
+    "isnan": isnan, "isinf": isinf, "isfinite": isfinite, "sign": sign,
     "absolute": abs, "conjugate": conj, "arctan2": atan2, "hypot": hypot,  # noqa: F821
     "maximum": maximum, "minimum": minimum, "negative": lambda x: -ExprProxy(to_node(x)),
     "add": lambda a, b: ExprProxy(to_node(a)) + b, "subtract": lambda a, b: ExprProxy(to_node(a)) - b,
