@@ -402,3 +402,14 @@ def test_grad_written_inline_traces_once():
     np.testing.assert_allclose(value, ((x @ w) ** 2).sum(), rtol=1e-12)
     assert pt.grad(loss) is pt.grad(loss) and pt.grad(loss) is not pt.grad(loss, argnums=(0,))
     assert pt.grad(loss, argnums=(0, 1))(w, x)[1].shape == x.shape
+
+
+def test_bare_grad_enabled_decorator_switches_gradients_on_inside():
+    @pt.grad_enabled
+    def gradient(x):
+        return pt.grad(lambda a: (a * a).sum())(x)
+
+    x = np.array([1.0, -2.0, 3.0])
+    with pt.no_grad():
+        np.testing.assert_array_equal(gradient(x), 2 * x)
+        assert not pt.is_grad_enabled()

@@ -432,3 +432,12 @@ def test_profile_is_a_launch_wrapper_registered_for_its_block():
     assert not plugins.launch_observed
     k(x, np.empty_like(x))
     assert prof.stats["twice"].calls == 1 and prof.stats["twice"].bytes == 2 * x.nbytes
+
+
+def test_the_seed_spelling_omp_names_the_openmp_backend():
+    from pypto.plugins import get_registry
+
+    reg = get_registry()
+    if "openmp" not in reg.backends:
+        pytest.skip("the openmp backend is not installed here")
+    assert reg.resolve("omp") is reg.resolve("openmp")

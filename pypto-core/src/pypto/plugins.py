@@ -35,6 +35,9 @@ from pypto.targets import Target
 
 ENTRY_POINT_GROUP = "pypto"
 
+ALIASES = {"omp": "openmp"}
+"""Other names an executor is known by (the seed's ``executor="omp"``)."""
+
 KNOWN_PACKAGES = {
     "openmp": "pypto-backend-openmp",
     "tbb": "pypto-backend-tbb",
@@ -303,6 +306,7 @@ class Registry:
 
     def backend(self, name: str) -> Backend:
         """The backend called ``name`` (installed; it may be unavailable here)."""
+        name = ALIASES.get(name, name)
         entry = self.backends.get(name)
         if entry is None:
             self.resolve(name)  # raises BackendNotFound with the installed names and the fix
@@ -313,6 +317,7 @@ class Registry:
         """The backend for ``executor``: a name, or None/"auto" for the best available one."""
         if executor is None:
             executor = _env.executor()
+        executor = ALIASES.get(executor, executor)
         if executor == "auto":
             for b in self.ordered():
                 if b.availability.available:

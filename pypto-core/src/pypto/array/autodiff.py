@@ -68,6 +68,11 @@ class grad_enabled(contextlib.ContextDecorator):  # noqa: N801 - a context manag
     backward pass) and its pullback raises; :func:`grad` and :func:`value_and_grad` raise.
     """
 
+    def __new__(cls, mode: Any = True) -> Any:
+        if callable(mode):  # bare @pt.grad_enabled: the function runs with gradients on
+            return cls(True)(mode)
+        return super().__new__(cls)
+
     def __init__(self, mode: bool = True):
         if not isinstance(mode, bool):
             raise ArgumentError("pt.grad_enabled(mode): mode must be True or False", param="mode",
