@@ -597,3 +597,10 @@ def test_symbolic_attention_module_and_memory_report(pypto_executor, rng):
     assert len(jit._cache) == 1  # symbolic sizes stay apart from static ones of equal value
     report = pt.check_memory(jit, block.wq.data, block.wo.data, r(rng, 6, 7, 12))
     assert {e.name: e.shape for e in report.entries}["out"] == (6, 7, 12)
+
+
+def test_a_parameter_given_a_shape_is_a_typed_error_not_an_int_vector():
+    with pytest.raises(pt.ArgumentError, match=r"pt.Parameter\(\(4, 2, 8\)\): a tuple of ints reads as a shape") as e:
+        pt.Parameter((4, 2, 8))
+    assert "np.zeros((4, 2, 8), np.float32)" in str(e.value)
+    assert pt.Parameter(np.array([4, 2, 8])).shape == (3,)  # the values, said as an array

@@ -36,6 +36,15 @@ class Parameter:
     """A named array of a module (a weight, a bias); ``.data`` is the NumPy array."""
 
     def __init__(self, data: Any, name: str | None = None):
+        if isinstance(data, tuple) and data and all(isinstance(v, int) and not isinstance(v, bool) for v in data):
+            raise ArgumentError(
+                f"pt.Parameter({data!r}): a tuple of ints reads as a shape, but a parameter takes its initial values",
+                param="data",
+                expected="an array of the parameter's values",
+                got=repr(data),
+                fix=f"pt.Parameter(rng.standard_normal({data!r}).astype(np.float32) * scale), or np.zeros({data!r}, "
+                "np.float32); a vector of those ints: pt.Parameter(np.array([...]))",
+            )
         arr = np.asarray(data)
         if not isinstance(data, np.ndarray) and arr.dtype == np.float64:
             arr = arr.astype(np.float32)  # a Python list: the kernel language's default float
