@@ -604,3 +604,30 @@ def test_a_parameter_given_a_shape_is_a_typed_error_not_an_int_vector():
         pt.Parameter((4, 2, 8))
     assert "np.zeros((4, 2, 8), np.float32)" in str(e.value)
     assert pt.Parameter(np.array([4, 2, 8])).shape == (3,)  # the values, said as an array
+
+
+def test_python_lists_and_memoryviews_as_arguments():
+    """A list takes the types of Python numbers (floats float32 in @pt.jit, ints int64); in a kernel it converts
+    to the declared type only as its numbers would in arithmetic; a memoryview is read (and written) in place."""
+    f = pt.jit(lambda a, b: a * b)
+    r = f([1.5, 2.0], [3, 4])
+    assert r.dtype == np.float32 and r.tolist() == [4.5, 8.0]
+    assert f([1, 2], [3, 4]).dtype == np.int64
+
+    @pt.kernel(executor="reference")
+    def narrow(x: pt.Tensor[pt.int8, (3,)], y: pt.Tensor[pt.float32, (3,)]):
+        i = pt.axis(0)
+        y[i] = pt.cast(x[i], pt.float32) * 2
+
+    y = np.zeros(3, np.float32)
+    narrow([1, -2, 100], y)
+    assert y.tolist() == [2.0, -4.0, 200.0]
+    with pytest.raises(pt.DTypeError, match="do not convert to int8 without loss"):
+        narrow([1, 300, 2], y)
+    with pytest.raises(pt.DTypeError, match="do not convert to int8 without loss"):
+        narrow([1.5, 2.0, 2.0], y)
+    out = np.zeros(3, np.float32)
+    narrow(memoryview(np.array([1, 2, 3], np.int8)), memoryview(out))
+    assert out.tolist() == [2.0, 4.0, 6.0]
+    with pytest.raises(pt.ArgumentError, match="read-only memoryview, and outputs are written in place"):
+        narrow([1, 2, 3], memoryview(out).toreadonly())

@@ -230,6 +230,31 @@ def weak_scalar_type(value: object) -> DType:
     return float32
 
 
+def python_array(value: list | tuple) -> np.ndarray:
+    """A list (or tuple) of Python numbers as an array, its numbers taking the types pypto gives Python numbers
+    (``jit`` arguments): bools bool, ints int64, floats float32, complex numbers complex64."""
+    a = np.asarray(value)
+    if a.dtype == np.float64:
+        return a.astype(np.float32)
+    if a.dtype == np.complex128:
+        return a.astype(np.complex64)
+    return a
+
+
+def list_to(value: list | tuple, target: DType) -> np.ndarray | None:
+    """A list of Python numbers converted to a parameter's type ``target`` as its numbers would convert in
+    arithmetic (a Python number is weak): bools to anything, ints to integer and float types (an int that does
+    not fit: None), floats to float types, complex numbers to complex types; None when a kind does not fit."""
+    a = np.asarray(value)
+    if a.dtype == object or not np.can_cast(a.dtype, target.numpy, "same_kind"):
+        return None
+    if a.dtype.kind in "iu" and target.kind in "iu" and a.size:
+        info = np.iinfo(target.numpy)
+        if a.min() < info.min or a.max() > info.max:
+            return None
+    return a.astype(target.numpy)
+
+
 def promote_weak(strong: DType, value: object) -> DType:
     """The type of ``strong ⊕ python_scalar``: the scalar adapts unless it needs a higher kind."""
     if isinstance(value, bool):

@@ -170,7 +170,7 @@ class Compiled:
                 if is_device_array(a):
                     device = a if device is None else device
                 else:
-                    a = np.asarray(a)
+                    a = dtypes.python_array(a) if isinstance(a, (list, tuple)) else np.asarray(a)
             bound[k] = a if shape is None else a.reshape(shape)
         if device is not None:
             return self._run_device(bound, device, given, sizes)
@@ -264,9 +264,13 @@ class JitFunction:
         described = describe(a)  # an array in a GPU's memory: run where it is
         if described is not None:
             return described
-        if hasattr(a, "__array_interface__") or hasattr(a, "__array__"):
+        if hasattr(a, "__array_interface__") or hasattr(a, "__array__") or isinstance(a, memoryview):
             arr = np.asarray(a)
             return (arr.shape, arr.dtype)
+        if isinstance(a, (list, tuple)):  # Python numbers: the types pypto gives them (floats float32)
+            arr = dtypes.python_array(a)
+            if arr.dtype != object:
+                return (arr.shape, arr.dtype)
         raise ArgumentError(
             f"{self.__name__}: argument {self._arg_name(k)} is a {type(a).__name__}",
             param=self._arg_name(k),
@@ -374,7 +378,8 @@ class JitFunction:
                 traced.append(key[k][2])
                 continue
             described = None if type(a) is np.ndarray else describe(a)
-            arr = a if type(a) is np.ndarray else probe(*described) if described else np.asarray(a)
+            arr = (a if type(a) is np.ndarray else probe(*described) if described else
+                   dtypes.python_array(a) if isinstance(a, (list, tuple)) else np.asarray(a))  # fmt: skip
             dt = dtypes.from_numpy(arr.dtype)
             if dt is None:
                 raise DTypeError(

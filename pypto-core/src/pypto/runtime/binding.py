@@ -52,18 +52,26 @@ def _to_array(kernel: str, p: TensorParam, value: Any) -> np.ndarray:
                 got=type(value).__name__,
                 fix="pass a NumPy array, or move the data to host memory first",
             ) from None
-    if isinstance(value, (list, tuple)) and not is_output:
+    if isinstance(value, memoryview):  # (the buffer protocol: read in place)
         a = np.asarray(value)
-        if a.dtype == object or not np.can_cast(a.dtype, p.dtype.numpy, "same_kind"):
+        if is_output and not a.flags.writeable:
+            raise ArgumentError(f"{kernel}(): argument '{p.name}' is a read-only memoryview, and outputs are "
+                                "written in place", param=p.name, expected="a writable buffer", got="memoryview",
+                                fix="pass a writable array (a memoryview of a bytearray or of a writable array)")  # fmt: skip
+        return a
+    if isinstance(value, (list, tuple)) and not is_output:
+        converted = dtypes.list_to(value, p.dtype)  # Python numbers: converted as in arithmetic (they are weak)
+        if converted is None:
+            a = np.asarray(value)
             raise DTypeError(
-                f"{kernel}(): argument '{p.name}' is a {type(value).__name__} that converts to {a.dtype}, "
-                f"expected {p.dtype}",
+                f"{kernel}(): argument '{p.name}' is a {type(value).__name__} of {a.dtype} values, which do not "
+                f"convert to {p.dtype} without loss",
                 param=p.name,
-                expected=str(p.dtype),
+                expected=f"numbers that are {p.dtype} values",
                 got=str(a.dtype),
-                fix=f"pass np.asarray(..., dtype=np.{p.dtype.numpy.name})",
+                fix=f"pass np.asarray(..., dtype=np.{p.dtype.numpy.name}) if you mean the conversion",
             )
-        return a.astype(p.dtype.numpy)
+        return converted
     if isinstance(value, (numbers.Number, np.generic)):
         raise ArgumentError(
             f"{kernel}(): argument '{p.name}' is a scalar ({value!r}) but the parameter is {_ptype(p)}",
@@ -78,7 +86,9 @@ def _to_array(kernel: str, p: TensorParam, value: Any) -> np.ndarray:
         param=p.name,
         expected="a NumPy array, or an object with __array_interface__ or __dlpack__",
         got=type(value).__name__,
-        fix="convert it with np.asarray(...) (outputs must be writable arrays)",
+        fix="pass a writable NumPy array (outputs are written in place)"
+        if is_output
+        else "convert it with np.asarray(...)",
     )
 
 
