@@ -33,7 +33,7 @@ import numpy as np
 
 from pypto import dtypes
 from pypto._lru import LRUCache
-from pypto.array.graph import Array, input_array
+from pypto.array.graph import Array, capturing, input_array
 from pypto.array.lower import Buffer, Plan, lower
 from pypto.array.precision import check_precision, get_precision
 from pypto.array.precision import done as precision_done
@@ -99,6 +99,7 @@ class Compiled:
         # them as arguments len(args), len(args) + 1, ...)
         self.steps = list(steps)
         self.single = single  # the function returned one array (not a tuple)
+        self.captured: tuple = ()  # NumPy arrays the traced function read from outside it (passed after the args)
         # Shape-generic programs (``pt.jit(dims=...)``): buffer -> (its declared shape, the shape of the value it
         # holds), each entry a size or ``(c,)`` for the call's c-th symbolic size.
         self.specs = specs
@@ -160,6 +161,8 @@ class Compiled:
         return [*(s.kernel for s in self.steps), self.kernel]
 
     def run(self, args: tuple, given: dict[int, np.ndarray], sizes: tuple[int, ...] | None = None) -> Any:
+        if self.captured:  # the arrays the function read from outside it, after the call's own
+            args = (*args, *self.captured)
         for step in self.steps:  # scatter results the program reads, computed first
             args = (*args, *step.run(args, {}, sizes))
         bound: list[Any] = [None] * self.n
@@ -396,9 +399,14 @@ class JitFunction:
             positions.append(k)
         token = precision_tracing(self.precision)  # the mode its contractions record
         try:
-            result = rewrite(self.fn)(*traced)  # if/and/or/not on traced values: selects
+            with capturing(taken) as captured:  # NumPy arrays it reads from its closure or globals: inputs too
+                result = rewrite(self.fn)(*traced)  # if/and/or/not on traced values: selects
         finally:
             precision_done(token)
+        for j, node in enumerate(captured.nodes):  # (passed after the call's arguments)
+            inputs.append((node.attrs, node))
+            positions.append(len(args) + j)
+        self._captured = tuple(captured.arrays)
         single = not isinstance(result, (tuple, list))
         results = [result] if single else list(result)
         if not results:
@@ -454,7 +462,10 @@ class JitFunction:
                 return hit
             with progress(f"compiling {self.__name__}"):
                 inputs, outs, positions, single, _ = self._trace(args, key)
-                compiled = self._build(lower(_kernel_name(self.__name__), inputs, outs), positions, single, len(args))
+                captured = self._captured
+                plan = lower(_kernel_name(self.__name__), inputs, outs)
+                compiled = self._build(plan, positions, single, len(args) + len(captured))
+                compiled.captured = captured
             self._cache[key] = compiled
             return compiled
 
@@ -490,7 +501,8 @@ class JitFunction:
                     needed.append("the kernel holds a symbolic size's value")
             if needed:
                 return needed
-            compiled = self._build(plan, positions, single, len(args), symbolic=True)
+            compiled = self._build(plan, positions, single, len(args) + len(self._captured), symbolic=True)
+            compiled.captured = self._captured
             self._cache[key] = compiled
             return compiled
 

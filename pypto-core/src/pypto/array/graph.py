@@ -14,6 +14,7 @@ import math
 import numbers
 import threading
 from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -81,10 +82,13 @@ def _operand(x: Any, what: str) -> Array | Scalar:
     if isinstance(x, numbers.Complex):
         return complex(x)
     if isinstance(x, np.ndarray) or hasattr(x, "__array_interface__"):
+        captures = _captures.get()
+        if captures is not None:  # a NumPy array from the function's closure or globals: an input it reads
+            return captures.add(x, what)
         raise TracingError(
-            f"{what}: a NumPy array captured from outside the @pt.jit function",
+            f"{what}: a NumPy array in an array expression outside a @pt.jit function's trace",
             user_loc(),
-            "pass it as an argument of the jit function (arrays are inputs, not constants)",
+            "use it inside a @pt.jit function, or pass it as an argument of one",
         )
     if getattr(type(x), "_pt_undefined", False):  # a variable an if on a traced value left without a value
         x._fail()
@@ -93,6 +97,59 @@ def _operand(x: Any, what: str) -> Array | Scalar:
         user_loc(),
         "array expressions combine the jit function's arrays and Python numbers",
     )
+
+
+class Captures:
+    """The NumPy arrays a traced function reads from outside it (its closure, its module's globals): each an input
+    of the program, read by reference at every call (an array changed in place is seen; another array bound to
+    the same name later is not: the program holds the one it was traced with)."""
+
+    def __init__(self, taken: set[str]):
+        self.taken = taken  # the program's names so far (its arguments'): a captured array's name avoids them
+        self.arrays: list[np.ndarray] = []
+        self.nodes: list[Array] = []
+        self._by_id: dict[int, Array] = {}
+
+    def add(self, x: Any, what: str) -> Array:
+        hit = self._by_id.get(id(x))
+        if hit is not None:
+            return hit
+        arr = np.asarray(x)
+        dt = dtypes.from_numpy(arr.dtype)
+        if dt is None:
+            raise TracingError(f"{what}: a captured NumPy array of dtype {arr.dtype}, which pypto does not take",
+                               user_loc(), "convert it (.astype(np.float32)) or pass it as an argument")  # fmt: skip
+        name = f"captured{len(self.nodes)}"
+        while name in self.taken:
+            name += "_"
+        self.taken.add(name)
+        node = input_array(name, arr.shape, dt)
+        self._by_id[id(x)] = node
+        self.arrays.append(x)  # (the object itself: kept alive, read again at each call)
+        self.nodes.append(node)
+        return node
+
+
+_captures: ContextVar[Captures | None] = ContextVar("pypto_captures", default=None)
+
+
+def captured(x: Any, what: str) -> Array | None:
+    """``x`` (a NumPy array or a list of numbers) as an input of the function being traced; None outside a trace."""
+    c = _captures.get()
+    if c is None:
+        return None
+    return c.add(np.asarray(x) if isinstance(x, list) else x, what)
+
+
+@contextlib.contextmanager
+def capturing(taken: set[str]) -> Iterator[Captures]:
+    """While a function is traced: the NumPy arrays it reads from outside become inputs (:class:`Captures`)."""
+    c = Captures(taken)
+    token = _captures.set(c)
+    try:
+        yield c
+    finally:
+        _captures.reset(token)
 
 
 def _as_expr(x: Array | Scalar) -> Expr:

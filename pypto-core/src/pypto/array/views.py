@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from pypto.array import sizes
-from pypto.array.graph import STRUCTURAL, Array, normalize_axes
+from pypto.array.graph import STRUCTURAL, Array, captured, normalize_axes
 from pypto.array.sizes import Size
 from pypto.errors import ShapeError, TracingError
 from pypto.lang.location import user_loc
@@ -43,14 +43,18 @@ def view(x: Array, shape: tuple[int, ...], index: ViewMap) -> Array:
 
 def getitem(x: Array, key: Any) -> Array:
     items = list(key) if isinstance(key, tuple) else [key]
+    for j, it in enumerate(items):  # an index array from outside the function (or a list): an input it reads
+        if hasattr(it, "__array_interface__") or isinstance(it, list):
+            got = captured(it, "an index")
+            items[j] = got if got is not None else it
     if any(isinstance(it, Array) for it in items):
         return _advanced(x, items)
     for it in items:
         if hasattr(it, "__array_interface__") or isinstance(it, list):
             raise TracingError(
-                "indexing with a NumPy array or a list captured from outside the @pt.jit function",
+                "indexing with a NumPy array or a list outside a @pt.jit function's trace",
                 user_loc(),
-                "pass the indices as an argument of the jit function (an integer array), or use slices",
+                "index inside a @pt.jit function (an integer array), or use slices",
             )
         if not (it is None or it is Ellipsis or isinstance(it, slice) or isinstance(it, numbers.Integral)):
             raise TracingError(f"index {it!r} of type {type(it).__name__} is not supported", user_loc())
