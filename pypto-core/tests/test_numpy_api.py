@@ -82,8 +82,10 @@ def test_what_numpy_cannot_do_on_traced_arrays_is_a_typed_error(x):
         pt.jit(lambda a: np.sum(a, dtype=np.float64))(x)
     with pytest.raises(pt.TracingError, match="numpy.add.reduce is not supported on a traced array"):
         pt.jit(lambda a: np.add.reduce(a))(x)
-    with pytest.raises(pt.TracingError, match="numpy.fft is not supported|numpy.fft.* is not supported"):
+    with pytest.raises(pt.TracingError, match="numpy.fft.fft is not supported on a traced array"):
         pt.jit(lambda a: np.fft.fft(a))(x)
+    with pytest.raises(pt.TracingError, match="numpy.linalg.solve is not supported on a traced array"):
+        pt.jit(lambda a: np.linalg.solve(a[:, :5], a[:, 0]))(x)
     with pytest.raises(pt.TracingError, match=r"squeeze\(\): axis 1 has size 7, not 1"):
         pt.jit(lambda a: np.squeeze(a, axis=1))(x)
 

@@ -251,8 +251,10 @@ class Array:
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         fn = NUMPY_FUNCTIONS.get(func)
         if fn is None:
+            module = getattr(func, "__module__", None) or "numpy"
+            module = "numpy" if module.startswith("numpy._core") or module == "numpy.core" else module
             raise TracingError(
-                f"numpy.{getattr(func, '__name__', func)} is not supported on a traced array inside @pt.jit",
+                f"{module}.{getattr(func, '__name__', func)} is not supported on a traced array inside @pt.jit",
                 user_loc(),
                 "use the array's methods and the pt.* functions (see the array API chapter for what NumPy "
                 "functions are taken)",
