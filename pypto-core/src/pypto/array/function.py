@@ -463,7 +463,7 @@ class JitFunction:
             with progress(f"compiling {self.__name__}"):
                 inputs, outs, positions, single, _ = self._trace(args, key)
                 captured = self._captured
-                plan = lower(_kernel_name(self.__name__), inputs, outs)
+                plan = lower(_kernel_name(self.__name__, self.fn), inputs, outs)
                 compiled = self._build(plan, positions, single, len(args) + len(captured))
                 compiled.captured = captured
             self._cache[key] = compiled
@@ -494,7 +494,7 @@ class JitFunction:
             with symbolic_trace() as needed:
                 try:
                     inputs, outs, positions, single, _ = self._trace(args, plain, shapes, dims)
-                    plan = lower(_kernel_name(self.__name__), inputs, outs)
+                    plan = lower(_kernel_name(self.__name__, self.fn), inputs, outs)
                 except Exception as e:  # noqa: BLE001 - the per-shape trace raises it again where it is real
                     return needed or [f"the trace with symbolic sizes failed ({type(e).__name__}: {e})"]
                 if not needed and any(has_sizes(p.kernel) for p in (*plan.steps, plan)):
@@ -631,9 +631,14 @@ class JitFunction:
         return f"<pypto jit function {getattr(self.fn, '__qualname__', self.fn)}>"
 
 
-def _kernel_name(name: str) -> str:
+def _kernel_name(name: str, fn: Any = None) -> str:
+    """The generated kernel's name: the function's, a lambda's after its line (``lambda_l12``: shown by
+    ``pt.profile`` and in generated code)."""
     from pypto.lang.tracer import _c_identifier
 
+    code = getattr(fn, "__code__", None)
+    if name == "<lambda>" and code is not None:
+        return _c_identifier(f"lambda_l{code.co_firstlineno}")
     return _c_identifier(name)
 
 
