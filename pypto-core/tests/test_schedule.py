@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 import pypto as pt
@@ -149,3 +150,21 @@ def test_hints_of_the_wrong_type_fail_at_the_decorator():
         pt.Schedule(register=8)
     with pytest.raises(pt.ScheduleError, match="pt.Schedule or a dict"):
         pt.kernel(matmul_h, schedule=[("i", 4)])
+
+
+def test_a_tile_hint_on_a_kernel_without_source_says_why_its_axes_are_numbered():
+    namespace: dict = {"pt": pt}
+    exec(  # noqa: S102 - a kernel without readable source (as typed at a prompt)
+        "N = pt.dim('N')\n"
+        "def flip(x: pt.Tensor[pt.float32, (N, N)], y: pt.Tensor[pt.float32, (N, N)]):\n"
+        "    i, j = pt.axis(0), pt.axis(1)\n"
+        "    y[i, j] = x[j, i]\n",
+        namespace,
+    )
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    with pytest.raises(pt.ScheduleError, match="its axes are i0, i1 .its source could not be read") as e:
+        pt.tile(i=2)(pt.kernel(namespace["flip"], executor="reference"))(x, np.zeros_like(x))
+    assert "pt.axis(0) is i0" in str(e.value)
+    y = np.zeros_like(x)
+    pt.tile(i0=2)(pt.kernel(namespace["flip"], executor="reference"))(x, y)
+    np.testing.assert_array_equal(y, x.T)

@@ -235,13 +235,18 @@ class _Scheduler:
         names = {a.name: a.index for a in k.axes}
         for where, axis in self._hinted_axes():
             if axis not in names:
+                unnamed = bool(k.axes) and all(a.name == f"i{a.index}" for a in k.axes)
+                why = (" (its source could not be read, typed at a prompt or built by exec, so its axes are named "
+                       "after their numbers)") if unnamed else ""  # fmt: skip
                 raise ScheduleError(
                     f"{where}: kernel '{k.name}' has no axis '{axis}'; its axes are "
-                    f"{', '.join(sorted(names)) or '(none)'}",
+                    f"{', '.join(sorted(names)) or '(none)'}{why}",
                     param=axis,
                     expected=f"one of {sorted(names)}",
                     got=axis,
-                    fix="use the name of a variable given pt.axis(...) in the kernel",
+                    fix="use those names (pt.axis(0) is i0)"
+                    if unnamed
+                    else "use the name of a variable given pt.axis(...) in the kernel",
                 )
         self.index = names
 
