@@ -193,3 +193,40 @@ def test_logsumexp_matches_numpy_and_its_gradient_is_the_softmax(pypto_executor,
     finite = x[[0, 3]]
     g = pt.grad(lambda a: pt.logsumexp(a, axis=1).sum())(finite)
     np.testing.assert_allclose(g, softmax(finite, axis=1), rtol=1e-10, atol=1e-15)
+
+
+PORTING = [
+    ("flip", lambda a: np.flip(a, 1) + np.fliplr(a) + np.flipud(a) + np.flip(a)),
+    (
+        "roll",
+        lambda a: np.roll(a, 2, axis=1) + np.roll(a, -1, axis=0) + np.roll(a, 3) + np.roll(a, (1, 2), axis=(0, 1)),
+    ),
+    ("diff", lambda a: np.diff(a).sum() + np.diff(a, 2, axis=0).sum()),
+    (
+        "pad",
+        lambda a: (
+            np.pad(a, 1).sum(0)
+            + np.pad(a, ((1, 2), (0, 3)), constant_values=2.5).sum(0)[:9]
+            + np.pad(a, 1, mode="edge").sum(0)
+        ),
+    ),
+    ("outer, inner", lambda a: np.outer(a[0], a[1]) + np.inner(a, a)[0, :1]),
+    ("tensordot", lambda a: np.tensordot(a, a, axes=([1], [1])) + np.tensordot(a, a.T, axes=1)),
+    ("cov", lambda a: np.cov(a) + np.cov(a.T, rowvar=False, bias=True)),
+    ("corrcoef", lambda a: np.corrcoef(a)),
+    ("trace", lambda a: np.trace(a[:, :5]) + np.trace(a)),
+    ("zeros_like, ones_like, full_like", lambda a: np.zeros_like(a) + np.ones_like(a) * 2 + np.full_like(a, 3.0)),
+    ("linalg.norm", lambda a: np.linalg.norm(a) + np.linalg.norm(a, axis=1).sum()),
+    (
+        "swapaxes, expand_dims, broadcast_to",
+        lambda a: (
+            np.swapaxes(a, 0, 1).sum(1) + np.expand_dims(a, 0).sum((0, 2)).sum() + np.broadcast_to(a[0], (3, 7)).sum(0)
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("name,fn", PORTING, ids=[u[0] for u in PORTING])
+def test_more_numpy_functions_match_numpy(pypto_executor, rng, name, fn):
+    a = rng.standard_normal((5, 7))
+    np.testing.assert_allclose(pt.jit(fn, executor=pypto_executor)(a), fn(a), rtol=1e-10, atol=1e-12)

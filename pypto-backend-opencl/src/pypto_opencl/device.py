@@ -2,7 +2,8 @@
 
 The device is chosen once per process: ``$PYOPENCL_CTX`` when set (pyopencl's own convention,
 e.g. ``0`` or ``0:1``), else the first GPU, else the first device of any kind (PoCL's CPU device
-with the ``[pocl]`` extra). pyopencl is imported here, lazily, on first use.
+with the ``[pocl]`` extra, or the distribution's PoCL), among the devices whose compiler builds a
+trivial kernel. pyopencl is imported here, lazily, on first use.
 """
 
 from __future__ import annotations
@@ -119,8 +120,17 @@ def _check_linker(cl: Any, dev: Any) -> None:
         )
 
 
+PROBE = "__kernel void pypto_probe(__global int *a) { a[get_global_id(0)] = 1; }"
+SYSTEM_POCL_HINT = (
+    "Install your distribution's PoCL, whose kernel libraries are chosen by CPU features rather than by CPU "
+    "model (Debian/Ubuntu: apt install pocl-opencl-icd), or set PYOPENCL_CTX to a device that works"
+)
+
+
 def _choose(cl: Any) -> Any:
-    """The first GPU of any platform, else the first device at all."""
+    """The first GPU of any platform, else the first device at all, among those whose compiler builds a
+    trivial kernel: a driver that cannot build for this machine (PoCL 3.0's LLVM 14 on a CPU it does not
+    know: "unknown target CPU 'generic'") is passed over, and named if no device is left."""
     try:
         platforms = cl.get_platforms()
     except Exception as e:  # pyopencl raises when the ICD loader finds no platform at all
@@ -137,7 +147,26 @@ def _choose(cl: Any) -> Any:
         names = ", ".join(p.name for p in platforms) or "none"
         raise DeviceUnavailable(f"the OpenCL platforms ({names}) have no devices; {POCL_HINT}")
     gpus = [d for d in devices if d.type & cl.device_type.GPU]
-    return (gpus or devices)[0]
+    failed = []
+    for dev in gpus + [d for d in devices if not d.type & cl.device_type.GPU]:
+        why = _cannot_build(cl, dev)
+        if why is None:
+            return dev
+        failed.append(f"{dev.name.strip()} ({dev.platform.version.strip()}): {why}")
+    raise DeviceUnavailable("no OpenCL device here builds a kernel: " + "; ".join(failed) + f". {SYSTEM_POCL_HINT}")
+
+
+def _cannot_build(cl: Any, dev: Any) -> str | None:
+    """Why ``dev``'s compiler cannot build a trivial kernel (None when it can)."""
+    try:
+        _check_linker(cl, dev)
+        cl.Program(cl.Context([dev]), PROBE).build()
+    except DeviceUnavailable as e:
+        return str(e)
+    except Exception as e:  # a build failure: the first lines of the build log say why
+        text = " ".join(line.strip() for line in str(e).splitlines() if "error" in line.lower())
+        return (text or str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)[:300]
+    return None
 
 
 def get_device() -> Device:

@@ -294,3 +294,47 @@ def symbolic_sizes(x, w):
 def einsum_factor_order(a, b):
     """Contractions whose first factor is the one without the result's row index (a.T @ b as einsum)."""
     return pt.einsum("kj,ki->ij", a, b), pt.einsum("kj,ki->ji", a, b) * 2
+
+
+# -- updates ------------------------------------------------------------------------------------------------
+
+
+def stencil_updates(u, f):
+    """NumPy's in-place updates as written (x[1:-1, 1:-1] = ..., x[0] = 0, x[1::2, ::3] *= 0.5, reversed
+    strided +=): a Jacobi step with boundaries, rewritten into functional updates; the reference is the same
+    function run by NumPy."""
+    v = u * 1
+    v[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]) + f[1:-1, 1:-1]
+    v[0] = 0
+    v[:, -1] = v[:, -2]
+    v[1::2, ::3] *= 0.5
+    v[::-2, 1] += f[::-2, 0]
+    return v
+
+
+array_case(
+    shapes=({"u": (7, 9), "f": (7, 9)}, {"u": (3, 3), "f": (3, 3)}, {"u": (33, 70), "f": (33, 70)}),
+    reference=stencil_updates,
+)(stencil_updates)
+
+
+def _at_updates(x, y):
+    a = x.copy()
+    a[2:5] += y[:3, None]
+    b = a.copy()
+    b[::2] = np.maximum(b[::2], 0.25)
+    b[1] = -1
+    c = x.copy()
+    c[:, ::3] *= y[: x.shape[1] : 3]
+    return b * 2, c
+
+
+@array_case(
+    shapes=({"x": (6, 8), "y": (8,)}, {"x": (5, 5), "y": (5,)}),
+    reference=_at_updates,
+)
+def at_updates(x, y):
+    """JAX's functional updates: x.at[2:5].add(v), .max on a strided slice, .set at an int, .multiply along
+    a strided column slice with broadcast values."""
+    b = x.at[2:5].add(y[:3, None]).at[::2].max(0.25).at[1].set(-1)
+    return b * 2, x.at[:, ::3].multiply(y[: x.shape[1] : 3])

@@ -525,7 +525,7 @@ class GradFunction:
                     user_loc(),
                     "pass a float32 or float64 array, or leave the argument out of argnums",
                 )
-        y = rewrite(self.fn)(*args)
+        y = rewrite(self.fn, updates=True)(*args)
         if not isinstance(y, Array) or y.shape != ():
             shape = y.shape if isinstance(y, Array) else type(y).__name__
             raise TracingError(
@@ -641,7 +641,7 @@ class _Pullbacks:
         key = (n_args, n_out)
         hit = self.backward.get(key)  # type: ignore[call-overload]
         if hit is None:
-            fn = rewrite(self.fn)
+            fn = rewrite(self.fn, updates=True)
 
             def program(*xs: Any) -> Any:
                 args, cts = xs[:n_args], xs[n_args:]

@@ -39,7 +39,7 @@ class CustomOp:
 
     def _traced(self, *args: Any, **kwargs: Any) -> Any:
         with op_scope(self.op_name):
-            out = rewrite(self.fn)(*args, **kwargs)
+            out = rewrite(self.fn, updates=True)(*args, **kwargs)
             if self.vjp_fn is None:
                 return out
             if kwargs or not isinstance(out, Array):

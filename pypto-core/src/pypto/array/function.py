@@ -400,7 +400,7 @@ class JitFunction:
         token = precision_tracing(self.precision)  # the mode its contractions record
         try:
             with capturing(taken) as captured:  # NumPy arrays it reads from its closure or globals: inputs too
-                result = rewrite(self.fn)(*traced)  # if/and/or/not on traced values: selects
+                result = rewrite(self.fn, updates=True)(*traced)  # if/and/or/not on traced values: selects
         finally:
             precision_done(token)
         for j, node in enumerate(captured.nodes):  # (passed after the call's arguments)
@@ -567,7 +567,7 @@ class JitFunction:
             if out is not None:
                 raise TracingError(f"{self.__name__}: out= inside a traced function", None,
                                    "return the array instead")  # fmt: skip
-            return rewrite(self.fn)(*args)
+            return rewrite(self.fn, updates=True)(*args)
         from pypto import dask
 
         return dask.call_jit(self, args, out)

@@ -414,6 +414,23 @@ class Array:
     def __getitem__(self, key):
         return STRUCTURAL["getitem"](self, key)
 
+    def __setitem__(self, key, value):
+        raise TracingError(
+            "x[idx] = v on a traced array where it could not be rewritten into an update: only the @pt.jit "
+            "function's own body is rewritten (not the functions it calls), on its local variables (not "
+            "attributes, elements of containers or closure variables), where its source can be read",
+            user_loc(),
+            "write x = x.at[idx].set(v) (or .add(v), .multiply(v) ...): a traced array is a value, and an update "
+            "makes a new one",
+        )
+
+    @staticmethod
+    def _pt_setitem(target, key, value, op):
+        """``target[key] = value`` (``op`` None) or ``target[key] op= value`` as a functional update (the
+        rewritten code of a jit function binds the result to the variable); ``target`` is this class's, or a
+        NumPy array updated with traced values."""
+        return STRUCTURAL["setitem"](target, key, value, op)
+
     # -- methods ----------------------------------------------------------------------------------------
     def sum(self, axis=None, keepdims: bool = False) -> Array:
         return reduce("sum", self, axis, keepdims)
@@ -486,6 +503,10 @@ class Array:
 
     def astype(self, dtype) -> Array:
         return cast(self, dtype)
+
+    def copy(self, order: str = "C") -> Array:
+        """The same array: a traced array is a value (updates make new ones), so a copy costs nothing."""
+        return self
 
     @property
     def real(self) -> Array:

@@ -216,18 +216,7 @@ class Lowering:
             self.scatter_into(buf, node)
             return
         if node.op == "concat":  # one store per part, each at its offset along the axis
-            axis = node.attrs
-            offset = 0
-            for part in node.args:
-                self.memo.clear()
-                idx = tuple(Affine.axis(a) for a in self._store_axes(part.shape))
-                outer, self.current = self.current, buf.name
-                value = self.at(part, idx)
-                self.current = outer
-                at = tuple(ix + offset if d == axis else ix for d, ix in enumerate(idx))
-                target = _flat_index(at, node.shape, buf.lead) if buf.flat else at
-                self.stores.append(Store(buf.name, target, value, loc=node.loc))
-                offset += part.shape[axis]
+            self.store_parts(buf, node, node.shape, (0,) * node.ndim)
             return
         self.memo.clear()  # reduction axes inside memoised values may be a store axis of this store
         axes = self._store_axes(node.shape)
@@ -240,6 +229,26 @@ class Lowering:
         else:
             target = idx if idx else (Affine.constant(0),)
         self.stores.append(Store(buf.name, target, value, loc=node.loc))
+
+    def store_parts(self, buf: Buffer, node: Array, shape: tuple, offsets: tuple) -> None:
+        """The stores of a concatenation's parts at ``offsets`` in ``buf`` (of ``shape``); a part that is itself
+        a concatenation (not stored elsewhere) has its parts stored in place, not copied from a buffer."""
+        axis = node.attrs
+        offset = 0
+        for part in node.args:
+            at_off = tuple(o + offset if d == axis else o for d, o in enumerate(offsets))
+            offset += part.shape[axis]
+            if part.op == "concat" and id(part) not in self.by_node:
+                self.store_parts(buf, part, shape, at_off)
+                continue
+            self.memo.clear()
+            idx = tuple(Affine.axis(a) for a in self._store_axes(part.shape))
+            outer, self.current = self.current, buf.name
+            value = self.at(part, idx)
+            self.current = outer
+            at = tuple(ix + o for ix, o in zip(idx, at_off))
+            target = _flat_index(at, shape, buf.lead) if buf.flat else at
+            self.stores.append(Store(buf.name, target, value, loc=node.loc))
 
     def output(self, node: Array, name: str) -> Buffer:
         buf = Buffer(name, _declared(node.shape), node.dtype, "output", node)

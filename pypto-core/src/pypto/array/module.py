@@ -124,7 +124,7 @@ class Module:
         fn = cache.get(key)
         if fn is None:
             fn = cache[key] = self._compile(paths, len(args))
-        return rewrite(fn)(*(p.data for p in params), *args)
+        return rewrite(fn, updates=True)(*(p.data for p in params), *args)
 
     def _compile(self, paths: list[Path], n_args: int) -> JitFunction:
         forward = type(self).forward

@@ -184,6 +184,176 @@ def _astype(x: Any, dtype: Any, copy: bool = True, **_: Any) -> Array:
     return cast(x, dtype)
 
 
+def _array(a: Any, fname: str) -> Array:
+    if not isinstance(a, Array):
+        raise TracingError(f"numpy.{fname}: expected a traced array, got {type(a).__name__}", user_loc(3))
+    return a
+
+
+def _flip(m: Any, axis: Any = None) -> Array:
+    m = _array(m, "flip")
+    axes = _axes(axis, m.ndim)
+    return views.getitem(m, tuple(slice(None, None, -1) if k in axes else slice(None) for k in range(m.ndim)))
+
+
+def _roll(a: Any, shift: Any, axis: Any = None) -> Array:
+    """``np.roll``: the elements moved by ``shift`` along ``axis`` (of the flattened array when None), those
+    leaving one end coming back at the other: two slices joined."""
+    a = _array(a, "roll")
+    if axis is None:
+        return views.reshape(_roll(views.reshape(a, (-1,)), shift, 0), a.shape)
+    shifts = shift if isinstance(shift, (tuple, list)) else (shift,) * len(_axes(axis, a.ndim))
+    for ax, sh in zip(_axes(axis, a.ndim), shifts):
+        n = a.shape[ax]
+        k = int(sh) % n if n else 0
+        if k:
+            cut = [slice(None)] * a.ndim
+            head, tail = list(cut), list(cut)
+            head[ax], tail[ax] = slice(n - k, None), slice(None, n - k)
+            a = ops.concat([views.getitem(a, tuple(head)), views.getitem(a, tuple(tail))], ax)
+    return a
+
+
+def _diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = None) -> Array:
+    _refuse("diff", prepend=prepend, append=append)
+    a = _array(a, "diff")
+    (ax,) = _axes(axis, a.ndim)
+    for _ in range(n):
+        hi, lo = [slice(None)] * a.ndim, [slice(None)] * a.ndim
+        hi[ax], lo[ax] = slice(1, None), slice(None, -1)
+        a = views.getitem(a, tuple(hi)) - views.getitem(a, tuple(lo))
+    return a
+
+
+def _pad(array: Any, pad_width: Any, mode: str = "constant", *, constant_values: Any = 0) -> Array:
+    """``np.pad`` with ``mode="constant"`` (one value) or ``"edge"``: the array joined with its borders."""
+    a = _array(array, "pad")
+    if mode not in ("constant", "edge"):
+        raise TracingError(f"numpy.pad: mode={mode!r} is not supported", user_loc(3),
+                           "use mode='constant' or 'edge', or join slices with np.concatenate")  # fmt: skip
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2))
+    if isinstance(constant_values, (tuple, list, np.ndarray)) and np.ndim(constant_values):
+        values = np.unique(np.asarray(constant_values))
+        if values.size != 1:
+            raise TracingError("numpy.pad: one constant value only", user_loc(3), "pad with each value in turn")
+        constant_values = values.item()
+    for ax in range(a.ndim):
+        before, after = (int(w) for w in widths[ax])
+        if before < 0 or after < 0:
+            raise TracingError("numpy.pad: pad widths must be >= 0", user_loc(3))
+        parts = []
+        for width, at in ((before, 0), (None, None), (after, -1)):
+            if width is None:
+                parts.append(a)
+            elif width:
+                shape = tuple(width if k == ax else n for k, n in enumerate(a.shape))
+                if mode == "constant":
+                    parts.append(Array("fill", (), constant_values, shape, a.dtype))
+                else:  # the edge element repeated
+                    idx = tuple(
+                        slice(at, at + 1 if at == 0 else None) if k == ax else slice(None) for k in range(a.ndim)
+                    )
+                    parts.append(views.broadcast_to(views.getitem(a, idx), shape))
+        a = ops.concat(parts, ax) if len(parts) > 1 else a
+    return a
+
+
+def _outer(a: Any, b: Any, out: Any = None) -> Array:
+    _refuse("outer", out=out)
+    a, b = views.reshape(_array(a, "outer"), (-1,)), views.reshape(_array(b, "outer"), (-1,))
+    return views.reshape(a, (-1, 1)) * views.reshape(b, (1, -1))
+
+
+def _inner(a: Any, b: Any) -> Array:
+    a, b = _array(a, "inner"), _array(b, "inner")
+    if b.ndim > 1:
+        b = views.swapaxes(b, -1, -2)
+    return ops.matmul(a, b) if a.ndim and b.ndim else a * b
+
+
+def _tensordot(a: Any, b: Any, axes: Any = 2) -> Array:
+    """``np.tensordot`` as one einsum: the last ``axes`` axes of ``a`` against the first of ``b`` (or the given
+    lists of axes)."""
+    a, b = _array(a, "tensordot"), _array(b, "tensordot")
+    if isinstance(axes, int):
+        ax_a, ax_b = list(range(a.ndim - axes, a.ndim)), list(range(axes))
+    else:
+        ax_a, ax_b = ([x] if isinstance(x, int) else list(x) for x in axes)
+    ax_a, ax_b = [x % a.ndim for x in ax_a], [x % b.ndim for x in ax_b]
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    sa = [next(letters) for _ in range(a.ndim)]
+    sb = [next(letters) for _ in range(b.ndim)]
+    for i, j in zip(ax_a, ax_b):
+        sb[j] = sa[i]
+    out = [c for k, c in enumerate(sa) if k not in ax_a] + [c for k, c in enumerate(sb) if k not in ax_b]
+    return ops.einsum(f"{''.join(sa)},{''.join(sb)}->{''.join(out)}", a, b)
+
+
+def _cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: Any = None, fweights: Any = None,
+         aweights: Any = None, *, dtype: Any = None) -> Array:  # fmt: skip
+    """``np.cov``: the covariance of the variables (rows, or columns with ``rowvar=False``)."""
+    _refuse("cov", y=y, fweights=fweights, aweights=aweights, dtype=dtype)
+    x = _array(m, "cov")
+    if x.ndim == 1:
+        x = views.reshape(x, (1, -1))
+    if not rowvar:
+        x = views.transpose(x, None)
+    n = x.shape[1]
+    d = (0 if bias else 1) if ddof is None else int(ddof)
+    xc = x - reduce("mean", x, 1, True)
+    c = ops.matmul(xc, views.transpose(xc.conj() if x.dtype.is_complex else xc, None)) / max(n - d, 0)
+    return views.squeeze(c) if m.ndim == 1 else c  # type: ignore[union-attr]
+
+
+def _corrcoef(x: Any, y: Any = None, rowvar: bool = True, *, dtype: Any = None) -> Array:
+    """``np.corrcoef``: the covariance divided by the product of the standard deviations, clipped to [-1, 1]
+    as NumPy clips it."""
+    c = _cov(x, y, rowvar, dtype=dtype)
+    if c.ndim == 0:
+        return c / c
+    d = views.squeeze(reduce("sum", c * ops.eye(c.shape[0], dtype=c.dtype), 1, True), 1)
+    s = unary("sqrt", d)
+    r = c / views.reshape(s, (-1, 1)) / views.reshape(s, (1, -1))
+    return clip(r, -1, 1)
+
+
+def _trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: Any = None) -> Array:
+    _refuse("trace", dtype=dtype, out=out)
+    a = _array(a, "trace")
+    if a.ndim != 2 or (axis1, axis2) != (0, 1):
+        raise TracingError("numpy.trace: a 2-D array and the default axes only", user_loc(3))
+    return reduce("sum", a * ops.eye(a.shape[0], a.shape[1], offset, dtype=a.dtype), None, False)
+
+
+def _like(value: Any) -> Callable[..., Any]:
+    def call(a: Any, dtype: Any = None, order: Any = "K", subok: Any = True, shape: Any = None, *,
+             device: Any = None, fill_value: Any = None) -> Array:  # fmt: skip
+        a = _array(a, "zeros_like")
+        from pypto import dtypes
+
+        dt = a.dtype if dtype is None else dtypes.as_dtype(dtype, what="dtype")
+        v = fill_value if value is None else value
+        return Array("fill", (), v, a.shape if shape is None else tuple(shape), dt)
+
+    return call
+
+
+def _full_like(a: Any, fill_value: Any, dtype: Any = None, order: Any = "K", subok: Any = True, shape: Any = None,
+               *, device: Any = None) -> Array:  # fmt: skip
+    return _like(None)(a, dtype, shape=shape, fill_value=fill_value)
+
+
+def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Array:
+    """``np.linalg.norm`` for the 2-norm of vectors and the Frobenius norm of matrices (``ord=None``)."""
+    if ord not in (None, 2, "fro") or (ord == 2 and (axis is None and _array(x, "linalg.norm").ndim != 1)):
+        raise TracingError(f"numpy.linalg.norm: ord={ord!r} is not supported", user_loc(3),
+                           "use ord=None (the 2-norm of vectors, the Frobenius norm of matrices)")  # fmt: skip
+    x = _array(x, "linalg.norm")
+    squares = x * x.conj() if x.dtype.is_complex else x * x
+    r = unary("sqrt", reduce("sum", squares, axis, bool(keepdims)))
+    return unary("real", r) if x.dtype.is_complex else r
+
+
 FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.sum: _reduction("sum"), np.prod: _reduction("prod"), np.max: _reduction("max"), np.amax: _reduction("max"),
     np.min: _reduction("min"), np.amin: _reduction("min"), np.mean: _reduction("mean"), np.var: var, np.std: std,
@@ -197,6 +367,13 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim, np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
     np.take_along_axis: lambda arr, indices, axis: views.take_along_axis(arr, indices, axis),
     np.astype: _astype, np.tril: lambda m, k=0: ops.tril(m, k), np.triu: lambda m, k=0: ops.triu(m, k),
+    np.flip: _flip, np.fliplr: lambda m: _flip(m, 1), np.flipud: lambda m: _flip(m, 0), np.roll: _roll,
+    np.diff: _diff, np.pad: _pad, np.outer: _outer, np.inner: _inner, np.tensordot: _tensordot, np.cov: _cov,
+    np.corrcoef: _corrcoef, np.trace: _trace, np.zeros_like: _like(0), np.ones_like: _like(1),
+    np.empty_like: _like(0), np.full_like: _full_like, np.linalg.norm: _norm, np.copy: lambda a, order="K", subok=False: a,
+    np.swapaxes: lambda a, axis1, axis2: views.swapaxes(a, axis1, axis2),
+    np.expand_dims: lambda a, axis: views.expand_dims(a, axis),
+    np.broadcast_to: lambda array, shape, subok=False: views.broadcast_to(array, tuple(shape)),
 }  # fmt: skip
 """NumPy's non-ufunc functions on traced arrays, by the NumPy function."""
 

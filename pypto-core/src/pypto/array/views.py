@@ -218,29 +218,6 @@ def full_like(x: Array, value: float = 0.0) -> Array:
     return Array("fill", (), value, x.shape, x.dtype)
 
 
-class _At:
-    """``x.at[idx]``: JAX's functional updates (``.add(v)``, ``.get()``)."""
-
-    def __init__(self, x: Array, key: Any = None):
-        self.x, self.key = x, key
-
-    def __getitem__(self, key: Any) -> _At:
-        return _At(self.x, key)
-
-    def get(self) -> Array:
-        """``x[idx]``."""
-        return getitem(self.x, self.key)
-
-    def add(self, values: Any) -> Array:
-        """``x`` with ``values`` added at ``x[idx]``; repeated indices add up (``np.add.at``). The result is a
-        scatter: return it from the function (it cannot be used inside the function yet)."""
-        key = self.key if isinstance(self.key, tuple) else (self.key,)
-        return _scatter_of(self.x, list(key), values, "x.at[idx].add")
-
-
-STRUCTURAL["at"] = _At
-
-
 def index_add(x: Array, index: Array, source: Any, axis: int = 0) -> Array:
     """``torch.index_add``: ``x`` with ``source`` added at positions ``index`` (1-D) along ``axis``; repeated
     indices add up. The result is a scatter: return it from the function."""

@@ -32,10 +32,13 @@ from __future__ import annotations
 import ast
 import inspect
 import itertools
+import operator
 import types
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from pypto.errors import SourceLoc, TracingError
 from pypto.lang.source import function_tree
@@ -277,6 +280,38 @@ def while_(test: Callable[..., Any], body: Callable[..., tuple], values: tuple, 
     return while_loop(test, body, values, names, _loc(file, line), traced, truth, Undefined)
 
 
+_INPLACE = {"add": operator.iadd, "subtract": operator.isub, "multiply": operator.imul, "divide": operator.itruediv,
+            "floor_divide": operator.ifloordiv, "remainder": operator.imod, "power": operator.ipow,
+            "bitwise_and": operator.iand, "bitwise_or": operator.ior, "bitwise_xor": operator.ixor,
+            "left_shift": operator.ilshift, "right_shift": operator.irshift, "matmul": operator.imatmul}  # fmt: skip
+_AUGMENTED = {ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide",
+              ast.FloorDiv: "floor_divide", ast.Mod: "remainder", ast.Pow: "power", ast.BitAnd: "bitwise_and",
+              ast.BitOr: "bitwise_or", ast.BitXor: "bitwise_xor", ast.LShift: "left_shift",
+              ast.RShift: "right_shift", ast.MatMult: "matmul"}  # fmt: skip
+
+
+def setitem(target: Any, key: Any, value: Any, op: str | None = None) -> Any:
+    """``target[key] = value`` (``op`` None) or ``target[key] op= value`` in a jit function, where the pass
+    rewrote it into ``target = setitem(target, key, value, op)``: a traced array (or a NumPy array given traced
+    values) is updated functionally and the new array returned; anything else is updated in place, as Python
+    does, and returned."""
+    hook = getattr(type(target), "_pt_setitem", None)
+    if hook is None and isinstance(target, np.ndarray):
+        keys = key if isinstance(key, tuple) else (key,)
+        hook = next((h for h in (getattr(type(x), "_pt_setitem", None) for x in (value, *keys)) if h), None)
+    if hook is not None:
+        return hook(target, key, value, op)
+    if op is None:
+        target[key] = value
+    else:
+        target[key] = _INPLACE[op](target[key], value)
+    return target
+
+
+def _slice(lower: Any, upper: Any, step: Any) -> slice:
+    return slice(lower, upper, step)
+
+
 def _select(c: Any, x: Any, y: Any, what: str, loc: SourceLoc | None) -> Any:
     if x is y:
         return x
@@ -415,9 +450,49 @@ def _thunk(e: ast.expr) -> ast.Lambda:
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, file: str) -> None:
+    def __init__(self, file: str, local: frozenset[str] | None = None) -> None:
         self.file = file
         self.count = itertools.count()
+        self.local = local  # a jit function's local variables: x[idx] = v on one becomes a functional update
+
+    def _updated(self, target: ast.expr) -> str | None:
+        """The variable ``target`` (``x[idx]``) updates, where it is one of the function's own locals."""
+        if self.local is None or not isinstance(target, ast.Subscript) or not isinstance(target.value, ast.Name):
+            return None
+        return target.value.id if target.value.id in self.local else None
+
+    def _update(self, target: ast.Subscript, value: ast.expr, op: str | None) -> ast.stmt:
+        name = target.value.id  # type: ignore[attr-defined]
+        call = ast.Call(_rt("setitem"), [ast.Name(name, ast.Load()), _key(target.slice), value, ast.Constant(op)], [])
+        return ast.Assign([ast.Name(name, ast.Store())], call)
+
+    def visit_Assign(self, node: ast.Assign) -> Any:
+        self.generic_visit(node)
+        if not any(self._updated(t) for t in node.targets):
+            return node
+        if len(node.targets) == 1:
+            return self._place([self._update(node.targets[0], node.value, None)], node)  # type: ignore[arg-type]
+        k = next(self.count)  # a = b[i] = v: v once, then each target in turn (Python's order)
+        tmp = f"{_PREFIX}value{k}"
+        out: list[ast.stmt] = [ast.Assign([ast.Name(tmp, ast.Store())], node.value)]
+        for t in node.targets:
+            value = ast.Name(tmp, ast.Load())
+            out.append(self._update(t, value, None) if self._updated(t) else ast.Assign([t], value))  # type: ignore[arg-type]
+        return self._place(out, node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        self.generic_visit(node)
+        if not self._updated(node.target):
+            return node
+        return self._place([self._update(node.target, node.value, _AUGMENTED[type(node.op)])], node)  # type: ignore[arg-type]
+
+    def _own_scope(self, node: Any) -> Any:  # a function or class the user wrote inside: its variables are its own
+        local, self.local = self.local, None
+        self.generic_visit(node)
+        self.local = local
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _own_scope
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
         self.generic_visit(node)
@@ -491,6 +566,16 @@ class _Rewriter(ast.NodeTransformer):
         return self._place([then, orelse, _assign(names, call)], node)
 
 
+def _key(e: ast.expr) -> ast.expr:
+    """An index (``1:-1, ::2, i``) as an expression: slices become ``slice(...)`` calls."""
+    if isinstance(e, ast.Slice):
+        none = ast.Constant(None)
+        return ast.Call(_rt("_slice"), [e.lower or none, e.upper or none, e.step or none], [])
+    if isinstance(e, ast.Tuple):
+        return ast.Tuple([_key(x) for x in e.elts], ast.Load())
+    return e
+
+
 def _sequential(node: ast.For) -> bool:
     """A ``for`` over ``<module>.range(...)`` (``pt.range``) to a plain name: rewritten as a sequential loop."""
     it = node.iter
@@ -513,33 +598,44 @@ def _assign(names: list[str], call: ast.expr) -> ast.stmt:
     return ast.Expr(call)
 
 
-def _controls(tree: ast.AST) -> bool:
+def _controls(tree: ast.AST, updates: bool) -> bool:
     return any(isinstance(n, (ast.If, ast.While, ast.BoolOp, ast.IfExp)) or (isinstance(n, ast.UnaryOp) and
-               isinstance(n.op, ast.Not)) or (isinstance(n, ast.For) and _sequential(n))
+               isinstance(n.op, ast.Not)) or (isinstance(n, ast.For) and _sequential(n)) or
+               (updates and any(isinstance(t, ast.Subscript) for t in _targets(n)))
                for n in ast.walk(tree))  # fmt: skip
 
 
-_cache: weakref.WeakKeyDictionary[Any, Callable] = weakref.WeakKeyDictionary()
+def _targets(n: ast.AST) -> list[ast.expr]:
+    if isinstance(n, ast.Assign):
+        return n.targets
+    return [n.target] if isinstance(n, ast.AugAssign) else []
 
 
-def rewrite(fn: Callable) -> Callable:
+_cache: dict[bool, weakref.WeakKeyDictionary[Any, Callable]] = {
+    False: weakref.WeakKeyDictionary(), True: weakref.WeakKeyDictionary()}  # fmt: skip
+
+
+def rewrite(fn: Callable, updates: bool = False) -> Callable:
     """``fn`` with its control flow made traceable (module docstring); ``fn`` itself where there is nothing
-    to rewrite or its source cannot be read. Cached per function."""
+    to rewrite or its source cannot be read. ``updates`` (the jit front end): ``x[idx] = v`` and
+    ``x[idx] += v`` on a local variable become ``x = setitem(x, idx, v, op)`` (a functional update of a traced
+    array, Python's own for anything else). Cached per function."""
     code = getattr(fn, "__code__", None)
     if code is None or not isinstance(fn, types.FunctionType):
         return fn
+    cache = _cache[updates]
     try:
-        return _cache[fn]
+        return cache[fn]
     except KeyError:
         pass
     except TypeError:  # not weakly referable
         return fn
-    out = _rewrite(fn) or fn
-    _cache[fn] = out
+    out = _rewrite(fn, updates) or fn
+    cache[fn] = out
     return out
 
 
-def _rewrite(fn: types.FunctionType) -> Callable | None:
+def _rewrite(fn: types.FunctionType, updates: bool) -> Callable | None:
     code = fn.__code__
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) or (
         "super" in code.co_names  # super() needs the class cell only a class body makes
@@ -550,7 +646,7 @@ def _rewrite(fn: types.FunctionType) -> Callable | None:
     except (OSError, TypeError, SyntaxError):
         return None
     func = tree.body[0] if isinstance(tree, ast.Module) and tree.body else None
-    if not isinstance(func, ast.FunctionDef) or func.name != code.co_name or not _controls(func):
+    if not isinstance(func, ast.FunctionDef) or func.name != code.co_name or not _controls(func, updates):
         return None  # a lambda, or nothing to rewrite
     ast.increment_lineno(tree, code.co_firstlineno - 1)
     func.decorator_list = []
@@ -561,7 +657,8 @@ def _rewrite(fn: types.FunctionType) -> Callable | None:
     func.returns = None
     func.args.defaults = []
     func.args.kw_defaults = [None] * len(func.args.kwonlyargs)
-    func.body = _Rewriter(code.co_filename).visit(ast.Module(func.body, [])).body
+    local = frozenset(code.co_varnames + code.co_cellvars) if updates else None
+    func.body = _Rewriter(code.co_filename, local).visit(ast.Module(func.body, [])).body
     free = [*code.co_freevars, _RT]
     maker = _def(f"{_PREFIX}make", ast.arguments([], [ast.arg(n) for n in free], None, [], [], None, []),
                  [func, ast.Return(ast.Name(func.name, ast.Load()))])  # fmt: skip
