@@ -73,12 +73,13 @@ def test_powers(jit, rng):
     np.testing.assert_array_equal(jit(lambda x: x**0)(z), np.ones(3, np.float32))
 
 
-def test_python_numbers_are_constants_of_the_signature(jit, rng):
+def test_python_numbers_are_runtime_arguments(jit, rng):
     x = r(rng, 8)
     f = jit(lambda x, s: x * s)
     close(f(x, 3.0), wide(x) * 3)
-    close(f(x, -1.5), wide(x) * -1.5)  # another value: another signature, not a stale constant
-    assert len(f._cache) == 2
+    close(f(x, -1.5), wide(x) * -1.5)  # another value: the same program, not a stale constant
+    assert len(f._cache) == 1
+    assert f(x, 2.5).dtype == x.dtype  # weakly typed, as a literal
 
 
 # -- reductions --------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ its kernel loaded from the disk cache (no compilation).
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import keyword
@@ -33,7 +34,7 @@ import numpy as np
 
 from pypto import dtypes
 from pypto._lru import LRUCache
-from pypto.array.graph import Array, capturing, input_array
+from pypto.array.graph import Array, capturing, input_array, runtime_scalars, scalar_input
 from pypto.array.lower import Buffer, Plan, lower
 from pypto.array.precision import check_precision, get_precision
 from pypto.array.precision import done as precision_done
@@ -106,6 +107,7 @@ class Compiled:
         by_name = {b.name: k for k, b in enumerate(plan.buffers)}
         self.n = len(plan.buffers)
         self.feeds: list[tuple[int, int, tuple[int, ...] | None]] = []  # (buffer, argument, reshape to)
+        self.numbers: dict[int, np.dtype] = {}  # buffer -> the dtype a number argument is passed in
         # (buffer, bytes, dtype, declared shape, shape of the value: what the caller gets, () for a 0-d result)
         self.allocs: list[tuple[int, int, np.dtype, tuple[int, ...], tuple[int, ...]]] = []
         self.views: list[tuple[int, int, tuple[int, ...]]] = []  # (flat view buffer, buffer it views, its shape)
@@ -115,6 +117,8 @@ class Compiled:
                 node = b.node
                 assert node is not None
                 self.feeds.append((k, next(args), b.shape if node.shape != b.shape else None))
+                if node.argument is not None:
+                    self.numbers[k] = np.dtype(b.dtype.numpy)
             elif b.kind == "input":
                 self.views.append((k, by_name[b.source], b.shape))  # type: ignore[index]
             else:
@@ -172,6 +176,8 @@ class Compiled:
             if type(a) is not np.ndarray:
                 if is_device_array(a):
                     device = a if device is None else device
+                elif k in self.numbers:  # a runtime number, in the type the program reads it in
+                    a = np.asarray(a, dtype=self.numbers[k])
                 else:
                     a = dtypes.python_array(a) if isinstance(a, (list, tuple)) else np.asarray(a)
             bound[k] = a if shape is None else a.reshape(shape)
@@ -225,7 +231,7 @@ class JitFunction:
 
     def __init__(self, fn: Callable, *, executor: str | None = None, fastmath: bool = False,
                  schedule: Schedule | dict | None = None, dims: Any = None, precision: str | None = None,
-                 **options: Any):  # fmt: skip
+                 static_argnames: Sequence[str] | str | None = None, **options: Any):  # fmt: skip
         if not callable(fn):
             raise ArgumentError(f"pt.jit: expected a function, got {fn!r}", param="fn", expected="a function", got=fn)
         functools.update_wrapper(self, fn)
@@ -246,6 +252,9 @@ class JitFunction:
         self._nargs: tuple[int, int] | None = None if variadic else (required, len(positional))
         self._dims = _check_dims(dims, [p.name for p in positional], getattr(fn, "__name__", "function"))
         self._warned = False
+        # the number arguments whose value the program is specific to: static_argnames=, and those a trace
+        # needed the value of (a loop count, a shape); the others are runtime arguments
+        self._static: set[int] = _check_static(static_argnames, [p.name for p in positional], self.__name__)
 
     # -- signatures ----------------------------------------------------------------------------------------
     def _key_of(self, k: int, a: Any) -> tuple:
@@ -263,7 +272,9 @@ class JitFunction:
         if isinstance(a, Array) or is_dask_array(a):
             return _ELSEWHERE
         if isinstance(a, (bool, np.bool_, numbers.Number)) and not isinstance(a, complex):
-            return ("scalar", type(a).__name__, a.item() if isinstance(a, np.generic) else a)
+            if k in self._static or isinstance(a, (bool, np.bool_)):  # (a flag's value is always static)
+                return ("scalar", type(a).__name__, a.item() if isinstance(a, np.generic) else a)
+            return (RUNTIME, type(a).__name__, None)  # a runtime argument of this type
         described = describe(a)  # an array in a GPU's memory: run where it is
         if described is not None:
             return described
@@ -365,7 +376,9 @@ class JitFunction:
         """The kernel's name for each array argument (position -> name), and the set of them."""
         taken: set[str] = set()
         return {
-            k: _param_name(self._arg_name(k), k, taken) for k, e in enumerate(key) if not isinstance(e[0], str)
+            k: _param_name(self._arg_name(k), k, taken)
+            for k, e in enumerate(key)
+            if not isinstance(e[0], str) or e[0] == RUNTIME
         }, taken
 
     def _trace(self, args: tuple, key: tuple, shapes: dict[int, tuple] | None = None, dims: Sequence[str] = ()):
@@ -377,6 +390,15 @@ class JitFunction:
         inputs: list[tuple[str, Array]] = []
         positions: list[int] = []
         for k, a in enumerate(args):
+            if key[k][0] == RUNTIME:  # a number passed at every call (a Python number's type is weak)
+                weak = not isinstance(a, np.generic)
+                dt = dtypes.from_numpy(np.asarray(a).dtype) if not weak else (
+                    dtypes.float64 if isinstance(a, float) else dtypes.int64)  # fmt: skip
+                node = scalar_input(params[k], k, a, dt, weak)
+                traced.append(node)
+                inputs.append((params[k], node))
+                positions.append(k)
+                continue
             if isinstance(key[k][0], str):  # a Python number: a constant of this signature
                 traced.append(key[k][2])
                 continue
@@ -399,10 +421,11 @@ class JitFunction:
             positions.append(k)
         token = precision_tracing(self.precision)  # the mode its contractions record
         try:
-            with capturing(taken) as captured:  # NumPy arrays it reads from its closure or globals: inputs too
-                result = rewrite(self.fn, updates=True)(*traced)  # if/and/or/not on traced values: selects
+            with capturing(taken) as captured, runtime_scalars() as scalars:  # NumPy arrays it reads from its
+                result = rewrite(self.fn, updates=True)(*traced)  # closure or globals are inputs too
         finally:
             precision_done(token)
+        self._needed = scalars.needed
         for j, node in enumerate(captured.nodes):  # (passed after the call's arguments)
             inputs.append((node.attrs, node))
             positions.append(len(args) + j)
@@ -421,6 +444,7 @@ class JitFunction:
                     "return arrays computed from the arguments (a tuple of them for several results)",
                 )
             outs.append((_param_name(f"out{k}" if len(results) > 1 else "out", k, taken), r))
+        _narrow_scalars([node for _, node in inputs if node.argument is not None], [r for _, r in outs])
         return inputs, outs, positions, single, taken
 
     @property
@@ -462,6 +486,12 @@ class JitFunction:
                 return hit
             with progress(f"compiling {self.__name__}"):
                 inputs, outs, positions, single, _ = self._trace(args, key)
+                if self._needed - self._static:  # numbers whose value the program depends on: static from now
+                    self._static |= self._needed
+                    key = self._key(args)
+                    hit = self._cache.get(key)
+                    if hit is not None:
+                        return hit
                 captured = self._captured
                 plan = lower(_kernel_name(self.__name__, self.fn), inputs, outs)
                 compiled = self._build(plan, positions, single, len(args) + len(captured))
@@ -494,6 +524,9 @@ class JitFunction:
             with symbolic_trace() as needed:
                 try:
                     inputs, outs, positions, single, _ = self._trace(args, plain, shapes, dims)
+                    if self._needed - self._static:  # traced again with the numbers static
+                        self._static |= self._needed
+                        return self._compile_symbolic(args, self._symbolic_key(args)[0], sizes, names)
                     plan = lower(_kernel_name(self.__name__, self.fn), inputs, outs)
                 except Exception as e:  # noqa: BLE001 - the per-shape trace raises it again where it is real
                     return needed or [f"the trace with symbolic sizes failed ({type(e).__name__}: {e})"]
@@ -644,7 +677,7 @@ def _kernel_name(name: str, fn: Any = None) -> str:
 
 def jit(fn: Callable | None = None, *, executor: str | None = None, fastmath: bool = False,
         schedule: Schedule | dict | None = None, dims: Any = None, precision: str | None = None,
-        **options: Any) -> Any:  # fmt: skip
+        static_argnames: Sequence[str] | str | None = None, **options: Any) -> Any:  # fmt: skip
     """Compile a function of whole arrays (``@pt.jit`` or ``@pt.jit(executor="openmp")``).
 
     ``dims`` chooses which sizes the compiled code is specialised for. By default (``None`` or ``"static"``)
@@ -655,15 +688,68 @@ def jit(fn: Callable | None = None, *, executor: str | None = None, fastmath: bo
 
     ``precision`` ("float32", "mixed" or "highest") sets how its float32 contractions compute
     (:mod:`pypto.array.precision`); without it, the mode ``pt.set_precision`` set when it is called.
+
+    Number arguments (Python and NumPy ints and floats) are runtime arguments: a new value runs the same
+    program. A Python number is weakly typed (``x * lr`` keeps ``x``'s dtype, as a literal would). Where the
+    trace needs a number's value (``range(n)``, a shape, an ``if`` on it, an exponent), the program is specific
+    to that argument's value from then on, as for the names in ``static_argnames``; bools are always static.
     """
     if options:  # options a backend declares pass through to the kernels; anything else is refused here
         from pypto.runtime.options import JIT_OPTIONS, check_options
 
         check_options("pt.jit", options, JIT_OPTIONS)
-    kw = dict(executor=executor, fastmath=fastmath, schedule=schedule, dims=dims, precision=precision)
+    kw = dict(executor=executor, fastmath=fastmath, schedule=schedule, dims=dims, precision=precision,
+              static_argnames=static_argnames)  # fmt: skip
     if fn is None:
         return lambda f: JitFunction(f, **kw, **options)
     return JitFunction(fn, **kw, **options)
+
+
+RUNTIME = "runtime"  # the signature entry of a number passed at every call
+
+
+def _check_static(names: Sequence[str] | str | None, params: list[str], fname: str) -> set[int]:
+    """``static_argnames=`` as argument positions (an unknown name is an error naming the parameters)."""
+    if names is None:
+        return set()
+    names = [names] if isinstance(names, str) else list(names)
+    for n in names:
+        if n not in params:
+            close = difflib.get_close_matches(str(n), params, n=1)
+            raise ArgumentError(
+                f"pt.jit({fname}): static_argnames names {n!r}, which is not a parameter",
+                param="static_argnames",
+                expected=f"names among {params}",
+                got=n,
+                fix=f"did you mean {close[0]!r}?" if close else "name the function's positional parameters",
+            )
+    return {params.index(n) for n in names}
+
+
+def _narrow_scalars(scalars: list[Array], outs: list[Array]) -> None:
+    """A weak runtime scalar read only through conversions to one type (``x * lr`` with float32 ``x``) is passed
+    in that type: its value converted at the call, as NumPy converts a Python number beside an array."""
+    if not scalars:
+        return
+    uses: dict[int, list[Array]] = {id(s): [] for s in scalars}
+    seen: set[int] = set()
+    stack = list(outs)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for a in node.args:
+            if isinstance(a, Array):
+                if id(a) in uses:
+                    uses[id(a)].append(node)
+                stack.append(a)
+    for s in scalars:
+        if not s.weak:
+            continue
+        targets = {u.dtype for u in uses[id(s)] if u.op == "cast"}
+        if len(targets) == 1 and all(u.op == "cast" for u in uses[id(s)]) and id(s) not in {id(o) for o in outs}:
+            s.dtype = targets.pop()
 
 
 def _check_dims(dims: Any, params: list[str], fname: str) -> str | dict[str, tuple[str | None, ...]] | None:

@@ -25,7 +25,7 @@ from pypto.array.sizes import Size
 from pypto.dtypes import DType
 from pypto.errors import ShapeError, SourceLoc, TracingError
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
-from pypto.ir.ops import BINARY_TABLE, FUNCTIONS, REDUCERS
+from pypto.ir.ops import BINARY, BINARY_TABLE, FUNCTIONS, REDUCERS
 from pypto.lang.location import user_loc
 
 Scalar = int | float | bool
@@ -233,7 +233,7 @@ class Array:
     its values exist only when the compiled program runs.
     """
 
-    __slots__ = ("op", "args", "attrs", "shape", "dtype", "loc", "name", "__weakref__")
+    __slots__ = ("op", "args", "attrs", "shape", "dtype", "loc", "name", "weak", "argument", "value", "__weakref__")
     __pypto_array__ = True
 
     # -- NumPy's functions on it (pypto.array.numpy_api) ----------------------------------------------------
@@ -273,6 +273,12 @@ class Array:
         self.dtype = dtype
         self.loc = loc if loc is not None else user_loc()
         self.name = name if name is not None else _current_op()  # the custom op that made it, for graphs
+        # a runtime scalar argument of a jit function (or arithmetic on such values and Python numbers): typed
+        # like a Python number beside arrays (``x * lr`` keeps x's dtype), its value known while tracing for the
+        # uses that need one (``range(n)``, a shape), which make the program specific to it
+        self.weak = False
+        self.argument: int | None = None  # the jit argument a runtime scalar input is
+        self.value: Any = None  # its value in the call being traced
 
     # -- NumPy-like attributes ------------------------------------------------------------------------
     @property
@@ -296,6 +302,9 @@ class Array:
         return f"<pt.jit array {self.op} {self.dtype.name}{list(self.shape)}>"
 
     def __bool__(self):
+        v = scalar_value(self)
+        if v is not None:
+            return bool(v)
         raise TracingError(
             "the truth value of an array inside @pt.jit is not known while tracing",
             user_loc(),
@@ -303,9 +312,25 @@ class Array:
         )
 
     def __float__(self):
+        v = scalar_value(self)
+        if v is not None:
+            return float(v)
         raise TracingError("float() of an array inside @pt.jit: its value is not known while tracing", user_loc())
 
-    __int__ = __index__ = __float__
+    def __int__(self):
+        v = scalar_value(self)
+        if v is not None:
+            return int(v)
+        raise TracingError("int() of an array inside @pt.jit: its value is not known while tracing", user_loc())
+
+    def __index__(self):
+        v = scalar_value(self)
+        if v is not None and isinstance(v, (numbers.Integral, np.integer, bool, np.bool_)):
+            return int(v)
+        if v is not None:
+            raise TypeError(f"a {self.dtype.name} runtime scalar cannot be used as an integer index")
+        raise TracingError("an array inside @pt.jit used as an integer: its value is not known while tracing",
+                           user_loc(), "use a Python int (or an int argument) where a size or index is needed")  # fmt: skip
 
     def __iter__(self):
         raise TracingError(
@@ -529,11 +554,100 @@ def input_array(name: str, shape: tuple[int, ...], dtype: DType) -> Array:
     return Array("input", (), name, shape, dtype, loc=None)
 
 
+class Scalars:
+    """The runtime scalars of one jit trace: the argument positions whose value the trace needed (their program
+    is then specific to the value)."""
+
+    def __init__(self) -> None:
+        self.needed: set[int] = set()
+
+
+_scalars: ContextVar[Scalars | None] = ContextVar("pypto_runtime_scalars", default=None)
+
+
+@contextlib.contextmanager
+def runtime_scalars() -> Iterator[Scalars]:
+    token = _scalars.set(Scalars())
+    try:
+        yield _scalars.get()  # type: ignore[misc]
+    finally:
+        _scalars.reset(token)
+
+
+def scalar_input(name: str, position: int, value: Any, dtype: DType, weak: bool) -> Array:
+    """A runtime scalar argument: a 0-d input; ``weak`` for a Python number (it takes its partner's type)."""
+    node = input_array(name, (), dtype)
+    node.weak, node.argument, node.value = weak, position, value
+    return node
+
+
+def scalar_value(x: Array) -> Any:
+    """The value of a runtime scalar, or of arithmetic on runtime scalars and numbers, in the call being traced
+    (its arguments are then recorded as needed: the program is specific to them); None for anything else."""
+    if x.shape != () or _scalars.get() is None:
+        return None
+    needed: set[int] = set()
+    v = _evaluate(x, needed)
+    if v is None:
+        return None
+    _scalars.get().needed.update(needed)  # type: ignore[union-attr]
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _evaluate(x: Any, needed: set[int]) -> Any:
+    if not isinstance(x, Array):
+        return x
+    if x.argument is not None:
+        needed.add(x.argument)
+        return x.value
+    if x.shape != () or x.op not in ("binary", "unary", "cast", "where"):
+        return None
+    args = [_evaluate(a, needed) for a in x.args]
+    if any(a is None for a in args):
+        return None
+    with np.errstate(all="ignore"):
+        if x.op == "binary":
+            r = BINARY[x.attrs].numpy(*args)
+        elif x.op == "unary":
+            fn = FUNCTIONS.get(x.attrs)
+            simple = {"neg": np.negative, "abs": np.absolute, "not": np.logical_not, "invert": np.invert}
+            if fn is None and x.attrs not in simple:
+                return None
+            r = fn.numpy(args[0]) if fn is not None else simple[x.attrs](args[0])
+        elif x.op == "where":
+            r = args[1] if args[0] else args[2]
+        else:
+            r = args[0]
+    return np.asarray(r).astype(x.dtype.numpy)[()]
+
+
+def _unweak(x: Array, other: DType) -> Array:
+    """A weak scalar beside an array of type ``other``: converted to the type a Python number would take there."""
+    number = 0j if x.dtype.is_complex else 0.0 if x.dtype.is_float else False if x.dtype.is_bool else 0
+    t = _typeof(Binary("add", _placeholder(other), Const(number, weak=True)))
+    return cast(x, t)
+
+
+def _weak(x: Any) -> bool:
+    return isinstance(x, Array) and x.weak
+
+
+def _typed(*xs: Any) -> tuple[list[Any], bool]:
+    """The operands with their weak scalars converted to the first typed array's type; and whether every
+    operand was weak or a number (the result is then weak too)."""
+    typed = next((x for x in xs if isinstance(x, Array) and not x.weak), None)
+    if typed is None:
+        return list(xs), any(_weak(x) for x in xs)
+    return [_unweak(x, typed.dtype) if _weak(x) else x for x in xs], False
+
+
 def unary(op: str, x: Any) -> Array:
     x = _operand(x, f"pt.{op}")
     if not isinstance(x, Array):
         raise TracingError(f"pt.{op}: expected an array, got {x!r}", user_loc(), f"use math.{op} for Python numbers")
-    return Array("unary", (x,), op, x.shape, _typeof(Unary(op, _placeholder(x.dtype))))
+    out = Array("unary", (x,), op, x.shape, _typeof(Unary(op, _placeholder(x.dtype))))
+    out.weak = x.weak
+    return out
 
 
 def scatter_add(base: Array, g: Array, indices: tuple, attrs: tuple) -> Array:
@@ -551,15 +665,21 @@ def binary(op: str, a: Any, b: Any) -> Array:
             return scatter_add(binary("add", a.args[0], b), a.args[1], a.args[2:], a.attrs)
         if b.op == "scatter_add" and a.shape == b.shape and a.dtype == b.dtype:
             return scatter_add(binary("add", a, b.args[0]), b.args[1], b.args[2:], b.attrs)
+    (a, b), weak = _typed(a, b)
     shapes = [x.shape for x in (a, b) if isinstance(x, Array)]
     shape = broadcast_shapes(*shapes, what=f"the operands of '{sym}'")
-    return Array("binary", (a, b), op, shape, _typeof(Binary(op, _as_expr(a), _as_expr(b))))
+    out = Array("binary", (a, b), op, shape, _typeof(Binary(op, _as_expr(a), _as_expr(b))))
+    out.weak = weak
+    return out
 
 
 def where(cond: Any, a: Any, b: Any) -> Array:
     cond, a, b = _operand(cond, "pt.where"), _operand(a, "pt.where"), _operand(b, "pt.where")
+    (a, b), weak = _typed(a, b)
     shape = broadcast_shapes(*(x.shape for x in (cond, a, b) if isinstance(x, Array)), what="the operands of pt.where")
-    return Array("where", (cond, a, b), None, shape, _typeof(Where(_as_expr(cond), _as_expr(a), _as_expr(b))))
+    out = Array("where", (cond, a, b), None, shape, _typeof(Where(_as_expr(cond), _as_expr(a), _as_expr(b))))
+    out.weak = weak and (not isinstance(cond, Array) or cond.weak)
+    return out
 
 
 def cast(x: Any, dtype: Any) -> Array:
@@ -582,6 +702,9 @@ def stop_gradient(x: Any) -> Any:
 def power(base: Any, exponent: Any) -> Array:
     """``base ** exponent``: integer exponents by multiplication, 0.5 as a square root, others through exp and log."""
     base, exponent = _operand(base, "'**'"), _operand(exponent, "'**'")
+    if _weak(exponent) and isinstance(base, Array) and not base.weak:  # a runtime number: the program is
+        value = scalar_value(exponent)  # specific to the exponent (x ** 2 is a multiplication)
+        exponent = exponent if value is None else value
     if isinstance(exponent, Array):
         if isinstance(base, Array) or not isinstance(base, (int, float)) or base <= 0:
             raise TracingError(

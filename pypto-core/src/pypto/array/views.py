@@ -47,6 +47,9 @@ def getitem(x: Array, key: Any) -> Array:
         if hasattr(it, "__array_interface__") or isinstance(it, list):
             got = captured(it, "an index")
             items[j] = got if got is not None else it
+    dynamic = [j for j, it in enumerate(items) if isinstance(it, slice) and _runtime(it)]
+    if len(dynamic) == 1:  # x[t:t + 8] with a runtime t: a slice of static size at a position given at the call
+        items[dynamic[0]] = _dynamic_slice(x, items, dynamic[0])
     if any(isinstance(it, Array) for it in items):
         return _advanced(x, items)
     for it in items:
@@ -109,6 +112,35 @@ def getitem(x: Array, key: Any) -> Array:
             index.append((k % n, ()))
         d += 1
     return view(x, tuple(shape), tuple(index))
+
+
+def _runtime(it: slice) -> bool:
+    return any(isinstance(b, Array) for b in (it.start, it.stop, it.step))
+
+
+def _dynamic_slice(x: Array, items: list[Any], j: int) -> Any:
+    """``x[..., t:t + c, ...]`` with a runtime start ``t`` and a static size ``c`` (the stop written as the start
+    plus a number): the positions ``t .. t + c - 1``, an index array checked at every call (a start below 0 or
+    a stop past the end is a ``pt.IndexError``: the size may not change). Other runtime slices use their
+    values (the program is then specific to them)."""
+    it = items[j]
+    start, stop = it.start, it.stop
+    plus = (isinstance(stop, Array) and stop.op == "binary" and stop.attrs == "add" and stop.args[0] is start
+            and isinstance(stop.args[1], int) and not isinstance(stop.args[1], bool))  # fmt: skip
+    if not (isinstance(start, Array) and start.weak and start.dtype.is_int and plus and it.step in (None, 1)):
+        return slice(*(int(b) if isinstance(b, Array) else b for b in (it.start, it.stop, it.step)))
+    size = stop.args[1]
+    axis = sum(1 for it2 in items[:j] if it2 is not None and it2 is not Ellipsis)
+    if Ellipsis in items[:j]:
+        axis = x.ndim - sum(1 for it2 in items[j:] if it2 is not None and it2 is not Ellipsis)
+    n = int(x.shape[axis])
+    if size < 0 or size > n:
+        raise ShapeError(f"a slice of {size} elements of an axis of {n}", param="index",
+                         expected=f"t:t + c with 0 <= c <= {n}", got=size)  # fmt: skip
+    from pypto.array.graph import binary, where
+
+    first = where(binary("lt", start, 0), n, start)  # a negative start: out of bounds (as the end would be)
+    return binary("add", _iota(size, 0, 1), first)
 
 
 def _advanced(x: Array, items: list[Any]) -> Array:

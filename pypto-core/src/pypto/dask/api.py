@@ -211,8 +211,8 @@ def _part_plan(fn: Any, c: Any, args: tuple, sizes: Any) -> tuple[Planner, list[
     arrays: dict[str, Any] = {}
     for k, src, shape in c.feeds:
         a = args[src]
-        if not is_dask_array(a):
-            a = np.asarray(a)
+        if not is_dask_array(a):  # (a runtime number: in the type the program reads it in)
+            a = np.asarray(a, dtype=c.numbers.get(k))
         arrays[plan.buffers[k].name] = a if shape is None or tuple(a.shape) == tuple(shape) else a.reshape(shape)
     for k, s, shape in c.views:
         if sizes is not None:

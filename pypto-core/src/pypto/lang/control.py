@@ -85,7 +85,9 @@ def traced(x: Any) -> bool:
     """Whether ``x`` is a value tracing does not know (a kernel expression, axis or dim, or a jit array)."""
     from pypto.lang.values import _Operators
 
-    return isinstance(x, _Operators) or bool(getattr(type(x), "__pypto_array__", False))
+    if getattr(type(x), "__pypto_array__", False):  # a jit array; a runtime scalar's value decides, as in
+        return not x.weak  # Python (the program is then specific to it)
+    return isinstance(x, _Operators)
 
 
 def truth(x: Any) -> Any:
