@@ -84,8 +84,8 @@ def test_what_numpy_cannot_do_on_traced_arrays_is_a_typed_error(x):
         pt.jit(lambda a: np.add.reduce(a))(x)
     with pytest.raises(pt.TracingError, match="numpy.fft.fft is not supported on a traced array"):
         pt.jit(lambda a: np.fft.fft(a))(x)
-    with pytest.raises(pt.TracingError, match="numpy.linalg.solve is not supported on a traced array"):
-        pt.jit(lambda a: np.linalg.solve(a[:, :5], a[:, 0]))(x)
+    with pytest.raises(pt.TracingError, match="numpy.linalg.qr is not supported on a traced array"):
+        pt.jit(lambda a: np.linalg.qr(a[:, :5]))(x)
     with pytest.raises(pt.TracingError, match=r"squeeze\(\): axis 1 has size 7, not 1"):
         pt.jit(lambda a: np.squeeze(a, axis=1))(x)
 
@@ -230,3 +230,43 @@ PORTING = [
 def test_more_numpy_functions_match_numpy(pypto_executor, rng, name, fn):
     a = rng.standard_normal((5, 7))
     np.testing.assert_allclose(pt.jit(fn, executor=pypto_executor)(a), fn(a), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 3), (5, 5), (4, 8, 8), (2, 3, 4, 4)])
+def test_small_linear_algebra_matches_numpy(pypto_executor, rng, shape):
+    a = rng.standard_normal(shape)
+    spd = a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])
+    bm = rng.standard_normal((*shape[:-1], 3))
+
+    def f(a, s, bm):
+        return np.linalg.cholesky(s), np.linalg.solve(a, bm), np.linalg.inv(a), np.linalg.det(a)
+
+    got = pt.jit(f, executor=pypto_executor)(a, spd, bm)
+    for g, w in zip(got, f(a, spd, bm)):
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-11)
+
+
+def test_small_linear_algebra_vectors_integers_and_errors(rng):
+    a = rng.standard_normal((4, 4)) + 4 * np.eye(4)
+    b = rng.standard_normal(4)
+    np.testing.assert_allclose(pt.jit(lambda a, b: np.linalg.solve(a, b))(a, b), np.linalg.solve(a, b), rtol=1e-12)
+    k = np.array([[2, 1], [1, 3]])
+    got = pt.jit(lambda k: np.linalg.inv(k))(k)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, np.linalg.inv(k), rtol=1e-12)
+    with pytest.raises(pt.TracingError, match=r"n <= 16.*\n.*\n.*call np.linalg.inv outside the jit function"):
+        pt.jit(lambda m: np.linalg.inv(m))(np.eye(17))
+    with pytest.raises(pt.ShapeError, match="square matrices"):
+        pt.jit(lambda m: np.linalg.det(m))(np.ones((3, 4)))
+    with pytest.raises(pt.TracingError, match="numpy.linalg.eig is not supported"):
+        pt.jit(lambda m: np.linalg.eig(m))(np.eye(3))
+
+
+@pytest.mark.parametrize("executor", ["reference", "openmp"])
+def test_argmax_of_an_expression_compares_one_stored_value(executor, rng):
+    """argmax is a maximum and the first position holding it: of a computed expression the two must read the same
+    values (recomputed, a division could become a multiplication by the reciprocal in one loop only)."""
+    x, y = rng.standard_normal((3000, 7)), rng.standard_normal((3000, 7))
+    s = rng.random((3000, 1)) + 0.5
+    got = pt.jit(lambda x, y, s: np.argmax((x - y * 0.37) / s, axis=1), executor=executor)(x, y, s)
+    np.testing.assert_array_equal(got, np.argmax((x - y * 0.37) / s, axis=1))

@@ -305,7 +305,8 @@ class Lowering:
             return hit
         buf = self.by_node.get(id(node))
         assert buf is not None or node.op != "scatter_add", "a scatter read inside a step (see lower)"
-        if buf is None and (node.op == "concat" or id(node) in self.force) and id(node) not in self.storing:
+        stored = node.op == "concat" or (node.op == "stop" and node.attrs == "store")  # (written once, then read)
+        if buf is None and (stored or id(node) in self.force) and id(node) not in self.storing:
             buf = self.materialize(node)  # written part by part, then read; or stored in an earlier pass
         if buf is None and node.op != "input" and _expensive(node, self.costly) and self.varies(node, idx):
             buf = self.materialize(node)
@@ -323,6 +324,8 @@ class Lowering:
         """Whether a reduction inside ``node``, read at ``idx``, would be evaluated at an index that moves with
         a reduction axis (so inlining it would compute the reduction again at every step of that axis)."""
         if not isinstance(node, Array) or node.op in ("input", "reshape", "concat") or id(node) in self.by_node:
+            return False
+        if node.op == "stop" and node.attrs == "store":  # stored where it is first read
             return False
         if node.op in ("reduce", "contract", "scan", "sort"):
             return any(a in self.reduction_axis_set for ix in idx for a in ix.axis_set())

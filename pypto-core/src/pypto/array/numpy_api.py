@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pypto.array import ops, views
+from pypto.array import linalg, ops, views
 from pypto.array.graph import NUMPY_FUNCTIONS, Array, binary, cast, reduce, unary, where
 from pypto.errors import TracingError
 from pypto.lang.location import user_loc
@@ -371,6 +371,8 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.diff: _diff, np.pad: _pad, np.outer: _outer, np.inner: _inner, np.tensordot: _tensordot, np.cov: _cov,
     np.corrcoef: _corrcoef, np.trace: _trace, np.zeros_like: _like(0), np.ones_like: _like(1),
     np.empty_like: _like(0), np.full_like: _full_like, np.linalg.norm: _norm, np.copy: lambda a, order="K", subok=False: a,
+    np.linalg.cholesky: lambda a, /, *, upper=False: linalg.cholesky(a, upper), np.linalg.solve: linalg.solve,
+    np.linalg.inv: linalg.inv, np.linalg.det: linalg.det,
     np.swapaxes: lambda a, axis1, axis2: views.swapaxes(a, axis1, axis2),
     np.expand_dims: lambda a, axis: views.expand_dims(a, axis),
     np.broadcast_to: lambda array, shape, subok=False: views.broadcast_to(array, tuple(shape)),

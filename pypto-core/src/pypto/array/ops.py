@@ -275,6 +275,8 @@ def arg_reduce(op: str, x: Any, axis: Any, keepdims: bool, what: str) -> Array:
                          expected="a non-empty axis", got=x.shape)  # fmt: skip
     if x.dtype.is_bool:
         x = cast(x, dtypes.int32)
+    if not _exact(x):  # the two reductions compare one stored value (recomputed, it could round differently in
+        x = Array("stop", (x,), "store", x.shape, x.dtype)  # each loop: a division made a multiplication, a fma)
     m = reduce(op, x, (a,), keepdims=True)
     hit = binary("or", binary("eq", x, m), binary("ne", x, x))  # the first NaN wins, as NumPy's
     pos = views._iota(x.shape[a], a, x.ndim)
@@ -282,6 +284,14 @@ def arg_reduce(op: str, x: Any, axis: Any, keepdims: bool, what: str) -> Array:
     if keepdims and axis is None:
         out = views.reshape(out, (1,) * ndim)
     return out
+
+
+def _exact(x: Array) -> bool:
+    """Whether ``x`` is a load (of an input or a stored value, through views) or an exact function of one
+    (negation, absolute value, a widening cast): computed the same wherever it is read."""
+    while x.op in ("view", "unary", "cast", "stop") and (x.op != "unary" or x.attrs in ("neg", "abs")):
+        x = x.args[0]
+    return x.op in ("input", "fill", "iota", "concat", "reshape")
 
 
 def scan(op: str, x: Any, axis: Any, reverse: bool, what: str) -> Array:

@@ -27,6 +27,7 @@ from pypto.ir.nodes import (
     Scan,
     Scatter,
     Sort,
+    Store,
     Unary,
     Where,
     postorder,
@@ -60,6 +61,9 @@ def np_literal(value: object, dt: DType) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return f"{_NP_DTYPE[dt.name]}({str(value)!r})"
     return f"{_NP_DTYPE[dt.name]}({value!r})"
+
+
+_MAX_DIMS = 32  # NumPy's limit on an array's dimensions
 
 
 class NumpyRenderer:
@@ -308,6 +312,29 @@ class NumpyRenderer:
         name = arrays[e.which]
         return f"_np.swapaxes({name}, 0, {pos + 1})[0]", f"{name}_at"  # (steps back at the axis's position)
 
+    def store_axes(self, s: Store) -> None:
+        """Array dimensions for the axes of store ``s`` only (a kernel of more axes than NumPy's 32 dimensions:
+        a long unrolled program); values computed for earlier stores are computed again."""
+        axes: set[int] = set()
+        for e in (*postorder(s), s):
+            for f in ("index", "axes"):
+                for ix in getattr(e, f, None) or ():
+                    if isinstance(ix, Affine):
+                        axes |= ix.axis_set()
+                    elif isinstance(ix, Index):
+                        axes |= ix.affine.axis_set()
+                    elif isinstance(ix, int):
+                        axes.add(ix)
+            for f in ("axis", "out"):
+                a = getattr(e, f, None)
+                if isinstance(a, int) and not isinstance(a, bool):
+                    axes.add(a)
+        if len(axes) > _MAX_DIMS:
+            raise NotImplementedError(f"a store over {len(axes)} axes (NumPy arrays have at most {_MAX_DIMS})")
+        self.pos = {a: p for p, a in enumerate(sorted(axes))}
+        self.n = len(self.pos)
+        self.grids, self.names, self.scan_arrays = {}, {}, {}
+
     # -- kernel ---------------------------------------------------------------------------------------
     def render(self) -> str:
         k = self.k
@@ -319,9 +346,12 @@ class NumpyRenderer:
         for t in k.temps:  # a pass's temporaries (complex_pairs: the real part of an in-place update)
             shape = ", ".join(self.affine_scalar(d) for d in t.shape)
             self.emit(f"{t.name} = _np.empty(({shape},), {_NP_DTYPE[t.dtype.name]})")
+        compact = self.n > _MAX_DIMS  # more axes than a NumPy array has dimensions: each store its own
         for s in k.stores:
             if s.loc:
                 self.emit(f"# {s.loc.filename.rsplit('/', 1)[-1]}:{s.loc.lineno}: {s.loc.text.strip()}")
+            if compact:
+                self.store_axes(s)
             v = self.value(s.value)
             target = self.plain_view(s.tensor, s.index)
             if target is not None:
