@@ -94,7 +94,10 @@ def test_a_contraction_runs_in_blocks_over_register_tiles():
     # x[i, k] and w[j, k] are both contiguous along k: both are staged along k
     assert code.count("const long long pt_s = pt_e % 16, pt_o = pt_e / 16;") == 2
     (launch,) = rendered(dense_relu).extras["plan"].kernels
-    assert launch.kind == "tiles" and launch.group == (16, 16) and launch.extents[0].endswith("+ 7) // 8")
+    assert launch.kind == "tiles" and launch.group == (16, 16) and launch.extents[0].endswith(" + 7), 8)")
+    # the register_tiles pass of the simt-cuda target recorded it: the grid covers the outputs in steps of 8
+    assert "8 x 8 outputs per thread" in dense_relu.ir("register_tiles", backend="cuda")
+    assert "outputs per thread" not in dense_relu.ir("place_barriers", backend="cuda")
     # b[k, j] is contiguous along j: staged along j
     assert "const long long pt_o = pt_e % 128, pt_s = pt_e / 128;" in matmul.get_code(backend="cuda")
 

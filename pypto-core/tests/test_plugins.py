@@ -369,7 +369,11 @@ def test_a_target_name_already_taken_is_skipped_with_a_warning():
     try:
         with pytest.warns(pt.PluginWarning, match="target 'simt' is already provided by plugin 'pypto-core-targets'"):
             assert pt.register_plugin(clash, "clash") == []
-        assert [n for n, _ in get_registry().target("simt").passes] == ["split_kernels", "plan_launch"]
+        assert [n for n, _ in get_registry().target("simt").passes] == [
+            "split_kernels",
+            "plan_launch",
+            "place_barriers",
+        ]
     finally:
         pt.unregister_plugin("clash")
 
@@ -441,3 +445,17 @@ def test_the_seed_spelling_omp_names_the_openmp_backend():
     if "openmp" not in reg.backends:
         pytest.skip("the openmp backend is not installed here")
     assert reg.resolve("omp") is reg.resolve("openmp")
+
+
+def test_a_target_extension_can_run_before_a_stage_of_its_base():
+    from pypto.plugins import get_target
+
+    def same(loops):
+        return loops
+
+    simt = get_target("simt")
+    mine = simt.extend("simt-mine", ("mine", same), before="place_barriers")
+    assert [n for n, _ in mine.passes] == ["split_kernels", "plan_launch", "mine", "place_barriers"]
+    assert [n for n, _ in simt.extend("simt-last", ("mine", same)).passes][-1] == "mine"
+    with pytest.raises(ValueError, match="target 'simt' has no stage 'nope'"):
+        simt.extend("simt-bad", ("mine", same), before="nope")

@@ -64,8 +64,10 @@ def render(kernel, lanes=1, **settings):
     r = SimtRenderer()
     for key, value in settings.items():
         setattr(r, key, value)
-    k = simt_loops(kernel)
-    return r.render_device(dataclasses.replace(k, device=dataclasses.replace(k.device, lanes=lanes)))
+    from pypto.targets.simt.launch import place_barriers
+
+    k = simt_loops(kernel)  # barriers placed again for the vector width, as after a target's lanes pass
+    return r.render_device(place_barriers(dataclasses.replace(k, device=dataclasses.replace(k.device, lanes=lanes))))
 
 
 def kinds(plan: LaunchPlan) -> list[str]:
@@ -222,10 +224,10 @@ def test_split_kernels_records_the_device_kernels_as_data():
     full = split_kernels(sum_exp.program(backend="reference").loops).device
     assert [st.loop is None for st in full.steps] == [False, True] and [t[0] for t in full.temps] == ["_partial3"]
     # the renderer prints the recorded split and plan; it refuses loop IR the target's passes have not planned
-    from pypto.targets.simt.launch import plan_launch
+    from pypto.targets.simt.launch import place_barriers, plan_launch
 
     r1, r2 = SimtRenderer(), SimtRenderer()
-    assert r1.render_device(plan_launch(loops)) == r2.render_device(simt_loops(softmax))
+    assert r1.render_device(place_barriers(plan_launch(loops))) == r2.render_device(simt_loops(softmax))
     with pytest.raises(ValueError, match="has not been through the simt target's passes"):
         SimtRenderer().render_device(loops)
 
@@ -238,17 +240,27 @@ def test_plan_launch_records_how_each_device_kernel_runs():
     def launches(kernel):
         return [st.launch for st in plan_launch(kernel.program(backend="reference").loops).device.steps]
 
-    assert launches(vector_add) == [StepLaunch(MAP, map_dims=1, vector_loops=((0, "i"),))]
-    assert launches(matmul) == [StepLaunch(TILES, map_dims=2)]  # a contraction: tiles in local memory
-    assert launches(column_sum) == [StepLaunch(COLUMNS)]  # a group per block of columns, its threads split the rows
+    n, m = Var("N", dtype=pt.int64), Var("M", dtype=pt.int64)
+    zero = Const(0, dtype=pt.int64)
+
+    def trip(v):  # a loop from 0 to v: v - 0 iterations
+        return Binary("sub", v, zero, dtype=pt.int64)
+
+    assert launches(vector_add) == [StepLaunch(MAP, map_dims=1, vector_loops=((0, "i"),), extents=(trip(n),))]
+    (mm,) = launches(matmul)  # a contraction: tiles in local memory, 16 x 16 threads a tile
+    assert (mm.kind, mm.map_dims, mm.group, mm.register_tile) == (TILES, 2, (16, 16), 1)
+    (cs,) = launches(column_sum)  # a group per block of columns, its threads split the rows
+    assert cs == StepLaunch(COLUMNS, extents=(trip(n), Const(8, dtype=pt.int64)), group=(32, 8))
     online, rows = launches(softmax)
     assert rows.kind == GROUPS and rows.cached_rows == ("x", "y")
+    assert rows.extents == (trip(m),) and rows.hint == trip(n)  # a group per row; its threads share the row
     assert [v for _, v in rows.vector_loops] == ["col", "col", "col"]
     assert [x.kind for x in launches(sum_exp)] == [GROUPS, SINGLE]
     assert launches(transpose)[0].vector_loops == ()  # x is read across rows: no vector form
     # the printer shows the choice; the renderer prints exactly it
     text = format_loops(plan_launch(softmax.program(backend="reference").loops))
-    assert "[groups; rows kept in local memory: x, y; vector form: col (#0), col (#1), col (#2)]" in text
+    assert ("[groups; extents (M - 0); shared elements (N - 0); rows kept in local memory: x, y; "
+            "vector form: col (#0), col (#1), col (#2)]") in text  # fmt: skip
     _, plan = render(softmax)
     assert [k.kind for k in plan.kernels] == [online.kind, rows.kind] and plan.kernels[1].cached is not None
 
@@ -264,6 +276,87 @@ def test_plan_launch_records_how_each_device_kernel_runs():
     source, _ = render(counts, lanes=8)
     body = source.split("void counts_k0(")[1].split("\n}\n")[0]
     assert body.count("vload8(") == 1
+
+
+def test_plan_launch_decides_without_printing():
+    """The pass answers its questions from the loop IR (pypto.targets.simt.forms): the SIMT printer is not even
+    imported while a kernel goes through the simt target's passes."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pypto as pt\n"
+        "from pypto.testing import softmax, sum_exp, matmul, vector_add\n"
+        "for k in (softmax, sum_exp, matmul, vector_add):\n"
+        "    k.compilation(target='simt').for_target(__import__('pypto.plugins').plugins.get_target('simt'))\n"
+        "assert 'pypto.targets.simt.render' not in sys.modules, 'the printer was imported'\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_why_a_loop_has_no_vector_form():
+    from pypto.targets.simt.forms import StepForms
+
+    loops = simt_loops(transpose)
+    forms = StepForms(loops)
+    (step,) = loops.device.steps
+    inner = forms.map_chain(step.loop)[-1]
+    assert forms.lane_form(inner.body, inner.var) == "lane vectors: 'x' is not read contiguously"
+    loops = simt_loops(vector_add)
+    (step,) = loops.device.steps
+    assert StepForms(loops).lane_form(step.loop.body, step.loop.var) is None
+
+
+def test_barriers_are_placed_by_a_pass_and_printed_where_it_says():
+    """A scan's ordered combine (one group) reads in each step what the step before wrote: the loop every thread
+    runs ends with a barrier, recorded by place_barriers, shown by the IR printer and printed at that place."""
+    from pypto.ir.device import Barriers
+
+    @pt.kernel
+    def running(x: pt.Tensor[float, (N,)], s: pt.Tensor[float, (N,)]):
+        i = pt.axis(0)
+        s[i] = pt.cumsum(x[i], axis=i)
+
+    loops = simt_loops(running)
+    combine = [st for st in loops.device.steps if st.loop is None]
+    (step,) = combine
+    assert step.launch.barriers == Barriers((), ((1,),))
+    assert "[single group; barriers: ending loop 1]" in running.ir("place_barriers", backend="opencl")
+    source, _ = render(running)
+    body = source.split(f"void {loops.name}_k1(")[1].split("\n}\n")[0]
+    assert body.count("barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);") == 1
+    # the printer refuses a split whose barriers were not placed
+    from pypto.targets.simt.launch import plan_launch
+
+    with pytest.raises(ValueError, match="place_barriers"):
+        SimtRenderer().render_device(plan_launch(running.program(backend="reference").loops))
+
+
+def test_generated_code_is_the_same_in_every_process():
+    """Device code (and so the compile cache's key) does not depend on Python's string hashing."""
+    import os
+    import subprocess
+    import sys
+
+    code = (  # softmax of a 1 x 1 array: five scalars pass from one device kernel to the next
+        "import numpy as np, pypto as pt\n"
+        "from pypto.targets.simt.render import SimtRenderer\n"
+        "from pypto.plugins import get_target\n"
+        "f = pt.jit(lambda x: (pt.softmax(x, dim=-1), pt.log_softmax(x, dim=-1), pt.softmax(x, dim=0)))\n"
+        "k = f.kernel(np.ones((1, 1))).compilation(target='simt').for_target(get_target('simt'))\n"
+        "assert len(k.device.slots) > 1\n"
+        "src, plan = SimtRenderer().render_device(k)\n"
+        "print(src + plan.to_json())\n"
+    )
+    outs = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+        assert out.returncode == 0, out.stderr
+        outs.add(out.stdout)
+    assert len(outs) == 1
 
 
 def test_plan_survives_json():

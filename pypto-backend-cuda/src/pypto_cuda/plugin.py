@@ -43,6 +43,7 @@ class CudaBackend(SimtBackend):
     description = "CUDA C compiled with nvcc, launched through the CUDA driver API"
     renderer_module = "pypto_cuda.renderer"
     suffix = ".cubin"
+    target = "simt-cuda"  # the simt passes, then register_tiles (pypto_cuda.target)
 
     def open_device(self) -> Any:
         from .device import open_device
@@ -127,3 +128,10 @@ BACKEND = CudaBackend()
 @hookimpl
 def pypto_backends() -> list[Backend]:
     return [BACKEND]
+
+
+@hookimpl
+def pypto_targets() -> list[Any]:
+    from .target import simt_cuda
+
+    return [simt_cuda()]

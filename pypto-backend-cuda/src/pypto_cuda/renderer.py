@@ -67,7 +67,6 @@ class CudaRenderer(SimtRenderer):
     barrier = "__syncthreads();"
     barrier_global = "__syncthreads();"
     grid_stride = True
-    register_tile = 8  # contractions: 8 x 8 outputs per thread (4 x 4 in float64), 128 x 128 per block
     register_tile_bounds = "__launch_bounds__(256, 2)"  # two blocks per multiprocessor: at most 128 registers
     strided_loop_pragma = "#pragma unroll 4"  # memory-bound loops: four loads of a thread in flight
     local_scratch_param = False

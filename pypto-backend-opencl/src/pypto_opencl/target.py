@@ -1,4 +1,4 @@
-"""The ``simt-opencl`` target: the core's ``simt`` passes, then ``vector_lanes``.
+"""The ``simt-opencl`` target: the core's ``simt`` passes with ``vector_lanes`` before ``place_barriers``.
 
 OpenCL runs on GPUs and on CPU devices (PoCL). CPU drivers vectorise across work-items only for
 straight-line code without calls, so on a CPU device the loops ``plan_launch`` found to have a vector
@@ -70,4 +70,5 @@ def simt_opencl() -> Target:
         "simt-opencl",
         ("vector_lanes", vector_lanes),
         description="device kernels over work-groups (OpenCL): vector types on CPU devices",
+        before="place_barriers",  # where a thread's points lie depends on the vector width
     )

@@ -7,6 +7,7 @@ device kernel and the host's launch plan. ``kernel.ir("split_kernels")`` shows i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,29 @@ from pypto.dtypes import DType
 if TYPE_CHECKING:
     from pypto.ir.loops import Let, Loop, Stmt
     from pypto.ir.nodes import Expr
+
+
+@dataclass(frozen=True)
+class Barriers:
+    """Where a ``groups`` or ``single`` kernel waits for its whole group (the ``simt`` target's ``place_barriers``
+    pass): before the statements at the paths ``before`` (a thread may read there an element another thread
+    wrote), and at the end of each iteration of the loops at ``loop_ends`` (loops every thread runs that read
+    what they write). A path numbers a statement from the step's statement list down through blocks, loop
+    bodies and branches (:data:`pypto.targets.simt.forms.Path`)."""
+
+    before: tuple[tuple[int, ...], ...] = ()
+    loop_ends: tuple[tuple[int, ...], ...] = ()
+
+    def describe(self) -> str:
+        def path(p: tuple[int, ...]) -> str:
+            return ".".join(map(str, p))
+
+        parts = []
+        if self.before:
+            parts.append("before " + ", ".join(path(p) for p in self.before))
+        if self.loop_ends:
+            parts.append("ending loop " + ", ".join(path(p) for p in self.loop_ends))
+        return "; ".join(parts) or "none"
 
 
 @dataclass(frozen=True)
@@ -29,6 +53,14 @@ class StepLaunch:
     ``vector_loops`` the loops whose bodies have a form over vectors of contiguous points (used by
     backends with vector lanes), as (place, variable): the place is the loop's number among the
     kernel's shared loops in the order they are printed (0 for a map kernel's innermost loop).
+    What the host needs to size the launch is IR over the dims and scalars: ``extents`` (the points or
+    work-groups of each grid dimension, dimension 0 first), ``hint`` (the elements a group's threads
+    share, which sizes the group); ``group`` is a fixed work-group shape (tiles and columns kernels),
+    ``register_tile`` the outputs per thread along each side of a tiles kernel (a backend's pass
+    sets it). The device's launch policy turns these into numbers at each call.
+    ``barriers`` (and ``cached_barriers``, for the variant keeping rows in local memory) are where a
+    groups or shared single kernel waits for its group, for the vector width of the kernel's split
+    (set by ``place_barriers``; None before it, and for the other kinds, whose barriers are fixed).
     """
 
     kind: str  # "map", "groups", "single", "tiles" or "columns" (see pypto.targets.simt.tiles and .columns)
@@ -36,8 +68,14 @@ class StepLaunch:
     shared: bool = True
     cached_rows: tuple[str, ...] = ()
     vector_loops: tuple[tuple[int, str], ...] = ()
+    extents: tuple[Expr, ...] = ()
+    hint: Expr | None = None
+    group: tuple[int, ...] = ()
+    register_tile: int = 1
+    barriers: Barriers | None = None
+    cached_barriers: Barriers | None = None
 
-    def describe(self) -> str:
+    def describe(self, expr: Callable[[Expr], str] = str) -> str:
         text = {
             "map": f"map over {self.map_dims} loop(s)",
             "groups": "groups",
@@ -45,10 +83,22 @@ class StepLaunch:
             "tiles": f"tiles over {self.map_dims} loop(s): a work-group per tile of outputs, factors in local memory",
             "columns": "columns: a work-group per block of columns, its threads splitting the rows",
         }[self.kind]
+        if self.extents:
+            text += "; extents " + ", ".join(expr(e) for e in self.extents)
+        if self.group:
+            text += "; groups of " + " x ".join(map(str, self.group))
+        if self.register_tile > 1:
+            text += f"; {self.register_tile} x {self.register_tile} outputs per thread"
+        if self.hint is not None:
+            text += f"; shared elements {expr(self.hint)}"
         if self.cached_rows:
             text += "; rows kept in local memory: " + ", ".join(self.cached_rows)
         if self.vector_loops:
             text += "; vector form: " + ", ".join(f"{v} (#{n})" for n, v in self.vector_loops)
+        if self.barriers is not None:
+            text += "; barriers: " + self.barriers.describe()
+        if self.cached_barriers is not None and self.cached_barriers != self.barriers:
+            text += " (keeping rows: " + self.cached_barriers.describe() + ")"
         return text
 
 

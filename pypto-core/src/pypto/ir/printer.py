@@ -258,7 +258,7 @@ def _format_device(k: LoopKernel) -> list[str]:
     for i, st in enumerate(d.steps):
         what = f"parallel loop over {st.loop.var}" if st.loop is not None else f"{len(st.stmts)} statement(s)"
         when = " and ".join(("" if holds else "not ") + format_expr(c) for c, holds in st.when)
-        launch = f"  [{st.launch.describe()}]" if st.launch is not None else ""
+        launch = f"  [{st.launch.describe(format_expr)}]" if st.launch is not None else ""
         out.append(f"  {k.name}_k{i}: {what}" + (f"  when {when}" if when else "") + launch)
     if d.temps:
         out.append("  device buffers: " + ", ".join(f"{n}: {dt}[{', '.join(format_expr(e) for e in shape)}]"

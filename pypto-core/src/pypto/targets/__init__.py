@@ -31,17 +31,26 @@ class Target:
     description: str = ""
     machine: Callable[[], Machine] | None = None  # what the schedule pass targets (probed on first use)
 
-    def extend(self, name: str, *passes: tuple[str, LoopPass], description: str = "") -> Target:
+    def extend(
+        self, name: str, *passes: tuple[str, LoopPass], description: str = "", before: str | None = None
+    ) -> Target:
         """A new target called ``name``: this one's passes and machine, then ``passes`` (each a
-        ``(stage name, LoopKernel -> LoopKernel)`` pair). A plugin's variant of a core target."""
+        ``(stage name, LoopKernel -> LoopKernel)`` pair), or with ``before=`` a stage of this target,
+        ``passes`` just before that stage. A plugin's variant of a core target."""
         taken = {n for n, _ in self.passes}
+        if before is not None and before not in taken:
+            raise ValueError(
+                f"Target.extend: target '{self.name}' has no stage '{before}' (its stages: {', '.join(n for n, _ in self.passes)})"
+            )
         for stage, fn in passes:
             if not (isinstance(stage, str) and stage.isidentifier()) or not callable(fn):
                 raise TypeError(f"Target.extend: each pass is a (stage name, function) pair, got {(stage, fn)!r}")
             if stage in taken:
                 raise ValueError(f"Target.extend: target '{self.name}' already has a stage named '{stage}'")
             taken.add(stage)
-        return Target(name, (*self.passes, *passes), description or self.description, self.machine)
+        at = len(self.passes) if before is None else [n for n, _ in self.passes].index(before)
+        ordered = (*self.passes[:at], *passes, *self.passes[at:])
+        return Target(name, ordered, description or self.description, self.machine)
 
 
 __all__ = ["Target", "LoopPass"]

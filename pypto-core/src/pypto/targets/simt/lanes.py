@@ -3,11 +3,11 @@
 CPU OpenCL drivers (PoCL) run a work-group's work-items as a loop and vectorise across them only
 for straight-line code without calls: a work-item's own loop, or a call to ``exp``, stays scalar.
 Writing the body with OpenCL vector types (``float16``, ``vload16``, ``exp`` on a ``float16``)
-gives them whole SIMD registers and their vector math library. A body qualifies when every value
-that varies with the loop variable is read or written contiguously, and every operation has a
-vector form here; anything else (a gather, a boolean value, a floor division) raises
-:class:`~pypto.targets.simt.render.Unsupported` and the caller renders the scalar loop instead.
-Results match the scalar code except for the order in which a reduction combines its values.
+gives them whole SIMD registers and their vector math library. Which bodies qualify is decided by
+the ``plan_launch`` pass (:meth:`pypto.targets.simt.forms.StepForms.lane_form`: every value that
+varies with the loop variable read or written contiguously, every operation with a vector form
+here); this module prints the bodies it chose. Results match the scalar code except for the order
+in which a reduction combines its values.
 """
 
 from __future__ import annotations
@@ -19,17 +19,13 @@ from pypto.ir.loops import Assign, Block, Comment, Let, Read, Stmt, Var, Write
 from pypto.ir.nodes import COMPARE_OPS, Binary, Cast, Expr, Unary, Where
 from pypto.ir.ops import FUNCTIONS2, MATH, binary_symbols
 from pypto.ir.reducers import COMBINE_OP, identity
-from pypto.targets.simt.analysis import Unsupported, coefficient, deep
+from pypto.targets.simt.analysis import deep
 
 if TYPE_CHECKING:
     from pypto.targets.simt.render import SimtRenderer
 
 _INFIX = binary_symbols(c_infix=True, also=("div",))  # vector types: "/" on the float lanes this module makes
 _LANE_NAMES = "0123456789abcdef"
-
-
-def _unsupported(why: str) -> Exception:
-    return Unsupported(f"lane vectors: {why}")
 
 
 class LaneWriter:
@@ -48,12 +44,6 @@ class LaneWriter:
 
     # -- types ---------------------------------------------------------------------------------
     def vtype(self, dt: DType) -> str:
-        if dt.is_bool:
-            raise _unsupported("a boolean value varies across lanes")
-        if dt.is_half:
-            raise _unsupported("a 16-bit float varies across lanes (converted one value at a time)")
-        if dt.is_unsigned or dt.is_narrow_int:
-            raise _unsupported(f"a value of {dt} varies across lanes (computed one value at a time)")
         return f"{self.r.ctype(dt)}{self.w}"
 
     def utype(self, dt: DType) -> str:
@@ -89,28 +79,19 @@ class LaneWriter:
             return self.read(e)
         if isinstance(e, Cast):
             src = e.x.dtype
-            assert src is not None
-            if src.is_bool or dt.is_bool:
-                raise _unsupported("a cast to or from bool")
-            if src.is_float and dt.is_int:  # pt.cast's rule (saturating, NaN gives 0) is a helper per value
-                raise _unsupported("a conversion of a float to an integer")
             x = self.vec(e.x)
             return x if src == dt else f"convert_{self.vtype(dt)}({x})"
         if isinstance(e, Where):
             return self.where(e)
         if isinstance(e, Unary):
             return self.unary(e, dt)
-        if isinstance(e, Binary):
-            return self.binary(e, dt)
-        raise _unsupported(f"expression {type(e).__name__}")
+        assert isinstance(e, Binary), "plan_launch gave this loop a vector form"
+        return self.binary(e, dt)
 
     def read(self, e: Read) -> str:
         r = self.r
         dt = e.dtype
         assert dt is not None
-        self.vtype(dt)
-        if coefficient(r.flat_index(e), self.var) != 1:
-            raise _unsupported(f"'{e.buffer}' is not read contiguously")
         if e.buffer in r.st.caches:
             return f"vload{self.w}(0, {r.st.caches[e.buffer]} + {r.cache_index(e)})"
         return f"vload{self.w}(0, {e.buffer} + {r.offset(e.buffer, e.index)})"
@@ -122,8 +103,7 @@ class LaneWriter:
         if not self.varies(e.cond):
             return f"({self.r.expr(e.cond)} ? {a} : {b})"
         c = e.cond
-        if not (isinstance(c, Binary) and c.op in COMPARE_OPS):
-            raise _unsupported("a varying condition that is not a comparison")
+        assert isinstance(c, Binary) and c.op in COMPARE_OPS
         cdt = c.a.dtype
         assert cdt is not None
         mask = f"({self.vec(c.a)} {_INFIX[c.op]} {self.vec(c.b)})"
@@ -138,8 +118,6 @@ class LaneWriter:
             return self.wrap("-", dt, x, None) if dt.is_int else f"(-{x})"
         if op == "invert" and dt.is_int:
             return f"(~{x})"
-        if not dt.is_float:
-            raise _unsupported(f"{op} of {dt}")
         one = self.r.literal(1.0, dt)
         if op == "abs":
             return f"fabs({x})"
@@ -150,10 +128,6 @@ class LaneWriter:
 
     def binary(self, e: Binary, dt: DType) -> str:
         op = e.op
-        adt = e.a.dtype
-        assert adt is not None
-        if dt.is_bool or adt.is_bool:
-            raise _unsupported(f"boolean '{op}'")
         a, b = self.vec(e.a), self.vec(e.b)
         if op in ("add", "sub", "mul") and dt.is_int:
             return self.wrap(_INFIX[op], dt, a, b)
@@ -163,9 +137,8 @@ class LaneWriter:
             return f"({a} {_INFIX[op]} {b})"
         if op in ("maximum", "minimum"):
             return self.extreme(op, dt, a, b)
-        if op in FUNCTIONS2 and dt.is_float:  # atan2, hypot: OpenCL's built-ins take vectors
-            return f"{self.r.math_names[FUNCTIONS2[op].function]}({a}, {b})"
-        raise _unsupported(f"'{op}'")
+        assert op in FUNCTIONS2 and dt.is_float, "plan_launch gave this loop a vector form"
+        return f"{self.r.math_names[FUNCTIONS2[op].function]}({a}, {b})"  # atan2, hypot: built-ins take vectors
 
     def wrap(self, sym: str, dt: DType, a: str, b: str | None) -> str:
         """Integer vector arithmetic with wrap-around (through the unsigned type of the same size)."""
@@ -240,21 +213,15 @@ class LaneWriter:
         elif isinstance(s, Assign) and s.name in self.accs:
             v = s.value
             op = self.accs[s.name]
-            if not (isinstance(v, Binary) and v.op == COMBINE_OP[op] and isinstance(v.a, Var) and v.a.name == s.name):
-                raise _unsupported(f"'{s.name}' is not folded with its reducer")
+            assert isinstance(v, Binary) and v.op == COMBINE_OP[op], "plan_launch gave this loop a vector form"
             dt = r.declared_types[s.name]
             r.emit(ind, f"{s.name}_v = {self.fold(op, dt, f'{s.name}_v', self.vec(v.b))};")
-        elif isinstance(s, Write):
-            self.write(s, ind)
         else:
-            raise _unsupported(f"statement {type(s).__name__}")
+            assert isinstance(s, Write), "plan_launch gave this loop a vector form"
+            self.write(s, ind)
 
     def write(self, s: Write, ind: int) -> None:
         r = self.r
-        dt = r.buffers[s.buffer][0]
-        self.vtype(dt)
-        if coefficient(r.flat_index(s), self.var) != 1:
-            raise _unsupported(f"'{s.buffer}' is not written contiguously")
         value = self.vec(s.value)
         st = r.st
         if s.buffer in st.caches and st.last_writer.get(s.buffer) is not st.strided:
@@ -262,9 +229,7 @@ class LaneWriter:
             st.filled.add(s.buffer)
             if s.buffer in st.last_writer:
                 return  # a later loop writes the row out
-        off = r.offset(s.buffer, s.index)
-        st.written.setdefault(s.buffer, set()).add(r.owner_key(off))
-        r.emit(ind, f"vstore{self.w}({value}, 0, {s.buffer} + {off});")
+        r.emit(ind, f"vstore{self.w}({value}, 0, {s.buffer} + {r.offset(s.buffer, s.index)});")
 
     def fill_rows(self, rows: dict[str, tuple[Expr, ...]], ind: int) -> None:
         """Copy cached rows from global memory as the first loop reading them goes, a vector at a time."""

@@ -49,13 +49,12 @@ from pypto.dtypes import (
     integer_spellings,
     uint64,
 )
-from pypto.ir.device import DeviceStep
+from pypto.ir.device import Barriers, DeviceStep, StepLaunch
 from pypto.ir.loops import (
     Alloc,
     Argument,
     Assign,
     Block,
-    Comment,
     Declare,
     Let,
     Loop,
@@ -65,7 +64,6 @@ from pypto.ir.loops import (
     Update,
     Var,
     Write,
-    stmt_exprs,
     walk,
 )
 from pypto.ir.nodes import Binary, Const, Expr, Unary
@@ -73,7 +71,8 @@ from pypto.targets.contraction import ContractionNest
 from pypto.targets.cstyle import CRenderer
 from pypto.targets.simt import analysis as ana
 from pypto.targets.simt.analysis import Unsupported
-from pypto.targets.simt.columns import COLS, SLICES, ColumnNest, ColumnsWriter, column_nest
+from pypto.targets.simt.columns import ColumnNest, ColumnsWriter, column_nest
+from pypto.targets.simt.forms import StepForms, shared_loops
 from pypto.targets.simt.groups import SCRATCH, GroupSharing, Partial
 from pypto.targets.simt.plan import (
     COLUMNS,
@@ -90,10 +89,9 @@ from pypto.targets.simt.plan import (
     host_names,
     py_expr,
 )
-from pypto.targets.simt.tiles import TILE, RegisterTilesWriter, TilesWriter, contraction_rows, register_tile
+from pypto.targets.simt.tiles import RegisterTilesWriter, TilesWriter, contraction_rows
 
 PLAN_MARKER = "/* pypto launch plan: "
-MAX_MAP_DIMS = 3
 
 
 OPENCL_HALF_HELPERS = {
@@ -129,13 +127,11 @@ class _KernelState:
     partial: dict[str, Partial] = field(default_factory=dict)
     level: dict[str, int] = field(default_factory=dict)  # accumulator -> block depth of its Declare
     pristine: dict[str, Const] = field(default_factory=dict)  # accumulators still at their initial value
-    written: dict[str, set[tuple[str, str, str]]] = field(default_factory=dict)  # buffer -> owners
     caches: dict[str, str] = field(default_factory=dict)  # buffer -> local cache name
     filled: set[str] = field(default_factory=set)  # cached rows holding their values already
     last_writer: dict[str, Loop] = field(default_factory=dict)  # cached output -> the loop writing it out
-    strided: Loop | None = None  # the shared loop being rendered (its thread owns these elements)
-    width: int = 1  # lanes of the shared loop being rendered (which elements a thread owns)
-    last_width: int = 1  # lanes of the last shared loop rendered
+    strided: Loop | None = None  # the shared loop being rendered
+    barriers: Barriers = Barriers()  # where this kernel waits for its group (place_barriers)
     row_count: str = "0"  # elements of a cached row (C expression)
     counter: int = 0
 
@@ -177,7 +173,6 @@ class SimtRenderer(GroupSharing, CRenderer):
     grid_stride = False  # map kernels: one point per thread (NDRange) or grid-stride loops (CUDA)
     cache_rows = True  # groups kernels: a variant keeping rows read twice in local memory
     lanes = 1  # > 1: loops over contiguous points use vectors of this many lanes (DeviceSplit.lanes)
-    register_tile = 1  # > 1: contractions keep that many rows x columns of outputs per thread in registers
     register_tile_bounds = ""  # printed before a register-tiled kernel's name (its launch bounds)
     strided_loop_pragma = ""  # printed before loops whose threads stride through points (unrolling them)
     local_scratch_param = True  # the reduction scratch is a kernel argument (OpenCL __local)
@@ -195,11 +190,9 @@ class SimtRenderer(GroupSharing, CRenderer):
         self.slots: dict[str, DType] = {}  # device scalars living across kernels -> 1-element buffers
         self.declared_types: dict[str, DType] = {}
         self.dtypes_used: set[DType] = set()  # every type in the kernel (OpenCL enables fp64 on demand)
-        # shared loops (by place) printed over vectors of lanes, from the step's launch; None: try
-        # each and note the places that print (what plan_launch does)
-        self.vector_ok: set[int] | None = set()
-        self.vector_found: dict[int, str] = {}
+        self.vector_ok: set[int] = set()  # shared loops (by place) printed over vectors of lanes (the step's launch)
         self.shared_count = 0  # shared loops printed so far in the kernel
+        self.launch = StepLaunch(MAP)  # the launch of the step being printed
 
     # -- types and literals ------------------------------------------------------------------------
     def literal(self, value: object, dt: DType) -> str:
@@ -318,8 +311,6 @@ class SimtRenderer(GroupSharing, CRenderer):
             self.st.filled.add(s.buffer)
             if s.buffer in self.st.last_writer:
                 return  # a later loop writes the row out
-        owner = self.owner_key(off)
-        self.st.written.setdefault(s.buffer, set()).add(owner)
         self.emit(ind, f"{s.buffer}[{off}] = {value};")
 
     def atomic_update(self, s: Update, ind: int) -> None:
@@ -357,13 +348,6 @@ class SimtRenderer(GroupSharing, CRenderer):
         self.emit(ind + 1, "} while (_pt_now != _pt_was);")
         self.emit(ind, "}")
 
-    def owner_key(self, off: str) -> tuple[str, str, str]:
-        """Which thread writes an element: the shared loop's bounds, its lane width and the offset."""
-        lp = self.st.strided
-        if lp is None:
-            return ("", "", off)
-        return (f"{lp.var}:{lp.start}:{lp.stop}:{self.st.width}", lp.var, off)
-
     # -- whole program ------------------------------------------------------------------------------------
     def render(self, k: LoopKernel) -> str:
         """Device source for ``k`` with its launch plan appended as a comment, for reading (see
@@ -373,11 +357,11 @@ class SimtRenderer(GroupSharing, CRenderer):
 
     def render_device(self, k: LoopKernel) -> tuple[str, LaunchPlan]:
         """The device kernels' source and the host's launch plan for ``k``, as the ``simt`` target's
-        passes (``split_kernels``, ``plan_launch``) decided them: the renderer only prints."""
-        if k.device is None or any(st.launch is None for st in k.device.steps):
+        passes (``split_kernels``, ``plan_launch``, ``place_barriers``) decided them: the renderer only prints."""
+        if k.device is None or any(st.launch is None or not _barriers_placed(st.launch) for st in k.device.steps):
             raise ValueError(
-                f"kernel '{k.name}' has not been through the simt target's passes (split_kernels, plan_launch): "
-                "render the loop IR a simt backend receives, kernel.program(backend=...).loops"
+                f"kernel '{k.name}' has not been through the simt target's passes (split_kernels, plan_launch, "
+                "place_barriers): render the loop IR a simt backend receives, kernel.program(backend=...).loops"
             )
         self.lanes = k.device.lanes
         lets = self.setup(k)
@@ -407,6 +391,7 @@ class SimtRenderer(GroupSharing, CRenderer):
         self.buffers = {a.name: (a.dtype, a.shape) for a in k.args if a.kind == "buffer"}
         self.temps, self.slots, self.pure, self.declared_types = {}, {}, {}, {}
         self.dtypes_used = ana.dtypes(k)
+        self.forms = StepForms(k)
         inputs = [a.name for a in k.args if a.kind == "dim"] + [a.name for a in k.args if a.kind == "scalar"]
         split = k.device
         assert split is not None
@@ -449,10 +434,11 @@ class SimtRenderer(GroupSharing, CRenderer):
         launch = st.launch
         assert launch is not None, "plan_launch has not run"
         step = self.step(st)
+        self.launch = launch
         self.vector_ok = {n for n, _ in launch.vector_loops} if self.lanes > 1 else set()
         if launch.kind == MAP:
             assert step.loop is not None
-            chain = self.map_chain(step.loop)[: launch.map_dims]
+            chain = self.forms.map_chain(step.loop)[: launch.map_dims]
             vector = self.lanes > 1 and not self.grid_stride and 0 in self.vector_ok
             self.render_map(k, step, name, chain, self.lanes if vector else 1)
         elif launch.kind == GROUPS:
@@ -476,47 +462,8 @@ class SimtRenderer(GroupSharing, CRenderer):
         self.shared_count = 0
         return self.lines
 
-    def map_chain(self, loop: Loop) -> list[Loop]:
-        """The perfect nest of independent loops from ``loop`` that a map kernel spreads over threads."""
-        chain = [loop]
-        known = set(self.host) | set(self.pure)
-        while len(chain) < MAX_MAP_DIMS:
-            body = chain[-1].body.body if isinstance(chain[-1].body, Block) else (chain[-1].body,)
-            inner = [b for b in body if not isinstance(b, (Let, Comment))]
-            if len(inner) != 1 or not isinstance(inner[0], Loop) or body[-1] is not inner[0]:
-                break
-            s = inner[0]
-            if s.reductions or ana.assigned_outside(s) or not ana.only_all((s.start, s.stop), known):
-                break
-            if ana.writes_through_data(s):  # a scatter's points in order: the loop stays in the thread
-                break
-            chain.append(s)
-        return chain
-
-    def rows_in_memory(self, loop: Loop) -> bool:
-        """Whether the loop's reduction loops walk memory contiguously (then a group shares a row)."""
-        found = False
-        for s in walk(loop.body):
-            if isinstance(s, Loop) and s.reductions:
-                found = True
-                var = Var(s.var, dtype=int64)
-                for st in walk(s.body):
-                    for e in stmt_exprs(st):
-                        for n in ana.deep(e):
-                            if isinstance(n, Read) and ana.unit_stride(self.flat_index(n), var):
-                                return True
-                if not any(isinstance(n, Read) for st in walk(s.body) for e in stmt_exprs(st) for n in ana.deep(e)):
-                    return True
-        return not found
-
     def flat_index(self, r: Read | Write) -> Expr:
-        shape = self.buffers[r.buffer][1]
-        if not r.index:
-            return Const(0, dtype=int64)
-        acc: Expr = r.index[0]
-        for dim, ix in zip(shape[1:], r.index[1:]):
-            acc = Binary("add", Binary("mul", acc, dim, dtype=int64), ix, dtype=int64)
-        return acc
+        return self.forms.flat_index(r)
 
     def preamble(self, stmts: list[Stmt], ind: int, extra: Iterable[Expr] = ()) -> list[str]:
         """Pure lets and device scalars a kernel's statements need, computed at its start."""
@@ -556,8 +503,7 @@ class SimtRenderer(GroupSharing, CRenderer):
     def render_map(self, k: LoopKernel, step: _Step, name: str, chain: list[Loop], width: int) -> None:
         """One thread per point of the chain's loops (dimension 0 = the innermost loop), or per
         ``width`` consecutive points of the innermost loop (its body's vector form)."""
-        dims = list(reversed(chain))
-        extents = [Binary("sub", lp.stop, lp.start, dtype=int64) for lp in dims]
+        extents = list(self.launch.extents)
         body = self.begin()
         loads, _ = self.load_slots(step.stmts, 1, single=False)
         self.map_body(chain, extents, 1, width)
@@ -624,9 +570,9 @@ class SimtRenderer(GroupSharing, CRenderer):
         With ``cached_rows``, a second variant keeps those rows in local memory (the host picks one)."""
         loop = step.loop
         assert loop is not None
-        hint = self.host_hint(loop.body, {loop.var: loop.start})
+        hint = self.host_text(self.launch.hint)
         plain, text = self.groups_kernel(k, step, name, loop, hint, ())
-        rows = tuple((b, lp) for b, lp in self.cacheable_rows(loop) if b in cached_rows)
+        rows = tuple((b, lp) for b, lp in self.forms.cacheable_rows(loop) if b in cached_rows)
         if rows:
             cached, ctext = self.groups_kernel(k, step, name + "_rows", loop, hint, rows)
             text += "\n" + ctext
@@ -637,6 +583,9 @@ class SimtRenderer(GroupSharing, CRenderer):
                       cached: tuple[tuple[str, Loop], ...]) -> tuple[KernelLaunch, str]:  # fmt: skip
         """The groups kernel's text and plan entry, keeping the ``cached`` rows in local memory."""
         body = self.begin()
+        barriers = self.launch.cached_barriers if cached else self.launch.barriers
+        assert barriers is not None
+        self.st.barriers = barriers
         loads, _ = self.load_slots(step.stmts, 1, single=False)
         # group-stride: a host may launch fewer groups than iterations (a grid has a size limit)
         it, stop = self.index_type, self.index_expr(loop.stop, 10)
@@ -655,13 +604,13 @@ class SimtRenderer(GroupSharing, CRenderer):
             count = Binary("sub", lp.stop, lp.start, dtype=int64)
             self.st.row_count = self.index_expr(count)
             local.append(LocalBuffer(cname, self.buffers[buf][0].itemsize, py_expr(count, self.host)))
-            writers = [b for b in _shared_loops(loop, self) if buf in ana.writes(b)]
+            writers = [b for b in shared_loops(loop) if buf in ana.writes(b)]
             if writers:
                 self.st.last_writer[buf] = writers[-1]
         self.group_block([loop.body], 2, 1)
         self.emit(1, "}")
         pre = self.preamble(step.stmts, 1, (loop.start, loop.stop))
-        ext = (py_expr(Binary("sub", loop.stop, loop.start, dtype=int64), self.host),)
+        ext = (py_expr(self.launch.extents[0], self.host),)
         return self.finish_kernel(k, name, step, [*pre, *loads, *body], GROUPS, ext, hint, False, tuple(local))
 
     def render_tiles(
@@ -670,7 +619,7 @@ class SimtRenderer(GroupSharing, CRenderer):
         """A contraction as work-groups over tiles of outputs (see :mod:`pypto.targets.simt.tiles`)."""
         body = self.begin()
         loads, _ = self.load_slots(step.stmts, 1, single=False)
-        per_thread = register_tile(self, nest)
+        per_thread = self.launch.register_tile
         if per_thread > 1:
             RegisterTilesWriter(self, batches, nest, per_thread).body(1)
         else:
@@ -680,18 +629,11 @@ class SimtRenderer(GroupSharing, CRenderer):
         for b in batches:
             extra += [b.start, b.stop]
         pre = self.preamble(step.stmts, 1, extra)
-        ext = tuple(py_expr(Binary("sub", lp.stop, lp.start, dtype=int64), self.host) for lp in (cols, rows))
-        if batches:  # every batch loop's iterations, one after the other in the third dimension
-            ext += ("*".join(f"max({py_expr(Binary('sub', b.stop, b.start, dtype=int64), self.host)}, 0)"
-                             for b in batches),)  # fmt: skip
-        if per_thread > 1:  # each thread covers per_thread rows and columns: the grid covers the outputs / R
-            ext = (f"(({ext[0]}) + {per_thread - 1}) // {per_thread}", f"(({ext[1]}) + {per_thread - 1}) // {per_thread}",
-                   *ext[2:])  # fmt: skip
+        ext = tuple(py_expr(e, self.host) for e in self.launch.extents)
         launch, text = self.finish_kernel(k, name, step, [*pre, *loads, *body], TILES, ext, None, False)
         if per_thread > 1 and self.register_tile_bounds:
             text = text.replace(f"void {name}(", f"void {self.register_tile_bounds} {name}(", 1)
-        group = (TILE, TILE) if not batches else (TILE, TILE, 1)
-        self.add((replace(launch, group=group), text), step.when)
+        self.add((replace(launch, group=self.launch.group), text), step.when)
 
     def render_columns(self, k: LoopKernel, step: _Step, name: str, nest: ColumnNest) -> None:
         """Reductions down columns, a work-group per block of columns (see :mod:`pypto.targets.simt.columns`)."""
@@ -700,17 +642,19 @@ class SimtRenderer(GroupSharing, CRenderer):
         ColumnsWriter(self, nest).body(1)
         col = nest.loop
         pre = self.preamble(step.stmts, 1, [col.start, col.stop, nest.reds[0].start, nest.reds[0].stop])
-        ext = (py_expr(Binary("sub", col.stop, col.start, dtype=int64), self.host), str(SLICES))
+        ext = tuple(py_expr(e, self.host) for e in self.launch.extents)
         launch, text = self.finish_kernel(k, name, step, [*pre, *loads, *body], COLUMNS, ext, None, False)
-        self.add((replace(launch, group=(COLS, SLICES)), text), step.when)
+        self.add((replace(launch, group=self.launch.group), text), step.when)
 
     def render_single(self, k: LoopKernel, step: _Step, name: str, shared: bool) -> None:
         """The step's statements in one work-group (shared loops split over its threads when ``shared``)."""
         body = self.begin()
         loads, stores = self.load_slots(step.stmts, 1, single=shared)
         if shared:
+            assert self.launch.barriers is not None
+            self.st.barriers = self.launch.barriers
             self.group_block(step.stmts, 1, 0)
-            hint = self.host_hint(Block(tuple(step.stmts)), {})
+            hint = self.host_text(self.launch.hint)
         else:
             for s in step.stmts:
                 self.stmt(s, 1)
@@ -785,32 +729,12 @@ class SimtRenderer(GroupSharing, CRenderer):
         return [f"#include {h}" for h in self.includes]
 
     # -- plan helpers ---------------------------------------------------------------------------------
-    def host_hint(self, body: Stmt, subst: dict[str, Expr]) -> str | None:
-        """The trip count of the first shared loop, for the first group: what sizes the group."""
-        lets: dict[str, Expr] = dict(subst)
-        found: list[Loop] = []
-
-        def visit(s: Stmt) -> None:
-            if found:
-                return
-            if isinstance(s, Block):
-                for b in s.body:
-                    visit(b)
-            elif isinstance(s, Let):
-                lets[s.name] = s.value
-            elif isinstance(s, Loop):
-                if self.shareable(s) is not None:
-                    found.append(s)
-                else:
-                    lets[s.var] = s.start
-                    visit(s.body)
-
-        visit(body)
-        if not found:
+    def host_text(self, e: Expr | None) -> str | None:
+        """``e`` as a host expression of the plan (None when the host cannot compute it)."""
+        if e is None:
             return None
-        trip = ana.substitute(Binary("sub", found[0].stop, found[0].start, dtype=int64), lets)
         try:
-            return py_expr(trip, self.host)
+            return py_expr(e, self.host)
         except HostExpressionError:
             return None
 
@@ -829,6 +753,7 @@ SIMT_MODULES = (
     "pypto.targets.simt.launch",
     "pypto.targets.simt.tiles",
     "pypto.targets.simt.columns",
+    "pypto.targets.simt.forms",
     "pypto.targets.contraction",
 )
 
@@ -857,12 +782,12 @@ def _needed_lets(lets: list[tuple[str, str]], used: set[str], uses: dict[str, se
     return tuple(reversed(keep))
 
 
+def _barriers_placed(launch: StepLaunch) -> bool:
+    return launch.barriers is not None or not (launch.kind == GROUPS or (launch.kind == SINGLE and launch.shared))
+
+
 def _both(a: str | None, b: str) -> str:
     return f"({b})" if a is None else f"({a}) and ({b})"
-
-
-def _shared_loops(loop: Loop, r: SimtRenderer) -> list[Loop]:
-    return [b for b in ana.body(loop.body) if isinstance(b, Loop) and r.shareable(b) is not None]
 
 
 __all__ = [

@@ -106,7 +106,7 @@ class _Splitter:
                     declared[s.name] = s.dtype if isinstance(s, Declare) else s.value.dtype  # type: ignore[assignment]
         slots: dict[str, DType] = {}
         for i, step in enumerate(steps):
-            for n in ana.names(step.stmts):
+            for n in sorted(ana.names(step.stmts)):  # sorted: the same code in every process (cache keys)
                 if n in owner and owner[n] != i:
                     slots[n] = declared[n]
         return DeviceSplit(

@@ -146,12 +146,11 @@ class TilesWriter:
         r.stmt(If(_and(inside_i, inside_j), Block(tuple(tail))), ind)
 
 
-def register_tile(r, nest: ContractionNest) -> int:
-    """Outputs per thread along each side for ``nest`` on renderer ``r`` (1: the plain tiles kernel).
+def register_tile(want: int, nest: ContractionNest) -> int:
+    """Outputs per thread along each side for ``nest`` when a backend wants ``want`` (1: the plain tiles kernel).
 
     Register tiles are used for floating-point sums whose factors have the accumulator's type (integer
-    sums keep the plain kernel, which prints their wrap-around arithmetic)."""
-    want = getattr(r, "register_tile", 1)
+    sums keep the plain kernel, which prints their wrap-around arithmetic); float64 takes half as many."""
     dt = nest.dtype
     if want <= 1 or not dt.is_float or nest.a.dtype != dt or nest.b.dtype != dt:
         return 1
