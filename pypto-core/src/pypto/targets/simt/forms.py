@@ -301,7 +301,7 @@ class StepForms:
             self._loop(w, s, level, path)
             return
         self._uniform(w, stmt_exprs(s))
-        if isinstance(s, Update):  # the group form writes what every thread holds once: an atomic update is no such value
+        if isinstance(s, Update):  # a group writes once what every thread holds: an atomic update is not that
             raise Unsupported("an atomic update outside a shared loop")
         if self._conflicts(w, s, w.written, None):
             w.barriers.append(path)
