@@ -131,6 +131,28 @@ def test_pointwise_kernel_allows_output_equal_to_input():
     np.testing.assert_array_equal(a, [0, 2, 4, 6])
 
 
+def test_an_output_may_be_an_input_that_an_earlier_nest_reads_whole():
+    """``x - x.mean()`` into x: the mean is complete (its own nest) before the store, which reads x where it
+    writes; an update that reads the parameter again after writing it is still refused."""
+
+    @pt.jit
+    def center(x):
+        return x - x.mean()
+
+    x = np.arange(6, dtype=np.float32)
+    center(x, out=x)
+    np.testing.assert_array_equal(x, np.arange(6) - 2.5)
+
+    @pt.jit
+    def later(x):
+        return x * 2, x.sum()  # the sum's nest runs after the store into x
+
+    y = np.arange(4, dtype=np.float64)
+    with pytest.raises(pt.AliasingError, match="output 'out0' overlaps input 'x'"):
+        later(y, out=(y, np.zeros(())))
+    np.testing.assert_array_equal(y, np.arange(4))
+
+
 def test_aliasing_error_when_kernel_reads_other_points():
     @pt.kernel
     def smooth(x: pt.Tensor[float, (N + 1,)], y: pt.Tensor[float, (N,)]):

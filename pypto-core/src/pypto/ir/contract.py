@@ -276,8 +276,10 @@ class CallContract(ParamViews):
 def alias_safe_pairs(k: KernelIR) -> frozenset[tuple[str, str]]:
     """(input, output) pairs that may be the very same array: each point only reads what it writes.
 
-    That holds when the output is written in a single nest that also holds every read of the input,
-    all at the output's index and outside reductions.
+    That holds when the output is written in a single nest, every read of the input in that nest is at the
+    output's index and outside reductions, and every other read of the input is in a nest that runs before it
+    (nests run one after the other: a temporary computed from the input is complete before the output is
+    written; an optimizer's moment, then the parameter it updates).
     """
     assert k.groups is not None
     ok = set()
@@ -298,6 +300,6 @@ def alias_safe_pairs(k: KernelIR) -> frozenset[tuple[str, str]]:
             continue
         ((group,), (idx,)) = (where, idxs)
         for p in inputs - {q}:
-            if all(gi == group and ix == idx and not red for gi, ix, red in reads.get(p, ())):
+            if all((gi == group and ix == idx and not red) or 0 <= gi < group for gi, ix, red in reads.get(p, ())):
                 ok.add((p, q))
     return frozenset(ok)
