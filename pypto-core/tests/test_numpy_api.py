@@ -168,6 +168,20 @@ def test_arrays_made_from_positions(pypto_executor, rng):
         pt.arange(0, 4, 0)
 
 
+@pytest.mark.parametrize("args", [(0, 1, 5), (-3, 7.5, 11), (2, 2, 1), (0, 1, 0), (1, 0, 7, False), (5, -5, 50)])
+def test_linspace_as_numpy(args, pypto_executor):
+    n = args[2]
+    f = pt.jit(lambda x: x + pt.linspace(*args, dtype=pt.float64), executor=pypto_executor)
+    got, want = f(np.zeros(n)), np.linspace(*args)
+    np.testing.assert_allclose(got, want, rtol=1e-15, atol=4 * np.finfo(np.float64).eps * max(map(abs, args[:2])))
+    if n > 1 and (len(args) < 4 or args[3]):
+        assert got[-1] == want[-1] == args[1]  # the end point exactly
+    assert pt.jit(lambda x: x * pt.linspace(0, 1, 4))(np.ones(4, np.float32)).dtype == np.float32
+    np.testing.assert_array_equal(pt.linspace(*args), np.linspace(*args, dtype=np.float32))  # outside: NumPy's
+    with pytest.raises(pt.ShapeError, match="start must be a Python number"):
+        pt.jit(lambda x: pt.linspace(x, 1, 3))(np.zeros(3))
+
+
 def _logsumexp(x, axis=None, keepdims=False):
     """NumPy reference (as scipy.special.logsumexp): the maximum taken out in float64; a row of -inf gives -inf,
     one holding +inf gives +inf."""

@@ -537,6 +537,28 @@ def arange(start: Any, stop: Any = None, step: Any = 1, *, dtype: Any = None) ->
     return cast(positions * step + start if (step != 1 or start != 0) else positions, dt)
 
 
+def linspace(start: Any, stop: Any, num: Any = 50, endpoint: bool = True, *, dtype: Any = None) -> Any:
+    """``np.linspace``: ``num`` evenly spaced numbers from ``start`` to ``stop`` (included with ``endpoint``), computed
+    as NumPy does (``start + k * step`` in float64, the last one exactly ``stop``); float32 by default (pypto's
+    default float), or ``dtype``. The bounds and ``num`` are Python numbers."""
+    for name, v in (("start", start), ("stop", stop)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise ShapeError(f"pt.linspace: {name} must be a Python number (the values are known when the function is "
+                             "traced)", param=name, expected="an int or a float", got=v)  # fmt: skip
+    num = _int_arg("linspace", "num", num)
+    if num < 0:
+        raise ShapeError("pt.linspace: num must be >= 0", param="num", expected="a count >= 0", got=num)
+    dt = dtypes.as_dtype(dtype if dtype is not None else dtypes.DEFAULT_FLOAT, what="pt.linspace dtype")
+    if not in_trace():
+        return np.linspace(start, stop, num, endpoint=endpoint, dtype=dt.numpy)
+    div = num - 1 if endpoint else num
+    step = (float(stop) - float(start)) / div if div > 0 else 0.0
+    values = cast(views._iota(num, 0, 1), dtypes.float64) * step + float(start)
+    if endpoint and num > 1:  # the last value is stop itself, as NumPy makes it
+        values = where(binary("eq", views._iota(num, 0, 1), num - 1), float(stop), values)
+    return cast(values, dt)
+
+
 def eye(n: Any, m: Any = None, k: Any = 0, *, dtype: Any = None) -> Any:
     """``np.eye``: ones on the ``k``-th diagonal of an ``n x m`` matrix, zeros elsewhere (float32 by default)."""
     n = _int_arg("eye", "n", n)
