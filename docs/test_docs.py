@@ -145,3 +145,12 @@ def test_indirect_indexing_chapter_on_every_backend(backend: str, docs_environme
     for block in code_blocks(page.read_text()):
         if block.lang == "python" and not block.skipped:
             exec(compile("\n" * (block.line - 1) + block.code, str(page), "exec", dont_inherit=True), namespace)
+
+
+def test_training_chapter_shows_the_script_the_tests_run():
+    """The data-parallel script in training.md is the one pypto-core/tests/test_distributed.py runs under torchrun."""
+    script = DOCS.parent / "pypto-core" / "tests" / "distributed" / "train.py"
+    blocks = [
+        b.code for b in code_blocks((DOCS / "training.md").read_text()) if "pt.DistributedDataParallel(" in b.code
+    ]
+    assert blocks == [script.read_text()]

@@ -189,3 +189,73 @@ def test_complex_tensors_forward_and_backward_match_torch():
     for ours, theirs in zip(*grads):
         np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
     assert torch.autograd.gradcheck(op, (torch.tensor(z0, requires_grad=True), torch.tensor(x0, requires_grad=True)))
+
+
+# -- pt.torch.module: a pt.Module for torch's tools --------------------------------------------------------------
+
+
+def _two_layers(rng):
+    @pt.module
+    class Dense:
+        def __init__(self, a, b):
+            self.w = pt.Parameter(rng.standard_normal((a, b)) * 0.4, "w")
+            self.b = pt.Parameter(rng.standard_normal(b) * 0.1, "b")
+
+        def forward(self, x):
+            return pt.tanh(x @ self.w + self.b)
+
+    @pt.module
+    class Net:
+        def __init__(self):
+            self.layers = [Dense(4, 8), Dense(8, 2)]
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer.forward(x)
+            return x
+
+    return Net()
+
+
+def test_a_module_trains_with_torch_optimizers_on_shared_parameters():
+    rng = np.random.default_rng(0)
+    net = _two_layers(rng)
+    tnet = pt.torch.module(net)
+    names = ["layers.0.w", "layers.0.b", "layers.1.w", "layers.1.b"]
+    assert list(tnet.state_dict()) == names == [n for n, _ in net.named_parameters()]
+    params = dict(net.named_parameters())
+    for name in names:  # the same memory: no copies either way
+        assert tnet.get_parameter(name).data_ptr() == params[name].data.ctypes.data
+
+    x = torch.tensor(rng.standard_normal((16, 4)))
+    # a replica in torch alone: forward and gradients must agree
+    ref = [torch.tensor(params[n].data.copy(), requires_grad=True) for n in names]
+    out = torch.tanh(torch.tanh(x @ ref[0] + ref[1]) @ ref[2] + ref[3])
+    (out**2).mean().backward()
+    got = tnet(x)
+    torch.testing.assert_close(got, out.detach(), rtol=1e-12, atol=1e-12)
+    (got**2).mean().backward()
+    for p, r in zip(tnet.parameters(), ref):
+        torch.testing.assert_close(p.grad, r.grad, rtol=1e-10, atol=1e-12)
+
+    before = params["layers.0.w"].data.copy()
+    torch.optim.SGD(tnet.parameters(), lr=0.5).step()  # torch's update lands in the pypto module's arrays
+    np.testing.assert_allclose(params["layers.0.w"].data, before - 0.5 * ref[0].grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(net(x.numpy()), tnet(x).detach().numpy(), rtol=1e-12)
+
+
+def test_weights_load_into_a_module_by_name():
+    rng = np.random.default_rng(1)
+    net, other = _two_layers(rng), _two_layers(rng)
+    pt.torch.load_state_dict(net, pt.torch.module(other))  # a torch module: its state_dict()
+    for (_, a), (_, b) in zip(net.named_parameters(), other.named_parameters()):
+        np.testing.assert_array_equal(a.data, b.data)
+    state = {n: np.zeros(p.shape) for n, p in other.named_parameters()}
+    pt.torch.load_state_dict(net, state)
+    assert all((p.data == 0).all() for p in net.parameters())
+    with pytest.raises(pt.ArgumentError, match="missing: layers.1.b; unexpected: bias"):
+        pt.torch.load_state_dict(net, {**{k: v for k, v in state.items() if k != "layers.1.b"}, "bias": np.ones(2)})
+    with pytest.raises(pt.ArgumentError, match=r"'layers.0.w' has shape \(2, 2\)"):
+        pt.torch.load_state_dict(net, {**state, "layers.0.w": np.ones((2, 2))})
+    with pytest.raises(pt.ArgumentError, match="takes a pt.Module"):
+        pt.torch.module(torch.nn.Linear(2, 2))

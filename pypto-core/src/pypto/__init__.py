@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     )
     from pypto.array.precision import get_precision, set_precision
     from pypto.array.views import embedding, take, take_along_axis
+    from pypto.distributed import DistributedDataParallel, get_rank, get_world_size, init_distributed
     from pypto.dtypes import (
         DType,
         bfloat16,
@@ -203,6 +204,11 @@ _LAZY: dict[str, str] = {
     "Parameter": ".array.module",
     "Module": ".array.module",
     "module": ".array.module",
+    # .distributed (on torch.distributed)
+    "init_distributed": ".distributed",
+    "DistributedDataParallel": ".distributed",
+    "get_rank": ".distributed",
+    "get_world_size": ".distributed",
     "profile": ".runtime.profile",
     "JitFunction": ".array.function",
     "e": ".array.ops",
@@ -235,6 +241,7 @@ _LAZY: dict[str, str] = {
     "isfinite": ".lang.functions",
     "sign": ".lang.functions",
     "arange": ".array.ops",
+    "linspace": ".array.ops",
     "eye": ".array.ops",
     "tril": ".array.ops",
     "triu": ".array.ops",
@@ -310,7 +317,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-_SUBMODULES = frozenset({"torch", "dask"})
+_SUBMODULES = frozenset({"torch", "dask", "optim"})
 
 
 def __getattr__(name: str) -> object:
@@ -352,7 +359,7 @@ __all__ = [
     "atan", "sinh", "cosh", "asin", "acos", "exp2", "floor", "ceil", "trunc", "arcsin", "arccos", "arctan", "atan2",
     "arctan2", "hypot", "isnan", "isinf", "isfinite", "sign",  # (and pt.round: not here, so that a star import
     # keeps Python's round)
-    "arange", "eye", "tril", "triu", "logsumexp",
+    "arange", "linspace", "eye", "tril", "triu", "logsumexp",
     # complex numbers
     "real", "imag", "conj", "conjugate", "angle",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "argmax", "argmin",
@@ -362,6 +369,8 @@ __all__ = [
     "GradFunction", "matmul", "einsum", "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu",
     "relu", "pi", "e", "concat", "stack", "take", "take_along_axis", "embedding", "one_hot", "cross_entropy", "index_add", "bincount", "histogram", "custom_op", "CustomOp", "show_graph", "check_memory", "profile", "Parameter", "Module",
     "module",
+    # training
+    "init_distributed", "DistributedDataParallel", "get_rank", "get_world_size",
     # runtime
     "empty", "zeros", "empty_like", "zeros_like", "benchmark", "BenchmarkResult", "get_runtime_info",
     "set_precision", "get_precision",

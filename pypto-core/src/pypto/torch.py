@@ -11,6 +11,9 @@
     y = op(tx, tw)                           # CPU tensors in, a tensor out, differentiable
     y.sum().backward()                       # the backward pass is pypto's gradient kernel
 
+    net = pt.torch.module(model)             # a pt.Module as a torch.nn.Module (parameters shared)
+    torch.optim.Adam(net.parameters())       # torch's optimizers, DDP, state_dict() work on it
+
 The operator is registered with ``torch.library.custom_op``: its forward is the compiled jit function,
 its autograd formula is the compiled pullback of :func:`pypto.vjp` (one kernel), and its fake
 implementation gives the result shapes by tracing, so it works inside ``torch.nn.Module``\\ s, under
@@ -191,3 +194,124 @@ def _torch_dtype(torch: Any, dt: Any) -> Any:
 def op(fn: Any, *, name: str | None = None) -> TorchOp:
     """``fn`` (a ``@pt.jit`` function, a custom op or a function of arrays) as a PyTorch operator with autograd."""
     return TorchOp(fn, name)
+
+
+# -- pt.Module <-> torch.nn.Module ------------------------------------------------------------------------------
+
+
+def _tensor_sharing(torch: Any, a: np.ndarray) -> Any:
+    """A tensor on the memory of NumPy array ``a`` (bfloat16 through an int16 view)."""
+    if a.dtype == dtypes.bfloat16.numpy:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+def _module_class(torch: Any) -> type:
+    """The ``torch.nn.Module`` subclass :func:`module` makes (defined once torch is imported)."""
+    global _MODULE_CLASS
+    if _MODULE_CLASS is not None:
+        return _MODULE_CLASS
+
+    class PyptoModule(torch.nn.Module):
+        """A ``pt.Module`` as a ``torch.nn.Module``: its parameters are ``torch.nn.Parameter``\\ s on the pypto
+        parameters' memory, its forward one pypto operator (forward and backward compiled by pypto)."""
+
+        def __init__(self, model: Any):
+            super().__init__()
+            object.__setattr__(self, "pypto_module", model)  # not a submodule: no parameters of torch's there
+            self._names: list[str] = []
+            self._ops: dict[int, TorchOp] = {}
+            for name, prm in model.named_parameters():
+                a = prm.data
+                if a.dtype.kind not in "fc" or not (a.flags.c_contiguous and a.flags.writeable):
+                    raise ArgumentError(
+                        f"pt.torch.module: parameter '{name}' is a {a.dtype} array"
+                        + ("" if a.flags.c_contiguous and a.flags.writeable else " that is not writable and C-ordered"),
+                        param=name,
+                        expected="writable C-ordered floating-point parameters (torch trains them in place)",
+                        got=f"{a.dtype}, shape {a.shape}",
+                        fix="pt.Parameter(np.ascontiguousarray(values, dtype=np.float32), name)",
+                    )
+                *path, leaf = name.split(".")
+                holder: Any = self
+                for part in path:  # submodules named as in pt.Module.named_parameters(): state_dict keys match
+                    if part not in holder._modules:
+                        holder.add_module(part, torch.nn.Module())
+                    holder = holder._modules[part]
+                holder.register_parameter(leaf, torch.nn.Parameter(_tensor_sharing(torch, a)))
+                self._names.append(name)
+
+        def forward(self, *inputs: Any) -> Any:
+            n = len(inputs)
+            op = self._ops.get(n)
+            if op is None:
+                m = self.pypto_module
+                paths = [p for p, _ in _walk_parameters(m)]
+                op = self._ops[n] = TorchOp(m._compile(paths, n), type(m).__name__)
+            params = [self.get_parameter(name) for name in self._names]
+            return op(*params, *inputs)
+
+        def extra_repr(self) -> str:
+            return f"pypto module {type(self.pypto_module).__name__}, {len(self._names)} parameter(s)"
+
+    _MODULE_CLASS = PyptoModule
+    return PyptoModule
+
+
+_MODULE_CLASS: type | None = None
+
+
+def _walk_parameters(m: Any) -> list[tuple[Any, Any]]:
+    from pypto.array.module import _walk
+
+    return list(_walk(m, (), set()))
+
+
+def module(model: Any) -> Any:
+    """``model`` (a ``@pt.module`` instance) as a ``torch.nn.Module`` for torch's tools: its parameters are
+    ``torch.nn.Parameter``\\ s sharing memory with the pypto parameters (an optimizer step on one is seen by the
+    other; ``state_dict()`` keys are the names of ``model.named_parameters()``), and calling it runs ``model``'s
+    ``forward`` as one pypto operator whose backward is pypto's gradient kernel, so ``torch.optim``,
+    ``torch.nn.parallel.DistributedDataParallel`` and ``loss.backward()`` work on it unchanged. Assigning a new
+    array to a pypto parameter's ``.data`` breaks the sharing (copy into it instead)."""
+    from pypto.array.module import Module
+
+    torch = _torch()
+    if not isinstance(model, Module):
+        raise ArgumentError(
+            f"pt.torch.module takes a pt.Module, got {type(model).__name__}",
+            param="model",
+            expected="an instance of a @pt.module class",
+            got=type(model).__name__,
+            fix="decorate the model's class with @pt.module; a function of arrays: pt.torch.op(f)",
+        )
+    return _module_class(torch)(model)
+
+
+def load_state_dict(model: Any, state: Any, *, strict: bool = True) -> None:
+    """Copy weights into ``model``'s (a ``pt.Module``) parameters, by name: ``state`` is a ``torch.nn.Module``, its
+    ``state_dict()``, or a mapping of names to arrays. With ``strict``, a name missing on either side is an error
+    (checked before anything is copied); shapes must match, dtypes convert as NumPy's same-kind casting allows."""
+    params = dict(model.named_parameters())
+    if hasattr(state, "state_dict") and callable(state.state_dict):
+        state = state.state_dict()
+    values = {k: (v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)) for k, v in state.items()}
+    missing, unexpected = sorted(params.keys() - values.keys()), sorted(values.keys() - params.keys())
+    if strict and (missing or unexpected):
+        raise ArgumentError(
+            "pt.torch.load_state_dict: the names do not match"
+            + (f"; missing: {', '.join(missing)}" if missing else "")
+            + (f"; unexpected: {', '.join(unexpected)}" if unexpected else ""),
+            param="state",
+            expected=f"the parameters {', '.join(params)}",
+            got=", ".join(values),
+            fix="rename the keys to the pypto module's named_parameters(), or pass strict=False",
+        )
+    for name in params.keys() & values.keys():
+        if values[name].shape != params[name].data.shape:
+            raise ArgumentError(
+                f"pt.torch.load_state_dict: '{name}' has shape {values[name].shape}, the parameter {params[name].shape}",
+                param=name, expected=str(params[name].shape), got=str(values[name].shape),
+            )  # fmt: skip
+    for name in params.keys() & values.keys():
+        np.copyto(params[name].data, values[name], casting="same_kind")
