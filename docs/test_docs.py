@@ -154,3 +154,14 @@ def test_training_chapter_shows_the_script_the_tests_run():
         b.code for b in code_blocks((DOCS / "training.md").read_text()) if "pt.DistributedDataParallel(" in b.code
     ]
     assert blocks == [script.read_text()]
+
+
+def test_the_numpy_list_is_what_the_dispatch_takes():
+    """array-api.md's "Every NumPy name" list is generated from the dispatch tables: it must be up to date."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("numpy_support", DOCS / "numpy_support.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    page = (DOCS / "array-api.md").read_text()
+    assert gen.page_with_list(page) == page, "the list is out of date: run python docs/numpy_support.py --write"

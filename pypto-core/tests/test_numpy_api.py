@@ -334,3 +334,16 @@ def test_random_numpy_expressions_match_numpy(tree):
     want = _evaluate(tree, x)
     got = pt.jit(lambda x: _evaluate(tree, x) * 1.0)(x)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_more_array_methods_as_numpy(rng):
+    x = rng.standard_normal((3, 4, 5))
+    f = pt.jit(lambda a: (a.mT, a.swapaxes(0, 2), a[0].dot(a[1].T), a.take(np.array([2, 0]), axis=1), a[0].trace(),
+                          a[0, 0].argsort(), np.take(a, np.array([7, 1])), a * (a.nbytes + a.itemsize)))  # fmt: skip
+    got = f(x)
+    want = (np.swapaxes(x, -1, -2), x.swapaxes(0, 2), x[0].dot(x[1].T), x.take([2, 0], axis=1), x[0].trace(),
+            x[0, 0].argsort(), np.take(x, [7, 1]), x * (x.nbytes + x.itemsize))  # fmt: skip
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    with pytest.raises(pt.TracingError, match="mode= is not supported"):
+        pt.jit(lambda a: np.take(a, np.array([0]), mode="wrap"))(x)

@@ -293,6 +293,19 @@ class Array:
     def T(self) -> Array:  # noqa: N802 - NumPy's spelling
         return self.transpose()
 
+    @property
+    def mT(self) -> Array:  # noqa: N802 - NumPy's spelling
+        """The last two axes swapped (a stack of matrices transposed)."""
+        return NUMPY_FUNCTIONS[np.swapaxes](self, -1, -2)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d array")
@@ -510,6 +523,21 @@ class Array:
 
     def argmin(self, axis=None, keepdims: bool = False) -> Array:
         return STRUCTURAL["arg_reduce"]("min", self, axis, keepdims, "argmin()")
+
+    def argsort(self, axis=-1, kind=None, order=None, *, stable=None) -> Array:
+        return NUMPY_FUNCTIONS[np.argsort](self, axis, kind, order, stable=stable)
+
+    def dot(self, b, out=None) -> Array:
+        return NUMPY_FUNCTIONS[np.dot](self, b, out)
+
+    def swapaxes(self, axis1: int, axis2: int) -> Array:
+        return NUMPY_FUNCTIONS[np.swapaxes](self, axis1, axis2)
+
+    def take(self, indices, axis=None, out=None, mode=None) -> Array:
+        return NUMPY_FUNCTIONS[np.take](self, indices, axis, out, mode)
+
+    def trace(self, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype=None, out=None) -> Array:
+        return NUMPY_FUNCTIONS[np.trace](self, offset, axis1, axis2, dtype, out)
 
     def transpose(self, *axes) -> Array:
         return STRUCTURAL["transpose"](

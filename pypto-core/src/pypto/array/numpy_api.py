@@ -258,6 +258,16 @@ def _pad(array: Any, pad_width: Any, mode: str = "constant", *, constant_values:
     return a
 
 
+def _take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: Any = None) -> Array:
+    """``np.take``: the elements at ``indices`` along ``axis`` (of the flattened array when None), bounds-checked
+    (NumPy's ``mode="raise"``)."""
+    _refuse("take", out=out, mode=None if mode == "raise" else mode)
+    a = _array(a, "take")
+    if axis is None:
+        return a.ravel()[indices]
+    return a[(slice(None),) * (axis % a.ndim) + (indices,)]  # NumPy's integer-array indexing (lists captured)
+
+
 def _outer(a: Any, b: Any, out: Any = None) -> Array:
     _refuse("outer", out=out)
     a, b = views.reshape(_array(a, "outer"), (-1,)), views.reshape(_array(b, "outer"), (-1,))
@@ -365,7 +375,7 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.transpose: lambda a, axes=None: views.transpose(a, axes), np.reshape: lambda a, *args, **kw: _reshape(a, *args, **kw),
     np.concatenate: _concatenate, np.stack: _stack, np.dot: _dot, np.einsum: ops.einsum,
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim, np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
-    np.take_along_axis: lambda arr, indices, axis: views.take_along_axis(arr, indices, axis),
+    np.take_along_axis: lambda arr, indices, axis: views.take_along_axis(arr, indices, axis), np.take: _take,
     np.astype: _astype, np.tril: lambda m, k=0: ops.tril(m, k), np.triu: lambda m, k=0: ops.triu(m, k),
     np.flip: _flip, np.fliplr: lambda m: _flip(m, 1), np.flipud: lambda m: _flip(m, 0), np.roll: _roll,
     np.diff: _diff, np.pad: _pad, np.outer: _outer, np.inner: _inner, np.tensordot: _tensordot, np.cov: _cov,
@@ -389,3 +399,26 @@ def _reshape(a: Any, *args: Any, **kwargs: Any) -> Array:
 
 
 NUMPY_FUNCTIONS.update(FUNCTIONS)
+
+
+def numpy_support() -> dict[str, list[str]]:
+    """The NumPy names a traced array takes, for the docs' list (``docs/numpy_support.py``): ``ufuncs`` (``np.exp(x)``:
+    the op table's functions and operators), ``functions`` (``np.sum(x)``: :data:`FUNCTIONS`, as ``np.name`` or
+    ``np.linalg.name``), ``methods`` (the ``ndarray`` methods and attributes an :class:`Array` has) and
+    ``missing_methods`` (the public ``ndarray`` ones it has not)."""
+    from pypto.array.graph import _UFUNCS
+
+    def spelled(f: Any) -> str:
+        name = getattr(f, "__name__", repr(f))
+        if getattr(np.linalg, name, None) is f:
+            return f"np.linalg.{name}"
+        names = [n for n in dir(np) if getattr(np, n, None) is f]
+        return " / ".join(f"np.{n}" for n in sorted(names, key=lambda n: (n != name, n))) or f"np.{name}"
+
+    public = [n for n in dir(np.ndarray) if not n.startswith("_")]
+    return {
+        "ufuncs": sorted(_UFUNCS),
+        "functions": sorted({spelled(f) for f in FUNCTIONS}),
+        "methods": sorted(n for n in public if hasattr(Array, n)),
+        "missing_methods": sorted(n for n in public if not hasattr(Array, n)),
+    }
