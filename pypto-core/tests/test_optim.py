@@ -134,3 +134,55 @@ def test_bad_input_is_a_typed_error():
     with pytest.raises(pt.ShapeError, match="gradient 0 has shape"):
         opt.step([np.zeros(3, np.float32)])
     np.testing.assert_array_equal(w, 0)  # nothing half-written
+
+
+def test_gradients_of_a_module_are_its_parameters_gradients():
+    """pt.value_and_grad of a function of a pt.Module: the module stands for its parameters (a list of their
+    gradients, in named_parameters() order, against torch autograd); pt.optim takes them as they come."""
+    rng = np.random.default_rng(4)
+
+    @pt.module
+    class Dense:
+        def __init__(self, a, b):
+            self.w = pt.Parameter(rng.standard_normal((a, b)) * 0.4, "w")
+            self.b = pt.Parameter(rng.standard_normal(b) * 0.1, "b")
+
+        def forward(self, x):
+            return pt.tanh(x @ self.w + self.b)
+
+    @pt.module
+    class Net:
+        def __init__(self):
+            self.layers = [Dense(4, 8), Dense(8, 2)]
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer.forward(x)
+            return x
+
+    def loss(model, x, y):
+        return ((model(x) - y) ** 2).mean()
+
+    net = Net()
+    x, y = rng.standard_normal((16, 4)), rng.standard_normal((16, 2))
+    step = pt.value_and_grad(loss)
+    value, grads = step(net, x, y)
+    ref = [torch.tensor(p.data.copy(), requires_grad=True) for p in net.parameters()]
+    h = torch.tensor(x)
+    for w, b in zip(ref[::2], ref[1::2]):
+        h = torch.tanh(h @ w + b)
+    want = ((h - torch.tensor(y)) ** 2).mean()
+    want.backward()
+    assert value == pytest.approx(float(want.detach()), rel=1e-12)
+    assert len(grads) == 4
+    for g, r in zip(grads, ref):
+        np.testing.assert_allclose(g, r.grad.numpy(), rtol=1e-10, atol=1e-14)
+    # with the data too, and for another instance of the same layout: the same compiled program
+    (gm, gx) = pt.grad(loss, argnums=(0, 1))(Net(), x, y)
+    assert len(gm) == 4 and gx.shape == x.shape
+    opt = pt.optim.adam(net, lr=0.05)
+    first = value
+    for _ in range(100):
+        value, grads = step(net, x, y)
+        opt.step(grads)
+    assert value < 0.5 * first

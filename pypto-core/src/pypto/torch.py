@@ -211,6 +211,7 @@ def _module_class(torch: Any) -> type:
     global _MODULE_CLASS
     if _MODULE_CLASS is not None:
         return _MODULE_CLASS
+    from pypto.array.module import parameter_paths
 
     class PyptoModule(torch.nn.Module):
         """A ``pt.Module`` as a ``torch.nn.Module``: its parameters are ``torch.nn.Parameter``\\ s on the pypto
@@ -246,8 +247,7 @@ def _module_class(torch: Any) -> type:
             op = self._ops.get(n)
             if op is None:
                 m = self.pypto_module
-                paths = [p for p, _ in _walk_parameters(m)]
-                op = self._ops[n] = TorchOp(m._compile(paths, n), type(m).__name__)
+                op = self._ops[n] = TorchOp(m._compile(parameter_paths(m), n), type(m).__name__)
             params = [self.get_parameter(name) for name in self._names]
             return op(*params, *inputs)
 
@@ -259,12 +259,6 @@ def _module_class(torch: Any) -> type:
 
 
 _MODULE_CLASS: type | None = None
-
-
-def _walk_parameters(m: Any) -> list[tuple[Any, Any]]:
-    from pypto.array.module import _walk
-
-    return list(_walk(m, (), set()))
 
 
 def module(model: Any) -> Any:

@@ -555,10 +555,61 @@ class GradFunction:
         if any(isinstance(a, Array) for a in args):  # inside another traced function
             return self._shape(self._program(*args))
         _require_grad(self.what)
+        if any(getattr(type(a), "__pypto_module__", False) for a in args):
+            return self._call_with_modules(args)
         # a number differentiated against is a 0-d array (an input), not a constant of the signature
         args = tuple(np.asarray(a) if k in self.argnums and isinstance(a, (float, np.floating)) else a
                      for k, a in enumerate(args))  # fmt: skip
         return self._shape(self.jit(*args))
+
+    def _call_with_modules(self, args: tuple) -> Any:
+        """Arguments that are ``pt.Module``\\ s stand for their parameters: the gradient of a module in
+        ``argnums`` is the list of its parameters' gradients (the order of ``named_parameters()``, as
+        ``pt.optim`` takes them)."""
+        from pypto.array.module import bound, parameter_paths
+
+        paths = {k: parameter_paths(a) for k, a in enumerate(args) if getattr(type(a), "__pypto_module__", False)}
+        layout = tuple((type(args[k]), tuple(paths[k])) if k in paths else None for k in range(len(args)))
+        cache = self.__dict__.setdefault("_by_layout", {})
+        hit = cache.get(layout)
+        if hit is None:
+            fn, current = self.fn, self.__dict__.setdefault("_modules", threading.local())
+            sizes = [len(paths[k]) if k in paths else 1 for k in range(len(args))]
+            starts = [sum(sizes[:k]) for k in range(len(args))]
+
+            def flat(*xs: Any) -> Any:
+                rebuilt, scopes = [], contextlib.ExitStack()
+                with scopes:
+                    for k in range(len(args)):
+                        part = xs[starts[k] : starts[k] + sizes[k]]
+                        if k in paths:
+                            module = current.modules[k]
+                            scopes.enter_context(bound(module, paths[k], part))
+                            rebuilt.append(module)
+                        else:
+                            rebuilt.append(part[0])
+                    return fn(*rebuilt)
+
+            names = [f"m{k}_{i}" if k in paths else f"a{k}" for k in range(len(args)) for i in range(sizes[k])]
+            flat.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+                [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
+            )
+            flat.__name__ = flat.__qualname__ = getattr(fn, "__name__", "f")
+            wrt = tuple(starts[k] + i for k in self.argnums for i in range(sizes[k]))
+            hit = cache[layout] = (GradFunction(flat, wrt, self.with_value, self.what), current)
+        inner, current = hit
+        current.modules = {k: args[k] for k in paths}
+        flat_args = [p.data if k in paths else a for k, a in enumerate(args)
+                     for p in (args[k].parameters() if k in paths else [a])]  # fmt: skip
+        out = inner(*[np.asarray(a) if isinstance(a, (float, np.floating)) else a for a in flat_args])
+        value, grads = (out[0], list(out[1])) if self.with_value else (None, list(out))
+        grouped = []
+        for k in self.argnums:
+            n = len(paths[k]) if k in paths else 1
+            grouped.append(grads[:n] if k in paths else grads[0])
+            del grads[:n]
+        result = grouped[0] if self.single else tuple(grouped)
+        return (value, result) if self.with_value else result
 
     def get_code(self, *args: Any, backend: str | None = None) -> str:
         """The source of the kernel computing the gradient for these arguments."""

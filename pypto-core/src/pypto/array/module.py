@@ -20,9 +20,10 @@ instance whose parameters have the same shapes and dtypes.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -128,20 +129,12 @@ class Module:
 
     def _compile(self, paths: list[Path], n_args: int) -> JitFunction:
         forward = type(self).forward
-        lock = threading.Lock()
         module = self
 
         def run(*arrays: Any) -> Any:
             params, inputs = arrays[: len(paths)], arrays[len(paths) :]
-            with lock:
-                saved = [(p, _get(module, p)) for p in paths]
-                try:
-                    for p, a in zip(paths, params):
-                        _set(module, p, a)
-                    return forward(module, *inputs)
-                finally:
-                    for p, v in saved:
-                        _set(module, p, v)
+            with bound(module, paths, params):
+                return forward(module, *inputs)
 
         sig = inspect.signature(forward)
         inputs = list(sig.parameters.values())[1:]
@@ -152,6 +145,29 @@ class Module:
         )
         run.__name__ = run.__qualname__ = type(self).__name__
         return JitFunction(run, **getattr(type(self), "__pypto_jit_options__", {}))
+
+
+_binding = threading.RLock()
+
+
+@contextlib.contextmanager
+def bound(module: Any, paths: list[Path], values: Sequence[Any]) -> Iterator[None]:
+    """``module`` with the parameters at ``paths`` replaced by ``values`` (traced arrays, while a program is traced),
+    restored afterwards; one tracing at a time rebinds parameters."""
+    with _binding:
+        saved = [(p, _get(module, p)) for p in paths]
+        try:
+            for p, a in zip(paths, values):
+                _set(module, p, a)
+            yield
+        finally:
+            for p, v in saved:
+                _set(module, p, v)
+
+
+def parameter_paths(module: Any) -> list[Path]:
+    """Where ``module``'s parameters are (the order of ``named_parameters()``)."""
+    return [p for p, _ in _walk(module, (), set())]
 
 
 def _get(root: Any, path: Path) -> Any:
