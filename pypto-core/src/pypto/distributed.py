@@ -107,9 +107,13 @@ def DistributedDataParallel(model: Any, **kwargs: Any) -> Any:  # noqa: N802 - t
 
 
 def destroy() -> None:
-    """Leave the process group (``torch.distributed.destroy_process_group``)."""
+    """Leave the process group: wait for every process to get here, then
+    ``torch.distributed.destroy_process_group`` (tearing connections down while another process still uses them
+    can abort a process at exit)."""
     if is_initialized():
-        _dist().destroy_process_group()
+        dist = _dist()
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 __all__ = ["init_distributed", "is_initialized", "get_rank", "get_world_size", "DistributedDataParallel", "destroy",
