@@ -129,6 +129,14 @@ def conformance_full(session: nox.Session) -> None:
 
 
 @nox.session
+def distributed(session: nox.Session) -> None:
+    """Data-parallel training on 2 and 4 processes under torchrun (CI runs 2)."""
+    session.install(CORE, OPENMP)
+    session.install(TORCH)
+    session.run("pytest", "pypto-core/tests/test_distributed.py", *session.posargs, env={"PYPTO_TEST_PROCESSES": "2,4"})
+
+
+@nox.session
 def openmp(session: nox.Session) -> None:
     """The OpenMP backend with the core."""
     session.install(CORE, OPENMP)

@@ -21,6 +21,9 @@ if not torch.distributed.is_available():  # pragma: no cover - depends on the to
 
 SCRIPT = Path(__file__).parent / "distributed" / "train.py"
 TIMEOUT = 600
+# CI runs 2 processes; `nox -s distributed` runs 2 and 4 (4 processes on a 2-core machine: sometimes a
+# process aborts at exit after training, "terminate called without an active exception"; see docs/training.md)
+PROCESSES = [int(n) for n in os.environ.get("PYPTO_TEST_PROCESSES", "2").split(",")]
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -47,7 +50,7 @@ def one_process(tmp_path_factory) -> dict[str, np.ndarray]:
     return _parameters(out)
 
 
-@pytest.mark.parametrize("processes", [2, 4])
+@pytest.mark.parametrize("processes", PROCESSES)
 def test_data_parallel_training_reaches_the_parameters_of_one_process(one_process, processes, tmp_path):
     out = tmp_path / "ddp.npz"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
