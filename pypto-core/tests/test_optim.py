@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import pypto as pt
+from pypto.testing import two_layer_net
 
 torch = pytest.importorskip("torch")
 
@@ -141,29 +142,10 @@ def test_gradients_of_a_module_are_its_parameters_gradients():
     gradients, in named_parameters() order, against torch autograd); pt.optim takes them as they come."""
     rng = np.random.default_rng(4)
 
-    @pt.module
-    class Dense:
-        def __init__(self, a, b):
-            self.w = pt.Parameter(rng.standard_normal((a, b)) * 0.4, "w")
-            self.b = pt.Parameter(rng.standard_normal(b) * 0.1, "b")
-
-        def forward(self, x):
-            return pt.tanh(x @ self.w + self.b)
-
-    @pt.module
-    class Net:
-        def __init__(self):
-            self.layers = [Dense(4, 8), Dense(8, 2)]
-
-        def forward(self, x):
-            for layer in self.layers:
-                x = layer.forward(x)
-            return x
-
     def loss(model, x, y):
         return ((model(x) - y) ** 2).mean()
 
-    net = Net()
+    net = two_layer_net(rng)
     x, y = rng.standard_normal((16, 4)), rng.standard_normal((16, 2))
     step = pt.value_and_grad(loss)
     value, grads = step(net, x, y)
@@ -177,8 +159,8 @@ def test_gradients_of_a_module_are_its_parameters_gradients():
     assert len(grads) == 4
     for g, r in zip(grads, ref):
         np.testing.assert_allclose(g, r.grad.numpy(), rtol=1e-10, atol=1e-14)
-    # with the data too, and for another instance of the same layout: the same compiled program
-    (gm, gx) = pt.grad(loss, argnums=(0, 1))(Net(), x, y)
+    # with respect to the data too, for another model
+    (gm, gx) = pt.grad(loss, argnums=(0, 1))(two_layer_net(rng), x, y)
     assert len(gm) == 4 and gx.shape == x.shape
     opt = pt.optim.adam(net, lr=0.05)
     first = value

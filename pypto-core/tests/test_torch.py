@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pypto as pt
+from pypto.testing import two_layer_net
 
 torch = pytest.importorskip("torch", reason="pt.torch needs PyTorch: pip install pypto-core[torch]")
 
@@ -194,32 +195,9 @@ def test_complex_tensors_forward_and_backward_match_torch():
 # -- pt.torch.module: a pt.Module for torch's tools --------------------------------------------------------------
 
 
-def _two_layers(rng):
-    @pt.module
-    class Dense:
-        def __init__(self, a, b):
-            self.w = pt.Parameter(rng.standard_normal((a, b)) * 0.4, "w")
-            self.b = pt.Parameter(rng.standard_normal(b) * 0.1, "b")
-
-        def forward(self, x):
-            return pt.tanh(x @ self.w + self.b)
-
-    @pt.module
-    class Net:
-        def __init__(self):
-            self.layers = [Dense(4, 8), Dense(8, 2)]
-
-        def forward(self, x):
-            for layer in self.layers:
-                x = layer.forward(x)
-            return x
-
-    return Net()
-
-
 def test_a_module_trains_with_torch_optimizers_on_shared_parameters():
     rng = np.random.default_rng(0)
-    net = _two_layers(rng)
+    net = two_layer_net(rng)
     tnet = pt.torch.module(net)
     names = ["layers.0.w", "layers.0.b", "layers.1.w", "layers.1.b"]
     assert list(tnet.state_dict()) == names == [n for n, _ in net.named_parameters()]
@@ -246,7 +224,7 @@ def test_a_module_trains_with_torch_optimizers_on_shared_parameters():
 
 def test_weights_load_into_a_module_by_name():
     rng = np.random.default_rng(1)
-    net, other = _two_layers(rng), _two_layers(rng)
+    net, other = two_layer_net(rng), two_layer_net(rng)
     pt.torch.load_state_dict(net, pt.torch.module(other))  # a torch module: its state_dict()
     for (_, a), (_, b) in zip(net.named_parameters(), other.named_parameters()):
         np.testing.assert_array_equal(a.data, b.data)

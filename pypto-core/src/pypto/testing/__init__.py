@@ -65,6 +65,7 @@ from pypto.testing.kernels import (
     softmax,
     sum_exp,
     transpose_add,
+    two_layer_net,
     vector_add,
 )
 from pypto.testing.process import CUBE_SCRIPT, THREADED_SUM_SCRIPT, run_python, unavailable_script
@@ -98,6 +99,7 @@ __all__ = [
     "np_sum_exp",
     "run_python",
     "softmax",
+    "two_layer_net",
     "sum_exp",
     "transpose_add",
     "unavailable_script",

@@ -116,3 +116,29 @@ def np_layernorm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-5)
     """What :data:`layernorm` computes, in NumPy (in ``x``'s dtype)."""
     mu = x.mean(1, keepdims=True)
     return (x - mu) / np.sqrt(((x - mu) ** 2).mean(1, keepdims=True) + eps) * g + b
+
+
+def two_layer_net(rng: np.random.Generator, n_in: int = 4, hidden: int = 8, n_out: int = 2) -> pt.Module:
+    """A small ``pt.Module`` for module, gradient, optimizer and PyTorch tests: two dense ``tanh`` layers in a list
+    (parameters ``layers.0.w``, ``layers.0.b``, ``layers.1.w``, ``layers.1.b``, float64 from ``rng``)."""
+
+    @pt.module
+    class Dense:
+        def __init__(self, a: int, b: int):
+            self.w = pt.Parameter(rng.standard_normal((a, b)) * 0.4, "w")
+            self.b = pt.Parameter(rng.standard_normal(b) * 0.1, "b")
+
+        def forward(self, x):
+            return pt.tanh(x @ self.w + self.b)
+
+    @pt.module
+    class Net:
+        def __init__(self):
+            self.layers = [Dense(n_in, hidden), Dense(hidden, n_out)]
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer.forward(x)
+            return x
+
+    return Net()
