@@ -176,6 +176,93 @@ def test_store_at_every_step_into_one_element_keeps_the_last(pypto_executor, rng
     np.testing.assert_array_equal(y, 3.0)
 
 
+def test_gradient_of_a_recurrence_through_kernel_vjp(pypto_executor, rng):
+    """kernel.vjp of a loop of two coupled variables (one through tanh) that stores a value at every step and its
+    variables after the last one, against torch's autograd of the same loop: every input's cotangent, for several
+    numbers of steps (one, none)."""
+    torch = pytest.importorskip("torch")
+
+    @pt.kernel(executor=pypto_executor)
+    def cell(x: pt.Tensor[pt.float64, (R, T)], w: pt.Tensor[pt.float64, (R,)], h0: pt.Tensor[pt.float64, (R,)],
+             y: pt.Tensor[pt.float64, (R, T)], last: pt.Tensor[pt.float64, (R,)]):  # fmt: skip
+        r = pt.axis(0)
+        h, c = h0[r], 1.0
+        for t in pt.range(T):
+            h, c = pt.tanh(w[r] * h + x[r, t] - 0.1 * c), 0.5 * c + h * x[r, t]
+            y[r, t] = h * h
+        last[r] = h + 2.0 * c
+
+    for rows, steps in [(5, 13), (3, 1), (4, 0)]:
+        x, w, h0 = rng.standard_normal((rows, steps)), rng.uniform(-1.5, 1.5, rows), rng.standard_normal(rows)
+        (y, last), pullback = cell.vjp(x, w, h0, np.zeros_like(x), np.zeros(rows))
+        dy, dlast = rng.standard_normal(y.shape), rng.standard_normal(rows)
+        dx, dw, dh0 = pullback(dy, dlast)
+        X, Wt, H0 = (torch.tensor(v, requires_grad=True) for v in (x, w, h0))
+        h, c, ys = H0, torch.ones(rows, dtype=torch.float64), []
+        for t in range(steps):
+            h, c = torch.tanh(Wt * h + X[:, t] - 0.1 * c), 0.5 * c + h * X[:, t]
+            ys.append(h * h)
+        Y = torch.stack(ys, 1) if ys else torch.zeros((rows, 0), dtype=torch.float64)
+        loss = (Y * torch.tensor(dy)).sum() + ((h + 2.0 * c) * torch.tensor(dlast)).sum()
+        want = torch.autograd.grad(loss, (X, Wt, H0), allow_unused=True, materialize_grads=True)
+        np.testing.assert_allclose(y, Y.detach().numpy(), rtol=1e-12)
+        for got, ref in zip((dx, dw, dh0), want):
+            np.testing.assert_allclose(got, ref.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_gradient_through_a_while_loop(pypto_executor, rng):
+    """The derivative of Newton's iteration for the square root (a while loop on a per-element condition: each
+    element stops after its own number of steps) against torch's autograd of the same loop, and against the
+    derivative of the square root it converges to; float32 loop of one variable against torch's too."""
+    torch = pytest.importorskip("torch")
+
+    @pt.kernel(executor=pypto_executor)
+    def newton(a: pt.Tensor[pt.float64, (N,)], root: pt.Tensor[pt.float64, (N,)]):
+        i = pt.axis(0)
+        x = pt.maximum(a[i], 1.0)
+        k = 0
+        while pt.abs(x * x - a[i]) > 1e-12 * a[i] and k < 40:
+            x = 0.5 * (x + a[i] / x)
+            k += 1
+        root[i] = x
+
+    a = rng.uniform(0.05, 50.0, 37)
+    root, pullback = newton.vjp(a, np.zeros_like(a))
+    g = rng.standard_normal(a.shape)
+    (da,) = pullback(g)
+    A = torch.tensor(a, requires_grad=True)
+    x, k = torch.clamp(A, min=1.0), 0
+    while k < 40:
+        x = torch.where(torch.abs(x * x - A) > 1e-12 * A, 0.5 * (x + A / x), x)
+        k += 1
+    (want,) = torch.autograd.grad((x * torch.tensor(g)).sum(), (A,))
+    np.testing.assert_allclose(root, np.sqrt(a), rtol=1e-12)
+    np.testing.assert_allclose(da, want.numpy(), rtol=1e-9)
+    np.testing.assert_allclose(da, g * 0.5 / np.sqrt(a), rtol=1e-6)  # the fixed point's derivative
+
+    @pt.kernel(executor=pypto_executor)
+    def decay(x: pt.Tensor[pt.float32, (R, T)], a: pt.Tensor[pt.float32, (R,)], y: pt.Tensor[pt.float32, (R, T)]):
+        r = pt.axis(0)
+        s = 0.0
+        for t in pt.range(T):
+            s = a[r] * s + pt.exp(-x[r, t])
+            y[r, t] = s
+
+    x, a = rng.standard_normal((6, 50)).astype(np.float32), rng.uniform(0.5, 0.99, 6).astype(np.float32)
+    y, pullback = decay.vjp(x, a, np.zeros_like(x))
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    dx, da = pullback(dy)
+    X, At = torch.tensor(x, requires_grad=True), torch.tensor(a, requires_grad=True)
+    s, ys = torch.zeros(6), []
+    for t in range(50):
+        s = At * s + torch.exp(-X[:, t])
+        ys.append(s)
+    want = torch.autograd.grad((torch.stack(ys, 1) * torch.tensor(dy)).sum(), (X, At))
+    assert dx.dtype == np.float32 and da.dtype == np.float32
+    np.testing.assert_allclose(dx, want[0].numpy(), rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(da, want[1].numpy(), rtol=2e-4, atol=2e-3)
+
+
 def test_python_loops_stay_python():
     """A for over anything else than pt.range is Python's loop (unrolled while tracing); pt.range of ints outside a
     kernel is Python's range; a concrete while condition runs Python's while."""

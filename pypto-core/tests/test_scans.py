@@ -200,8 +200,69 @@ def test_jit_scan_gradients_match_torch(pypto_executor, rng):
     wt = torch.tensor(w)
     (torch.cumsum(xt, 1) * wt + torch.flip(torch.cumsum(torch.flip(xt * xt, [0]), 0), [0])).sum().backward()
     np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-12, atol=1e-12)
-    with pytest.raises(pt.TracingError, match="gradient of associative_scan is not supported"):
-        pt.grad(lambda x: pt.associative_scan(lambda a, b: a + b, x, 1).sum())(x)
+
+
+def test_gradient_of_a_part_of_a_reversed_scan(pypto_executor, rng):
+    """The cumsum of a concatenation: each part's cotangent is a part of a reversed cumsum of the whole, which
+    starts at the end of the whole (not of the part)."""
+    torch = pytest.importorskip("torch")
+    a, b, w = rng.standard_normal(3), rng.standard_normal(5), rng.standard_normal(8)
+    ga, gb = pt.grad(lambda a, b, w: (pt.concat([a, b], 0).cumsum(0) * w).sum(), argnums=(0, 1))(a, b, w)
+    at, bt = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    want = torch.autograd.grad((torch.cat([at, bt]).cumsum(0) * torch.tensor(w)).sum(), (at, bt))
+    np.testing.assert_allclose(ga, want[0].numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gb, want[1].numpy(), rtol=1e-12, atol=1e-12)
+
+
+def _sequential(fn, xs, axis, reverse):
+    """``pt.associative_scan``'s definition run step by step in torch (for its autograd)."""
+    torch = pytest.importorskip("torch")
+    xs = [x.movedim(axis, 0) for x in xs]
+    order = range(xs[0].shape[0] - 1, -1, -1) if reverse else range(xs[0].shape[0])
+    state, outs = None, {}
+    for t in order:
+        elem = tuple(x[t] for x in xs)
+        state = elem if state is None else fn(state, elem)
+        outs[t] = state
+    return [torch.stack([outs[t][j] for t in range(len(outs))], 0).movedim(0, axis) for j in range(len(xs))]
+
+
+def test_associative_scan_gradients_match_torch(pypto_executor, rng):
+    """The gradient of a user's scan (a decaying sum; a linear recurrence of (a, b) pairs; a smooth maximum, in
+    both directions and along either axis) against torch's autograd of the same scan run step by step."""
+    torch = pytest.importorskip("torch")
+    x, a, w = rng.standard_normal((6, 9)), rng.uniform(-0.9, 0.9, (6, 9)), rng.standard_normal((6, 9))
+
+    def pairs(p, q):
+        return (p[0] * q[0], p[1] * q[0] + q[1])
+
+    cases = [
+        (lambda p, q: 0.9 * p + q, 1, False, "decay"),
+        (pairs, 1, True, "pairs"),
+        (pairs, 0, False, "pairs"),
+        (lambda p, q: pt.log(pt.exp(p) + pt.exp(q)), 0, True, "logaddexp"),
+    ]
+    for fn, axis, reverse, kind in cases:
+
+        def loss(x, a, w, fn=fn, axis=axis, reverse=reverse, kind=kind):
+            if kind == "pairs":
+                _, h = pt.associative_scan(fn, (a, x), axis, reverse=reverse)
+            else:
+                h = pt.associative_scan(fn, x, axis, reverse=reverse)
+            return (pt.sin(h) * w).sum()
+
+        gx, ga = pt.grad(pt.jit(loss, executor=pypto_executor), argnums=(0, 1))(x, a, w)
+        X, A = torch.tensor(x, requires_grad=True), torch.tensor(a, requires_grad=True)
+        if kind == "pairs":
+            h = _sequential(lambda p, q: (p[0] * q[0], p[1] * q[0] + q[1]), [A, X], axis, reverse)[1]
+        elif kind == "decay":
+            h = _sequential(lambda p, q: (0.9 * p[0] + q[0],), [X], axis, reverse)[0]
+        else:
+            h = _sequential(lambda p, q: (torch.logaddexp(p[0], q[0]),), [X], axis, reverse)[0]
+        want = torch.autograd.grad((torch.sin(h) * torch.tensor(w)).sum(), (X, A), allow_unused=True,
+                                   materialize_grads=True)  # fmt: skip
+        np.testing.assert_allclose(gx, want[0].numpy(), rtol=1e-10, atol=1e-12, err_msg=f"{kind} {axis} {reverse}")
+        np.testing.assert_allclose(ga, want[1].numpy(), rtol=1e-10, atol=1e-12, err_msg=f"{kind} {axis} {reverse}")
 
 
 def test_jit_cumprod_gradient_matches_torch_with_zeros(pypto_executor, rng):
@@ -290,8 +351,6 @@ def test_associative_scan_errors():
         changes_type.ir("infer_types")
     with pytest.raises(pt.TracingError, match="fn returned 2 for 1 scanned value"):
         pt.jit(lambda v: pt.associative_scan(lambda a, b: (a, b), v, 0))(np.ones(3))
-    with pytest.raises(pt.TracingError, match="gradient of associative_scan is not supported"):
-        pt.grad(lambda v: pt.associative_scan(lambda a, b: a + b, v, 0).sum())(np.ones(3))
 
 
 def test_long_scans_run_in_blocks_with_the_same_bits_on_any_thread_count(pypto_executor, rng):
@@ -380,3 +439,28 @@ def test_associative_scan_of_tuples_linear_recurrence_and_running_argmax(pypto_e
         ref[t] = acc
     np.testing.assert_allclose(lh, ref, rtol=1e-9, atol=1e-9)
     assert "split=blocks" in long_linear.ir("split_reductions")
+
+
+def test_kernel_vjp_of_scans_matches_torch(pypto_executor, rng):
+    """kernel.vjp of a kernel with a cumsum and a user's scan of pairs run from the end."""
+    torch = pytest.importorskip("torch")
+
+    @pt.kernel(executor=pypto_executor)
+    def scans(x: pt.Tensor[pt.float64, (N, M)], a: pt.Tensor[pt.float64, (N, M)], y: pt.Tensor[pt.float64, (N, M)],
+              z: pt.Tensor[pt.float64, (N, M)]):  # fmt: skip
+        r, t = pt.axis(0), pt.axis(1)
+        y[r, t] = pt.cumsum(pt.sin(x[r, t]), axis=t)
+        _, z[r, t] = pt.associative_scan(lambda p, q: (p[0] * q[0], p[1] * q[0] + q[1]), (a[r, t], x[r, t] * 2.0),
+                                         axis=t, reverse=True)  # fmt: skip
+
+    x, a = rng.standard_normal((4, 9)), rng.uniform(-0.9, 0.9, (4, 9))
+    (y, z), pullback = scans.vjp(x, a, np.zeros_like(x), np.zeros_like(x))
+    dy, dz = rng.standard_normal(x.shape), rng.standard_normal(x.shape)
+    gx, ga = pullback(dy, dz)
+    X, A = torch.tensor(x, requires_grad=True), torch.tensor(a, requires_grad=True)
+    Z = _sequential(lambda p, q: (p[0] * q[0], p[1] * q[0] + q[1]), [A, 2.0 * X], 1, True)[1]
+    loss = (torch.cumsum(torch.sin(X), 1) * torch.tensor(dy)).sum() + (Z * torch.tensor(dz)).sum()
+    want = torch.autograd.grad(loss, (X, A))
+    np.testing.assert_allclose(z, Z.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gx, want[0].numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ga, want[1].numpy(), rtol=1e-10, atol=1e-12)

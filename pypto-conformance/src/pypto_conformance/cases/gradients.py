@@ -153,3 +153,27 @@ def layer_norm(x, g, b):
 def mlp(x, w1, b1, w2):
     """gelu(x @ w1 + b1) @ w2, then a row maximum."""
     return (pt.gelu(x @ w1 + b1) @ w2).max(-1).sum()
+
+
+def _recurrence(a, b, axis, reverse):
+    """``h = a * h + b`` along ``axis`` from the first element (the end with ``reverse``), in NumPy."""
+    a, b = np.moveaxis(a, axis, 0), np.moveaxis(b, axis, 0)
+    h = np.empty_like(b)
+    order = range(len(b) - 1, -1, -1) if reverse else range(len(b))
+    prev = None
+    for t in order:
+        prev = h[t] = b[t] if prev is None else a[t] * prev + b[t]
+    return np.moveaxis(h, 0, axis)
+
+
+@gradient_case(
+    shape={"x": (5, 9), "a": (5, 9)},
+    reference=lambda x, a: float(
+        (np.sin(np.cumsum(x, 1)) * np.cumprod(a, 0)).sum() + (np.tanh(_recurrence(np.tanh(a), x, 1, True)) ** 2).sum()
+    ),
+)
+def scans(x, a):
+    """cumsum, cumprod and a user's scan (a linear recurrence of (a, b) pairs, run from the end): the gradient of
+    a scan is a scan in the other direction."""
+    _, h = pt.associative_scan(lambda p, q: (p[0] * q[0], p[1] * q[0] + q[1]), (pt.tanh(a), x), 1, reverse=True)
+    return (pt.sin(pt.cumsum(x, 1)) * pt.cumprod(a, 0)).sum() + (pt.tanh(h) ** 2).sum()

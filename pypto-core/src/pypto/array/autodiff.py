@@ -46,8 +46,10 @@ from pypto import dtypes
 from pypto.array import views
 from pypto.array.graph import Array, binary, cast, reduce, scatter_add, unary, walk, where
 from pypto.errors import ArgumentError, TracingError
-from pypto.ir.nodes import Binary, Carry, Combine, Where
-from pypto.ir.ops import BINARY, CAST, FUNCTIONS, REDUCERS, SCANS, USER_SCAN, scan_name
+from pypto.ir.nodes import Binary, Carry, Combine, Const, Where
+from pypto.ir.nodes import Cast as IRCast
+from pypto.ir.nodes import Unary as IRUnary
+from pypto.ir.ops import BINARY, CAST, FUNCTIONS, LOOP, REDUCERS, SCANS, USER_SCAN, scan_name
 from pypto.lang.control import rewrite
 from pypto.lang.location import user_loc
 
@@ -264,7 +266,120 @@ def _linear_scan(a: Array, b: Array, axis: int, reverse: bool) -> Array:
     pairs whose second component carries ``s``."""
     total, factor, value = Carry(1), Carry(2), Carry(3)  # slots: (running a, s), (element a, b); a's unused
     combine = Combine((factor, Binary("add", value, Binary("mul", factor, total))))
-    return Array("scan", (a, b), (USER_SCAN, axis, reverse, combine, 1), b.shape, b.dtype)
+    wide = b.dtype.compute  # (16-bit floats: the scan runs in float32, as their arithmetic does)
+    a, b = cast(a, wide), cast(b, wide)
+    return Array("scan", (a, b), (USER_SCAN, axis, reverse, combine, 1), b.shape, wide)
+
+
+def _combine_on(e: Any, slots: Sequence[Any], what: Any) -> Any:
+    """The expression ``e`` of a loop's combine function (:class:`~pypto.ir.nodes.Carry` leaves, numbers,
+    arithmetic, functions, selects, casts) evaluated on arrays: ``slots[s]`` for ``Carry(s)``."""
+    if isinstance(e, Carry):
+        return slots[e.slot]
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, IRUnary):
+        return unary(e.op, _combine_on(e.x, slots, what))
+    if isinstance(e, Binary):
+        a, b = _combine_on(e.a, slots, what), _combine_on(e.b, slots, what)
+        if not isinstance(a, Array) and not isinstance(b, Array):
+            a = full((), a, e.a.dtype)
+        return binary(e.op, a, b)
+    if isinstance(e, Where):
+        c, a, b = (_combine_on(x, slots, what) for x in (e.cond, e.a, e.b))
+        return where(c, a, b)
+    if isinstance(e, IRCast):
+        x = _combine_on(e.x, slots, what)
+        return cast(x, e.dtype) if isinstance(x, Array) else x
+    raise TracingError(f"pt.grad: a sequential loop whose step holds {type(e).__name__} has no gradient yet",
+                       what.loc, "write the step with arithmetic, functions and selects of its values")  # fmt: skip
+
+
+def _sequential_adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
+    """The adjoint of one component of a scan run step by step: a sequential loop (op ``LOOP``: operands the
+    step values, then each variable's value before the loop; the node is variable ``which`` after each step) or
+    ``pt.associative_scan`` (op ``USER_SCAN``: its first point is the first element, each later one
+    ``fn(previous, element)``).
+
+    With ``s_t = F(s_{t-1}, v_t)`` (``s`` the float components, ``v`` the step's values), the cotangent ``g`` of
+    component ``which`` gives the adjoint state ``l_t = g_t e_which + J_{t+1}^T l_{t+1}`` (``J_t = dF/ds`` at
+    step ``t``): a scan of ``(J_{t+1}, g_t)`` in the other direction, each step's Jacobian computed elementwise
+    from the states (the combine function differentiated by this module, on the states before each step). The
+    step values then get ``(dF/dv_t)^T l_t`` and the values before a loop ``J_0^T l_0`` (an associative scan's
+    first element ``l_0``). The forward states are recomputed (the pullback runs the scan again, storing every
+    step's state), not kept from the forward call. An associative combine gives the sequential result whatever
+    the order the forward scan combined in, so this is its gradient too."""
+    from pypto.array.ops import concat
+
+    kind, axis, reverse, combine, which = node.attrs
+    k = len(combine.exprs)
+    loop = kind == LOOP
+    steps = node.args[: len(node.args) - k] if loop else node.args
+    starts = node.args[len(node.args) - k :] if loop else node.args  # (a scan's first state: its first element)
+    n = node.shape[axis]
+    floats = [j for j in range(k) if starts[j].dtype.is_inexact]
+    if n == 0 or which not in floats:
+        return []
+    if any(starts[j].dtype.is_complex for j in floats):
+        raise TracingError("pt.grad: a sequential loop carrying a complex variable has no gradient yet", node.loc,
+                           "carry the real and imaginary parts as two float variables")  # fmt: skip
+    wd = starts[floats[0]].dtype
+    for j in floats[1:]:
+        wd = dtypes.promote(wd, starts[j].dtype)
+    wd = wd.compute  # (16-bit floats: the adjoint scan runs in float32, as their arithmetic does)
+    states = [node if j == which else Array("scan", node.args, (kind, axis, reverse, combine, j), node.shape,
+                                             starts[j].dtype, loc=node.loc) for j in range(k)]  # fmt: skip
+    cut = (slice(None),) * axis
+    first = (*cut, slice(n - 1, n) if reverse else slice(0, 1))  # the scan's first point in its order
+    drop = (*cut, slice(1, None) if reverse else slice(None, -1))  # the states a later step reads
+
+    def before(j: int) -> Array:  # the state each step starts from
+        if n == 1:
+            return views.getitem(starts[j], first)
+        parts = [views.getitem(starts[j], first), views.getitem(states[j], drop)]
+        return concat(parts[::-1] if reverse else parts, axis)
+
+    prev = [before(j) for j in range(k)]
+    leaves = [*prev, *steps]
+    step = [_combine_on(combine.exprs[i], [*prev, *steps], node) for i in floats]
+    live = [(i, f) for i, f in zip(floats, step) if isinstance(f, Array)]
+    # J[i][j] = dF_i / ds_j at each step (a function of the step's values and the states before it)
+    jac = {}
+    for i, f in live:
+        parts = backward([f], [full(f.shape, 1.0, f.dtype)], [prev[j] for j in floats], leaves)
+        for j, d in zip(floats, parts):
+            if not (d.op == "fill" and d.attrs == 0):  # (a variable the step of variable i does not read)
+                jac[i, j] = cast(d, wd)
+    zero = full(node.shape, 0.0, wd)
+    m = len(floats)
+    ahead = 1 if reverse else -1  # J_{t+1} of the scan's order at each t
+    factors = [_shifted(jac[i, j], axis, ahead, 0.0) if (i, j) in jac else zero for i in floats for j in floats]
+    seeds = [cast(g, wd) if j == which else zero for j in floats]
+    nargs = m * m + m  # the scan's values: J_{t+1} (m x m) and g_t (m); running slots first, then the step's
+    exprs: list[Any] = [Carry(nargs + q) for q in range(m * m)]
+    for jj in range(m):
+        total: Any = Carry(nargs + m * m + jj)
+        for ii in range(m):
+            total = Binary("add", total, Binary("mul", Carry(nargs + ii * m + jj), Carry(m * m + ii)))
+        exprs.append(total)
+    adjoint_combine = Combine(tuple(exprs))
+    lam = {i: Array("scan", (*factors, *seeds), (USER_SCAN, axis, not reverse, adjoint_combine, m * m + q),
+                    node.shape, wd, loc=node.loc) for q, i in enumerate(floats)}  # fmt: skip
+    cts = backward([f for _, f in live], [cast(lam[i], f.dtype) for i, f in live], [*steps, *prev], leaves)
+    out: list[tuple[Array, Array]] = []
+    if loop:
+        for x, gx in zip(steps, cts[: len(steps)]):
+            if _differentiable(x):
+                out.append((x, gx))
+        for j, (x, gx) in enumerate(zip(starts, cts[len(steps) :])):
+            if _differentiable(x) and j in floats:  # (broadcast along the loop: its first step's only)
+                out.append((x, _pad(views.getitem(gx, first), axis, n - 1 if reverse else 0, 0 if reverse else n - 1)))
+        return out
+    at_first = views._iota(n, axis, node.ndim) == (n - 1 if reverse else 0)
+    for j, (x, gx) in enumerate(zip(steps, cts[: len(steps)])):
+        if _differentiable(x):  # the first element is the first state: its cotangent is l there
+            out.append((x, where(at_first, cast(lam[j], x.dtype), gx) if j in lam else where(at_first, 0.0, gx)))
+    return out
 
 
 def _running_position(kind: str, x: Array, axis: int, reverse: bool) -> Array:
@@ -340,6 +455,8 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
             gx = REDUCERS[kind].adjoint(ge, x, _expand(node, axes, keepdims, x.shape), ops)
         out.append((x, gx))
         return out
+    if op == "scan" and node.attrs[0] in (LOOP, USER_SCAN):
+        return _sequential_adjoints(node, g)
     if op == "scan":
         x = args[0]
         kind, axis, reverse = node.attrs[:3]
@@ -451,14 +568,17 @@ def _custom_adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
     return out
 
 
-def backward(outputs: Sequence[Array], cotangents: Sequence[Array], wrt: Sequence[Array]) -> list[Array]:
-    """The cotangents of ``wrt`` given those of ``outputs``: the vector-Jacobian product, as array operations."""
+def backward(outputs: Sequence[Array], cotangents: Sequence[Array], wrt: Sequence[Array],
+             leaves: Sequence[Array] = ()) -> list[Array]:  # fmt: skip
+    """The cotangents of ``wrt`` given those of ``outputs``: the vector-Jacobian product, as array operations.
+    Nothing flows past ``leaves`` (the cotangents of a function of them, as :func:`_sequential_adjoints` needs)."""
     adj: dict[int, Array] = {}
     for y, g in zip(outputs, cotangents):
         adj[id(y)] = adj[id(y)] + g if id(y) in adj else g
-    for node in reversed(walk(list(outputs))):
+    stop = frozenset(id(x) for x in leaves)
+    for node in reversed(walk(list(outputs), stop)):
         g = adj.get(id(node))
-        if g is None or not node.dtype.is_inexact:
+        if g is None or not node.dtype.is_inexact or id(node) in stop:
             continue
         for x, gx in _adjoints(node, g):
             if gx.dtype.is_complex and not x.dtype.is_complex:  # a real operand of a complex result: Re(c * dx)

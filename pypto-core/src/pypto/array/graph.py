@@ -837,8 +837,9 @@ def contract(operands: Sequence[Array], subscripts: Sequence[str], out: str) -> 
     return Array("contract", tuple(operands), attrs, shape, dt)
 
 
-def walk(outputs: Sequence[Array]) -> list[Array]:
-    """Every node the outputs depend on, each once, operands before their users."""
+def walk(outputs: Sequence[Array], leaves: frozenset[int] = frozenset()) -> list[Array]:
+    """Every node the outputs depend on, each once, operands before their users (not those of ``leaves``: ids
+    of nodes whose operands are not entered)."""
     order: list[Array] = []
     seen: set[int] = set()
     stack: list[tuple[Array, bool]] = [(o, False) for o in reversed(outputs)]
@@ -851,6 +852,8 @@ def walk(outputs: Sequence[Array]) -> list[Array]:
             continue
         seen.add(id(node))
         stack.append((node, True))
+        if id(node) in leaves:
+            continue
         for a in reversed(node.args):
             if isinstance(a, Array) and id(a) not in seen:
                 stack.append((a, False))

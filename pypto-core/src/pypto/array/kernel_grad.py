@@ -15,7 +15,10 @@ Supported: stores that write a whole output at distinct plain axes (``y[i, j] = 
 once; loads at plain axes, constants, or ``k*axis + c`` (slices); the kernel language's elementwise
 operations, ``where``, casts and reductions; gathers (their adjoint a scatter-add into the table) and
 scatter-adds after the stores (``y[idx[i]] += v``: the array layer's ``y.at[idx].add(v)``, whose adjoint
-gathers the cotangent); scalar parameters (constants of the pullback). A kernel beyond that gets a
+gathers the cotangent); scans (``pt.cumsum`` & co, ``pt.associative_scan``) and sequential loops (``for t in
+pt.range(n)``, ``while`` on a traced value: the array layer's loop scan, each variable one node, whose adjoint
+is a scan the other way over the recomputed states, see :func:`pypto.array.autodiff._sequential_adjoints`);
+scalar parameters (constants of the pullback). A kernel beyond that gets a
 :class:`~pypto.errors.TracingError` naming the store.
 """
 
@@ -30,7 +33,25 @@ from pypto._lru import LRUCache
 from pypto.array import views
 from pypto.array.graph import Array, binary, cast, reduce, unary, where
 from pypto.errors import TracingError
-from pypto.ir.nodes import Binary, Cast, Const, Expr, Extent, Gather, Index, Load, Reduce, Scalar, Scan, Unary, Where
+from pypto.ir.nodes import (
+    Binary,
+    Cast,
+    Combine,
+    Const,
+    Expr,
+    Extent,
+    Gather,
+    Index,
+    Load,
+    Reduce,
+    Scalar,
+    Scan,
+    Unary,
+    Where,
+    scan_bodies,
+    scan_key,
+    transform,
+)
 from pypto.ir.ops import LAST, LOOP
 
 Named = tuple[Any, tuple[int, ...]]  # an array (or a Python number) and the kernel axis of each of its dims
@@ -44,6 +65,13 @@ class _Reader:
         self.dims = dims
         self.scalars = scalars
         self.extent = {a.index: a.extent.evaluate(dims) for a in ir.axes if a.extent is not None}
+        self.loops: dict[tuple, tuple[list[Array], tuple[int, ...]]] = {}  # per traced program (see reset)
+        self.starts: dict[tuple, list[Array]] = {}
+
+    def reset(self) -> None:
+        """Forget the arrays of the last traced program."""
+        self.loops.clear()
+        self.starts.clear()
 
     def fail(self, store: Any, why: str) -> TracingError:
         return TracingError(f"kernel.vjp of '{self.ir.name}': {why}", store.loc,
@@ -113,10 +141,94 @@ class _Reader:
             return (reduce(e.op, arr, over, False) if over else arr, rest)
         if isinstance(e, Gather):
             return self.gather(e, env, store)
-        if (isinstance(e, Scan) and e.op == LOOP) or (isinstance(e, Reduce) and e.op == LAST):
-            raise self.fail(store, "a sequential loop (for t in pt.range(n), or a while on a traced value) has no "
-                            "gradient yet")  # fmt: skip
+        if isinstance(e, Scan) and e.op == LOOP:
+            arrays, axes = self.loop(e, env, store)
+            return (arrays[e.which], axes)
+        if isinstance(e, Scan):  # pt.cumsum & co, pt.associative_scan: the array layer's scan along the axis
+            values = [self.value(v, env, store) for v in scan_bodies(e)]
+            axes = self.union(*values)
+            axes += () if e.axis in axes else (e.axis,)
+            shape = tuple(self.extent[a] for a in axes)
+            arrays = []
+            for value in values:
+                if not isinstance(value[0], Array):
+                    raise self.fail(store, "a scan of a constant")
+                arr = self.align(value, axes)
+                arrays.append(views.broadcast_to(arr, shape) if arr.shape != shape else arr)
+            combine = None if e.combine is None else Combine(tuple(self.constants(x, store) for x in e.combine.exprs))
+            assert e.dtype is not None
+            return (Array("scan", tuple(arrays), (e.op, axes.index(e.axis), e.reverse, combine, e.which), shape,
+                          e.dtype, loc=e.loc), axes)  # fmt: skip
+        if isinstance(e, Reduce) and e.op == LAST:  # the variable after the loop's last step
+            assert isinstance(e.body, Scan)
+            arrays, axes = self.loop(e.body, env, store)
+            (t,) = e.axes
+            rest = tuple(a for a in axes if a != t)
+            if self.extent[t] == 0:  # no step: the value before the loop
+                start = views.getitem(self.starts[scan_key(e.body)][e.body.which], (*(slice(None),) * axes.index(t), 0))
+                return (start, rest)
+            return (views.getitem(arrays[e.body.which], (*(slice(None),) * axes.index(t), -1)), rest)
         raise self.fail(store, f"{type(e).__name__} is not supported")
+
+    def loop(self, e: Scan, env: dict[str, Array], store: Any) -> tuple[list[Array], tuple[int, ...]]:
+        """A sequential loop's variables after each step, as array-layer loop scans over the axes its values
+        and starts vary along (and its own): one node per variable, shared by the loop's readers."""
+        key = scan_key(e)
+        hit = self.loops.get(key)
+        if hit is not None:
+            return hit
+        assert e.combine is not None
+        k = len(e.combine.exprs)
+        steps = [self.value(v, env, store) for v in scan_bodies(e)]
+        starts = [self.value(v, env, store) for v in e.init]
+        axes = self.union(*steps, *starts)
+        if e.axis not in axes:
+            axes += (e.axis,)
+        shape = tuple(self.extent[a] for a in axes)
+        where_t = axes.index(e.axis)
+
+        from pypto.array.autodiff import full
+
+        def whole(value: Named, expr: Expr, shape: tuple[int, ...]) -> Array:
+            arr = self.align(value, axes)
+            assert expr.dtype is not None
+            if not isinstance(arr, Array):
+                return full(shape, arr, expr.dtype)
+            return views.broadcast_to(arr, shape) if arr.shape != shape else arr
+
+        once = shape[:where_t] + (1,) + shape[where_t + 1 :]  # (the values before the loop: none along it)
+        before = [cast(whole(v, x, once), x.dtype) for v, x in zip(starts, e.init)]  # type: ignore[arg-type]
+        step_arrays = [whole(v, x, shape) for v, x in zip(steps, scan_bodies(e))]
+        start_arrays = [views.broadcast_to(b, shape) for b in before]
+        combine = Combine(tuple(self.constants(x, store) for x in e.combine.exprs))
+        arrays = [
+            Array(
+                "scan",
+                (*step_arrays, *start_arrays),
+                (LOOP, where_t, False, combine, j),
+                shape,
+                start_arrays[j].dtype,
+                loc=e.loc,
+            )  # fmt: skip
+            for j in range(k)
+        ]
+        self.starts[key] = before
+        self.loops[key] = (arrays, axes)
+        return arrays, axes
+
+    def constants(self, e: Expr, store: Any) -> Expr:
+        """A loop's step with its scalar parameters and sizes as the call's numbers."""
+
+        def leaf(n: Any) -> Any:
+            if isinstance(n, Scalar):
+                return Const(self.scalars[n.name], dtype=n.dtype, loc=n.loc)
+            if isinstance(n, Extent):
+                return Const(self.extent[n.axis], dtype=n.dtype, loc=n.loc)
+            if isinstance(n, (Load, Gather, Index, Reduce, Scan)):
+                raise self.fail(store, f"a loop step reads {type(n).__name__} inside its carried computation")
+            return None
+
+        return transform(e, leaf)
 
     def gather(self, e: Gather, env: dict[str, Array], store: Any) -> Named:
         """A gather as the array layer's integer-array indexing: every position an index array over the axes
@@ -227,6 +339,7 @@ def kernel_vjp(kernel: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
     def program(*xs: Any) -> Any:
         _require_grad(f"{kernel.name}.vjp pullback")
         arrays, cts = xs[: len(ins)], xs[len(ins) :]
+        reader.reset()
         env: dict[str, Array] = {p.name: a for p, a in zip(ins, arrays)}
         written: dict[str, Array] = {}
         for s in ir.stores:

@@ -47,6 +47,7 @@ from pypto.ir.nodes import (
     Unary,
     Where,
 )
+from pypto.ir.ops import LOOP
 
 MAX_AXES = 256  # a guard against runaway programs; each reduction of a program has its own axes
 
@@ -441,12 +442,20 @@ class Lowering:
         """A running reduction at ``idx``: a ``Scan`` along the axis at its position when that is a plain axis of
         the store (its loop carries the scan); read from a temporary it is stored in first otherwise (a reversed
         or shifted view of it, one element of it, a scan read inside a reduction)."""
-        x, *others = node.args
         op, a, reverse, combine, which = node.attrs
+        starts: tuple[Array, ...] = ()
+        if op == LOOP:  # (a sequential loop's values before its first step: the last operands)
+            k = len(combine.exprs)
+            starts = node.args[len(node.args) - k :]
+            x, *others = node.args[: len(node.args) - k]
+        else:
+            x, *others = node.args
         axis = idx[a].plain_axis()
         if (
             self.in_scatter  # (a scatter's points are no scan nest: stored first)
             or axis is None
+            or (reverse and not same(self.extents[axis], node.shape[a]))  # (a part of a reversed scan: the
+            # scan starts at the end, which the nest's loop over the part does not reach)
             or axis in self.reduction_axis_set
             or any(axis in ix.axis_set() for ix in idx[:a] + idx[a + 1 :])
         ):
@@ -455,7 +464,8 @@ class Lowering:
         if combine is None and x.dtype != node.dtype:  # booleans and narrow integers summed in a wider type
             body = Cast(body, dtype=node.dtype, loc=node.loc)
         rest = tuple(self.at(o, idx) for o in others)  # pt.associative_scan of a tuple: the other values
-        return Scan(op, body, axis, reverse, combine, rest, which, loc=node.loc)
+        init = tuple(self.at(s, idx) for s in starts)  # (broadcast along the loop's axis: read before it)
+        return Scan(op, body, axis, reverse, combine, rest, which, init, loc=node.loc)
 
     def sort(self, node: Array, idx: tuple[Affine, ...]) -> Expr:
         """An ordering (``pt.sort``, ``pt.argsort``, ``pt.topk``) at ``idx``: a ``Sort`` whose positions run along
