@@ -20,6 +20,7 @@ from pypto._version import __version__
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on first use
     from pypto.array.autodiff import GradFunction, grad, grad_enabled, is_grad_enabled, no_grad, value_and_grad, vjp
+    from pypto.array.checkpoint import checkpoint
     from pypto.array.custom import CustomOp, custom_op
     from pypto.array.function import JitFunction, jit
     from pypto.array.graph import stop_gradient
@@ -199,6 +200,7 @@ _LAZY: dict[str, str] = {
     "GradFunction": ".array.autodiff",
     "custom_op": ".array.custom",
     "CustomOp": ".array.custom",
+    "checkpoint": ".array.checkpoint",
     "show_graph": ".array.introspect",
     "check_memory": ".array.introspect",
     "Parameter": ".array.module",
@@ -367,7 +369,7 @@ __all__ = [
     # array API
     "jit", "JitFunction", "grad", "stop_gradient", "value_and_grad", "vjp", "no_grad", "grad_enabled", "is_grad_enabled",
     "GradFunction", "matmul", "einsum", "softmax", "log_softmax", "layer_norm", "rms_norm", "gelu", "silu",
-    "relu", "pi", "e", "concat", "stack", "take", "take_along_axis", "embedding", "one_hot", "cross_entropy", "index_add", "bincount", "histogram", "custom_op", "CustomOp", "show_graph", "check_memory", "profile", "Parameter", "Module",
+    "relu", "pi", "e", "concat", "stack", "take", "take_along_axis", "embedding", "one_hot", "cross_entropy", "index_add", "bincount", "histogram", "custom_op", "CustomOp", "checkpoint", "show_graph", "check_memory", "profile", "Parameter", "Module",
     "module",
     # training
     "init_distributed", "DistributedDataParallel", "get_rank", "get_world_size",

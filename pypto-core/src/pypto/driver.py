@@ -54,7 +54,8 @@ def contract(compilation: Compilation, *, boundscheck: bool = True) -> CallContr
         from pypto.backends.numpy_source import compile_index_check
 
         check = compile_index_check(shaped)
-    return CallContract.of(shaped, alias_safe_pairs(compilation.final), check)
+    final = compilation.final
+    return CallContract.of(shaped, alias_safe_pairs(final), check, frozenset(b for b, _ in final.shares))
 
 
 def program(compilation: Compilation, target: Target | None, options: KernelOptions, *, noalias: bool = True,

@@ -127,6 +127,17 @@ class Compiled:
         self.results = [(pos, plan.buffers[pos].node.shape) for pos in plan.outputs]  # type: ignore[union-attr]
         self.pools: dict[int, list[np.ndarray]] = {k: [] for k, *_ in self.allocs}
         self.lock = threading.Lock()
+        self._shared: dict[int, int] | None = None
+
+    @property
+    def shared(self) -> dict[int, int]:
+        """Temporaries the kernel keeps in another's memory (``plan_memory``): buffer -> the buffer whose array
+        is passed for it (one allocation; the kernel never touches the first)."""
+        if self._shared is None:
+            by_name = {b.name: k for k, b in enumerate(self.plan.buffers)}
+            pairs = self.kernel.shared_buffers()
+            self._shared = {by_name[b]: by_name[a] for b, a in pairs.items() if b in by_name and a in by_name}
+        return self._shared
 
     def take(self, k: int, nbytes: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         """A buffer for ``k``: a pooled one nothing else refers to, else a new 64-byte aligned one.
@@ -184,7 +195,10 @@ class Compiled:
         if device is not None:
             return self._run_device(bound, device, given, sizes)
         held: dict[int, np.ndarray] = {}
+        shared = self.shared
         for k, nbytes, dtype, shape, value_shape in self.allocs:
+            if k in shared:  # (bound below, to the array of the temporary whose memory it uses)
+                continue
             if sizes is not None:
                 shape = _resolve(self.specs[k][0], sizes)  # type: ignore[index]
                 value_shape = _resolve(self.specs[k][1], sizes)  # type: ignore[index]
@@ -193,6 +207,8 @@ class Compiled:
             if o is None:
                 o = held[k] = self.take(k, nbytes, dtype, value_shape)
             bound[k] = o if o.shape == shape else o.reshape(shape)
+        for k, owner in shared.items():
+            bound[k] = bound[owner]
         for k, s, shape in self.views:
             if sizes is not None:
                 shape = _resolve(self.specs[k][0], sizes)  # type: ignore[index]
@@ -207,7 +223,10 @@ class Compiled:
         """A call on device arrays: results and temporaries are new arrays of the arguments' library on their
         device (that library's allocator pools them), and the kernel runs where the arrays are."""
         held: dict[int, Any] = {}
+        shared = self.shared
         for k, _nbytes, dtype, shape, value_shape in self.allocs:
+            if k in shared:
+                continue
             if sizes is not None:
                 shape = _resolve(self.specs[k][0], sizes)  # type: ignore[index]
                 value_shape = _resolve(self.specs[k][1], sizes)  # type: ignore[index]
@@ -215,6 +234,8 @@ class Compiled:
             if o is None:
                 o = held[k] = empty_like_device(template, value_shape, dtype)
             bound[k] = o if tuple(o.shape) == shape else o.reshape(shape)
+        for k, owner in shared.items():
+            bound[k] = bound[owner]
         for k, s, shape in self.views:
             if sizes is not None:
                 shape = _resolve(self.specs[k][0], sizes)  # type: ignore[index]

@@ -197,7 +197,8 @@ class MemoryEntry:
     kind: str  # "input", "result" or "temporary"
     shape: tuple[int, ...]
     dtype: str
-    nbytes: int
+    nbytes: int  # what the call allocates for it: 0 for a temporary kept in another's memory (``shares``)
+    shares: str | None = None  # the temporary whose buffer holds it (the plan_memory pass)
 
 
 @dataclass(frozen=True)
@@ -224,8 +225,14 @@ class MemoryReport:
 
     @property
     def peak(self) -> int:
-        """Bytes live at once: every input, result and temporary exists for the whole (single) kernel call."""
+        """Bytes the call holds at once: its inputs, results and temporaries, each allocated for the whole call
+        (temporaries that share a buffer counted once)."""
         return self.inputs + self.outputs + self.temporaries
+
+    @property
+    def shared(self) -> int:
+        """Temporaries kept in another's buffer (no allocation of their own)."""
+        return sum(e.shares is not None for e in self.entries)
 
     def __str__(self) -> str:
         from rich.console import Console
@@ -236,7 +243,7 @@ class MemoryReport:
             t.add_column(col)
         t.add_column("bytes", justify="right")
         for e in self.entries:
-            t.add_row(e.name, e.kind, str(e.shape), e.dtype, f"{e.nbytes:,}")
+            t.add_row(e.name, e.kind, str(e.shape), e.dtype, f"in {e.shares}" if e.shares else f"{e.nbytes:,}")
         for label, n in (("inputs", self.inputs), ("results", self.outputs), ("temporaries", self.temporaries),
                          ("peak", self.peak)):  # fmt: skip
             t.add_row(label, "", "", "", f"{n:,}", style="bold" if label == "peak" else None)
@@ -274,6 +281,10 @@ def check_memory(f: Any, *args: Any) -> MemoryReport:
                 shape = part.shape_of(k, sizes)
                 nbytes = math.prod(shape) * b.dtype.itemsize
             kind = kinds[b.kind] if last else "temporary"
+            owner = part.shared.get(k)
+            if owner is not None:  # kept in another temporary's buffer: allocated once, there
+                rows.append(MemoryEntry(b.name, kind, shape, b.dtype.name, 0, part.plan.buffers[owner].name))
+                continue
             rows.append(MemoryEntry(b.name, kind, shape, b.dtype.name, nbytes))
     entries = tuple(rows)
     return MemoryReport(c.kernel.name, entries)

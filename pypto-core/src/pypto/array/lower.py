@@ -578,7 +578,9 @@ class Lowering:
                      f"its size, {n.name if isinstance(n, Size) else n}")
             for a, n in sorted(self.extents.items())
         )  # fmt: skip
-        return KernelIR(self.name, tuple(params), tuple(dims), axes, tuple(self.stores), scatters=tuple(self.scatters))
+        scratch = frozenset(b.name for b in self.buffers if b.kind == "temp")
+        return KernelIR(self.name, tuple(params), tuple(dims), axes, tuple(self.stores), scatters=tuple(self.scatters),
+                        scratch=scratch)  # fmt: skip
 
 
 def _dim_name(n: int | Size) -> str:

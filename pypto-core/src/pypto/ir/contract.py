@@ -67,12 +67,16 @@ class CallContract(ParamViews):
     # dims) before anything is written: raises pypto.IndexError. None without gathers or with boundscheck=False
     index_check: Callable[..., None] | None = field(default=None, compare=False, repr=False)
     index_inputs: frozenset[str] = frozenset()  # the tensors the gathered indices are computed from
+    # scratch outputs the compiled code never touches (kept in another's memory by the plan_memory pass): the
+    # caller passes that other array for them, so they are left out of the overlap checks
+    unread: frozenset[str] = frozenset()
 
     @staticmethod
     def of(
         k: KernelIR,
         alias_ok: frozenset[tuple[str, str]] = frozenset(),
         index_check: Callable[..., None] | None = None,
+        unread: frozenset[str] = frozenset(),
     ) -> CallContract:
         """The contract of a kernel after shape inference (``k`` carries the checks)."""
         sources: list[DimSource] = []
@@ -92,6 +96,7 @@ class CallContract(ParamViews):
             axis_names=tuple((a.index, a.name) for a in k.axes),
             alias_ok=alias_ok,
             index_check=index_check,
+            unread=unread,
             index_inputs=frozenset(
                 n.tensor
                 for c in k.checks

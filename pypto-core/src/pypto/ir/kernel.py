@@ -200,6 +200,8 @@ class KernelIR(ParamViews):
     hints: Schedule | None = None  # the user's schedule hints
     scatters: tuple[Scatter, ...] = ()  # run after the stores, in order (pypto.ir.nodes.Scatter)
     deterministic: bool = True  # False (``@pt.kernel(deterministic=False)``): scatters may use atomic updates
+    scratch: frozenset[str] = frozenset()  # outputs whose contents the caller never reads (a jit's temporaries)
+    shares: tuple[tuple[str, str], ...] = ()  # (scratch, the scratch whose buffer it uses): see passes/memory.py
 
     def replace(self, **changes) -> KernelIR:
         return dataclasses.replace(self, **changes)

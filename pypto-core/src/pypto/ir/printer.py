@@ -83,6 +83,10 @@ def format_kernel(k: KernelIR) -> str:
         lines.append(f"  axis {a.name} = pt.axis({a.index}){ext}{src}")
     for t in k.temps:
         lines.append(f"  temp {t.name}: {t.dtype}{_shape(t.shape)}")
+    if k.scratch:
+        lines.append(f"  scratch {', '.join(sorted(k.scratch))}   (outputs the caller does not read)")
+    for b, a in k.shares:
+        lines.append(f"  share {b} -> {a}   ({a}'s nests have all run before {b}'s first: one buffer)")
     for c in k.checks:
         if isinstance(c, DimEqual):
             lines.append(f"  check {c.a_source} == {c.b_source}   (both size axis {c.axis})")

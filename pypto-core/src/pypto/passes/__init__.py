@@ -27,6 +27,7 @@ from pypto.passes.infer_shapes import infer_shapes
 from pypto.passes.infer_types import infer_types
 from pypto.passes.lower import lower
 from pypto.passes.materialize import materialize_temporaries
+from pypto.passes.memory import plan_memory
 from pypto.passes.optimize_loops import optimize_loops
 from pypto.passes.prologues import contraction_operands
 from pypto.passes.schedule import schedule, schedule_scatters, split_reductions
@@ -51,6 +52,7 @@ PASSES: list[tuple[str, Callable[[KernelIR], KernelIR]]] = [
     ("schedule", schedule),                  # parallel and vector loops
     ("schedule_scatters", schedule_scatters),  # scatters on threads: owner runs, private blocks, or serial
     ("online_softmax", online_softmax),      # long softmax rows: online max/sum variant
+    ("plan_memory", plan_memory),            # nests ordered to end scratch lives early; disjoint ones share
 ]  # fmt: skip
 
 LOWER = "lower"  # scheduled tensor IR -> loop IR (pypto.passes.lower)

@@ -126,6 +126,7 @@ class Binder:
         self.param_names = [p.name for p in contract.params]
         self.dims = contract.dims
         self.alias_ok = contract.alias_ok
+        self.unread = contract.unread
         self.tensor_params = contract.tensor_params
         self.scalar_params = contract.scalar_params
         self.warned_copies = False  # one PerformanceWarning per kernel for arguments copied on every call
@@ -259,11 +260,11 @@ class Binder:
 
     def _check_aliasing(self, arrays: dict[str, np.ndarray]) -> bool:
         noalias = True
-        outs = [p for p in self.tensor_params if p.role != "in"]
+        outs = [p for p in self.tensor_params if p.role != "in" and p.name not in self.unread]
         for q in outs:
             qa = arrays[q.name]
             for p in self.tensor_params:
-                if p.name == q.name:
+                if p.name == q.name or p.name in self.unread:  # (a parameter the code never touches)
                     continue
                 pa = arrays[p.name]
                 if pa.size == 0 or qa.size == 0 or not np.may_share_memory(pa, qa):

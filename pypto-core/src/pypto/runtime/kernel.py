@@ -186,6 +186,18 @@ class Kernel:
         except PyptoError:
             return None
 
+    def shared_buffers(self) -> dict[str, str]:
+        """The scratch outputs this kernel's backend reads and writes through another's memory (the
+        ``plan_memory`` pass): each such parameter -> the one whose array the caller passes for it. Empty
+        for a backend that renders an earlier stage (the NumPy reference) or when nothing is shared."""
+        try:
+            stage = self._backend(None, need_available=False).spec.stage
+        except PyptoError:
+            return {}
+        if stage is not None and stage in STAGES and STAGES.index(stage) < STAGES.index("plan_memory"):
+            return {}
+        return dict(self._compilation(True, self._default_target()).final.shares)
+
     def contract(self) -> CallContract:
         """The rules every call of this kernel satisfies (derived once; see :mod:`pypto.ir.contract`)."""
         if self._contract is None:

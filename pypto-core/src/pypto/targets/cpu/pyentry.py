@@ -150,19 +150,21 @@ def render_entry(k: CallContract, function: str, c_types: dict[DType, str], arg_
             w(
                 f"    if (({cond}) && (({' + '.join(lo)}) < 0 || ({' + '.join(hi)}) >= {_c_affine(c.size)})) goto fallback;"
             )
-    # outputs must not overlap any other buffer (the Python path decides whether an overlap is allowed)
-    if len(tensors) > PAIRWISE_MAX and any(q.role != "in" for q in tensors):
+    # outputs must not overlap any other buffer (the Python path decides whether an overlap is allowed); a
+    # parameter the code never touches (kept in another's memory) is passed that other array on purpose
+    checked = [p for p in tensors if p.name not in k.unread]
+    if len(checked) > PAIRWISE_MAX and any(q.role != "in" for q in checked):
         # one sort and a sweep: pairwise tests grow with the square of the buffers (a training step's ~90
         # buffers gave 6,300 tests, which took gcc -O3 two minutes to compile)
         spans = ", ".join(f"{{(uintptr_t)pb_{p.name}.buf, (uintptr_t)pb_{p.name}.buf + (uintptr_t)pb_{p.name}.len, "
-                          f"{int(p.role != 'in')}}}" for p in tensors)  # fmt: skip
-        w(f"    {{ pt_span pt_spans[{len(tensors)}] = {{{spans}}};")
-        w(f"      if (pt_overlap(pt_spans, {len(tensors)})) goto fallback; }}")
+                          f"{int(p.role != 'in')}}}" for p in checked)  # fmt: skip
+        w(f"    {{ pt_span pt_spans[{len(checked)}] = {{{spans}}};")
+        w(f"      if (pt_overlap(pt_spans, {len(checked)})) goto fallback; }}")
     else:
-        for q in tensors:
+        for q in checked:
             if q.role == "in":
                 continue
-            for p in tensors:
+            for p in checked:
                 if p is q:
                     continue
                 bq, bp = f"pb_{q.name}", f"pb_{p.name}"

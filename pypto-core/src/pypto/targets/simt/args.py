@@ -120,11 +120,12 @@ class DeviceBinder:
 
     def check_overlaps(self, arrays: dict[str, DeviceArray]) -> None:
         """Outputs may not share memory with any other argument (device arrays are never copied)."""
-        outs = [p for p in self.params if isinstance(p, TensorParam) and p.role != "in"]
+        unread = self.core.unread  # (parameters the code never touches: passed another's array on purpose)
+        outs = [p for p in self.params if isinstance(p, TensorParam) and p.role != "in" and p.name not in unread]
         for q in outs:
             dq = arrays[q.name]
             for p in self.params:
-                if not isinstance(p, TensorParam) or p.name == q.name:
+                if not isinstance(p, TensorParam) or p.name == q.name or p.name in unread:
                     continue
                 dp = arrays[p.name]
                 if dq.nbytes and dp.nbytes and dq.memory == dp.memory and _overlap(dq, dp):
