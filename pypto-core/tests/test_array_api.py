@@ -461,6 +461,25 @@ def test_one_function_called_from_eight_threads(jit, rng):
             close(got, want(xs[k]))
 
 
+def test_views_of_results_outlive_later_calls(pypto_executor):
+    """A result's buffer is reused only when nothing refers to it: neither the result nor a view of it (a row,
+    a transpose), which NumPy points at the memory's owner rather than at the result."""
+    f = pt.jit(lambda x, s: x * s, executor=pypto_executor)
+    x = np.arange(12.0).reshape(3, 4)
+    row, t = f(x, 2.0)[1], f(x, 3.0).T
+    later = [f(x, 4.0) for _ in range(3)]
+    np.testing.assert_array_equal(row, x[1] * 2.0)
+    np.testing.assert_array_equal(t, (x * 3.0).T)
+    np.testing.assert_array_equal(later[0], x * 4.0)
+    grad = pt.grad(lambda x, s: (x * s).sum())
+    first, second = grad(x, 2.0)[0], grad(x, 3.0)[0]
+    np.testing.assert_array_equal(first, 2.0)
+    np.testing.assert_array_equal(second, 3.0)
+    # a dropped result's buffer is taken again (steady loops do not allocate)
+    address = f(x, 5.0).__array_interface__["data"][0]
+    assert any(f(x, 6.0).__array_interface__["data"][0] == address for _ in range(2))
+
+
 # -- symbolic sizes (pt.jit(dims=...)) -----------------------------------------------------------------------
 
 

@@ -142,12 +142,15 @@ class Compiled:
     def take(self, k: int, nbytes: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         """A buffer for ``k``: a pooled one nothing else refers to, else a new 64-byte aligned one.
 
-        The pooled array is the very object a caller gets as a result (never a view of it: a view would
-        not count as a reference to it), so its reference count tells whether the caller still holds it."""
+        The pooled array is the very object a caller gets as a result, so its reference count tells whether
+        the caller still holds it; a view the caller took of it (``f(x)[0]``, ``f(x).T``) refers to the memory's
+        owner instead (NumPy points every view at the array that owns the memory, here the aligned byte
+        buffer), so the owner's count must show no such view either."""
         pool = self.pools[k]
         with self.lock:
             for a in pool:
-                if sys.getrefcount(a) == 3 and a.shape == shape:  # refs: the pool, this loop, the argument
+                # refs of the array: the pool, this loop, the argument; of its owner: the array, the argument
+                if sys.getrefcount(a) == 3 and (a.base is None or sys.getrefcount(a.base) == 2) and a.shape == shape:
                     return a
             a = _aligned(nbytes, dtype, shape)
             if len(pool) < POOL_SIZE:
