@@ -5,7 +5,9 @@
 * ``block``: the block of ``pypto-core/tests/distributed/train.py`` (pre-norm single-head attention and a GELU
   MLP with residuals, a linear head on the mean token) at batch 32, 64 tokens, width 128, hidden 512, float32:
   the ``pt.Module`` through ``pt.torch.module`` (forward and backward are pypto kernels) against the same block
-  written with torch operations (torch eager), forward alone and forward + backward of a mean-squared loss.
+  written with torch operations (torch eager), forward alone and forward + backward of a mean-squared loss;
+  the step both with the forward's costly values kept for the backward (``pt.torch.KEEP_RESIDUALS``, the
+  default) and with the backward computing the forward again.
   Medians of 9 after warm-up, 2 threads; the gradients of both are checked against each other.
 * ``ddp``: steps per second of the whole training step (forward, backward, all-reduce, Adam) on a global batch of
   64, with 1 process (2 threads) and with 2 processes (``torchrun``, gloo, 32 samples and 1 thread each).
@@ -100,7 +102,12 @@ def block() -> dict[str, float]:
         "pypto step": median_ms(step(model, list(model.parameters()))),
         "torch step": median_ms(step(ref, list(ref_params.values()))),
     }
+    pt.torch.KEEP_RESIDUALS = False  # the backward computing the forward again (pt.vjp's pullback)
+    step(model, list(model.parameters()))()
+    out["pypto step, forward recomputed"] = median_ms(step(model, list(model.parameters())))
+    pt.torch.KEEP_RESIDUALS = True
     out["pypto backward"] = out["pypto step"] - out["pypto forward"]
+    out["pypto backward, forward recomputed"] = out["pypto step, forward recomputed"] - out["pypto forward"]
     out["torch backward"] = out["torch step"] - out["torch forward"]
     out["parameters"] = int(sum(q.numel() for q in model.parameters()))
     return out
@@ -165,6 +172,9 @@ def main() -> None:
     for what in ("forward", "backward", "step"):
         p, t = b[f"pypto {what}"], b[f"torch {what}"]
         print(f"{what:10} {p:9.2f} {t:9.2f} {t / p:14.2f}")
+    for what in ("backward", "step"):
+        p, t = b[f"pypto {what}, forward recomputed"], b[f"torch {what}"]
+        print(f"{what:10} {p:9.2f} {t:9.2f} {t / p:14.2f}   (the backward computing the forward again)")
     one, two = ddp(1), ddp(2)
     print(f"\ndata-parallel steps (global batch {GLOBAL_BATCH}): 1 process {1e3 / one:.2f} steps/s ({one:.1f} ms), "
           f"2 processes {1e3 / two:.2f} steps/s ({two:.1f} ms): {one / two:.2f}x")  # fmt: skip

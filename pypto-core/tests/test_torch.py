@@ -237,3 +237,43 @@ def test_weights_load_into_a_module_by_name():
         pt.torch.load_state_dict(net, {**state, "layers.0.w": np.ones((2, 2))})
     with pytest.raises(pt.ArgumentError, match="takes a pt.Module"):
         pt.torch.module(torch.nn.Linear(2, 2))
+
+
+def test_the_backward_reads_the_forwards_kept_values(monkeypatch):
+    """A call that needs a gradient keeps the forward's costly values (contractions, reductions) for the backward,
+    which then computes no forward contraction again; the gradients equal torch's and those of the backward that
+    computes the forward again (KEEP_RESIDUALS off)."""
+    torch.manual_seed(3)
+
+    def attention(q, k, v, w):
+        s = pt.softmax(q @ k.T * 0.25, dim=-1)
+        return pt.tanh((s @ v) @ w)
+
+    op = pt.torch.op(attention)
+    q, k, v = (torch.randn(12, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    w = torch.randn(8, 5, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(12, 5, dtype=torch.float64)
+    ts = (q, k, v, w)
+
+    def grads(f):
+        for t in ts:
+            t.grad = None
+        (f(*ts) * g).sum().backward()
+        return [t.grad.clone() for t in ts]
+
+    kept = grads(op)
+    want = grads(lambda q, k, v, w: torch.tanh((torch.softmax(q @ k.T * 0.25, -1) @ v) @ w))
+    monkeypatch.setattr(pt.torch, "KEEP_RESIDUALS", False)
+    again = grads(op)
+    for a, b, c in zip(kept, want, again):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(a, c, rtol=1e-12, atol=1e-12)
+    n_res = next(key[3] for key in op._ops if key[3])
+    assert n_res >= 3  # q @ k.T, the softmax's row maximum and sum, s @ v, (s @ v) @ w (some may share a nest)
+    arrays = [t.detach().numpy() for t in ts]
+    forward = op.pullbacks.residual_jits(4, 1).compiled(*arrays)
+    values = [np.zeros(forward.shape_of(pos, None)) for pos in forward.plan.outputs]
+    backward = op.pullbacks.residual_jits(4, 1, n_res)
+    with_kept = backward.ir(*arrays, *values, np.zeros((12, 5)), stage="traced")
+    recomputed = op.pullbacks.pullback_jit(4, 1).ir(*arrays, np.zeros((12, 5)), stage="traced")
+    assert with_kept.count("reduce_") < recomputed.count("reduce_")  # (contractions are sums of products)

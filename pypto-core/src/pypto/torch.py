@@ -106,19 +106,30 @@ class TorchOp:
         return self.torch.from_numpy(a)
 
     # -- the operator ---------------------------------------------------------------------------------------
-    def _signature(self, arrays: list[np.ndarray]) -> tuple[int, bool]:
+    def _signature(self, arrays: list[np.ndarray], keep: bool) -> tuple[int, bool, int]:
+        """The number of results, whether the function returns one array, and (``keep``: a call whose backward
+        will run) the number of residuals the forward keeps for it."""
         c = self.forward.compiled(*arrays)
-        return len(c.plan.outputs), c.single
+        n_out = len(c.plan.outputs)
+        if not keep:
+            return n_out, c.single, 0
+        kept = self.pullbacks.residual_jits(len(arrays), n_out).compiled(*arrays)
+        return n_out, c.single, len(kept.plan.outputs) - n_out
 
-    def _make(self, n_in: int, n_out: int, single: bool) -> Any:
+    def _make(self, n_in: int, n_out: int, single: bool, n_res: int) -> Any:
+        """The operator for ``n_in`` tensors; with ``n_res`` residuals it returns them after the results (the
+        backward reads them instead of computing the forward again)."""
         torch = self.torch
         args = ", ".join(f"Tensor x{k}" for k in range(n_in))
-        outs = "Tensor" if single else "(" + ", ".join(["Tensor"] * n_out) + ")"
-        qualified = f"pypto::{self.name}_{n_in}_{n_out}"
+        outs = "Tensor" if single and not n_res else "(" + ", ".join(["Tensor"] * (n_out + n_res)) + ")"
+        qualified = f"pypto::{self.name}_{n_in}_{n_out}" + (f"_keeping_{n_res}" if n_res else "")
         me = self
 
         def impl(*ts: Any) -> Any:
-            res = me.forward(*(me._array(t, k) for k, t in enumerate(ts)))
+            arrays = [me._array(t, k) for k, t in enumerate(ts)]
+            if n_res:
+                return tuple(me._tensor(r) for r in me.pullbacks.residual_jits(n_in, n_out)(*arrays))
+            res = me.forward(*arrays)
             return me._tensor(res) if single else tuple(me._tensor(r) for r in res)
 
         op = torch.library.custom_op(qualified, impl, mutates_args=(), schema=f"({args}) -> {outs}")
@@ -130,25 +141,38 @@ class TorchOp:
             c = me.forward.compiled(*probes)
             shapes = [c.shape_of(pos, None) for pos in c.plan.outputs]
             dts = [_torch_dtype(torch, c.plan.buffers[pos].dtype.numpy) for pos in c.plan.outputs]
+            if n_res:
+                kept = me.pullbacks.residual_jits(n_in, n_out).compiled(*probes)
+                shapes = [kept.shape_of(pos, None) for pos in kept.plan.outputs]
+                dts = [_torch_dtype(torch, kept.plan.buffers[pos].dtype.numpy) for pos in kept.plan.outputs]
             made = [ts[0].new_empty(s, dtype=d) for s, d in zip(shapes, dts)]
-            return made[0] if single else tuple(made)
+            return made[0] if single and not n_res else tuple(made)
 
         def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
-            ctx.save_for_backward(*inputs)
+            if n_res:  # the results and the residuals too: the backward reads them
+                ctx.mark_non_differentiable(*output[n_out:])
+                ctx.save_for_backward(*inputs, *output)
+            else:
+                ctx.save_for_backward(*inputs)
 
         def backward(ctx: Any, *grads: Any) -> tuple:
-            inputs = ctx.saved_tensors
+            saved = ctx.saved_tensors
+            inputs, kept = saved[:n_in], saved[n_in:]
             arrays = [me._array(t, k) for k, t in enumerate(inputs)]
             outs_meta = me.forward.compiled(*arrays)
             cts = []
-            for pos, g in zip(outs_meta.plan.outputs, grads):
+            for pos, g in zip(outs_meta.plan.outputs, grads[:n_out]):
                 if g is None:
                     b = outs_meta.plan.buffers[pos]
                     zero = np.zeros(outs_meta.shape_of(pos, None), b.dtype.numpy)
                     cts.append(torch.from_numpy(zero).to(inputs[0].device) if inputs[0].is_cuda else zero)
                 else:  # torch's complex gradients are the conjugates of pypto's (JAX's convention)
                     cts.append(_conj(me._array(g, 0)))
-            res = me.pullbacks.pullback_jit(n_in, n_out)(*arrays, *cts)
+            if n_res:
+                values = [me._array(t, k) for k, t in enumerate(kept)]
+                res = me.pullbacks.residual_jits(n_in, n_out, n_res)(*arrays, *values, *cts)
+            else:
+                res = me.pullbacks.pullback_jit(n_in, n_out)(*arrays, *cts)
             res = list(res) if isinstance(res, tuple) else [res]
             out: list[Any] = []
             for t in inputs:
@@ -165,17 +189,30 @@ class TorchOp:
             if op is not None:
                 return op(*tensors)
         arrays = [self._array(t, k) for k, t in enumerate(tensors)]
-        n_out, single = self._signature(arrays)
-        key = (len(tensors), n_out, single)
+        # a call whose backward will run keeps the forward's costly values for it (KEEP_RESIDUALS)
+        keep = KEEP_RESIDUALS and self.torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+        n_out, single, n_res = self._signature(arrays, keep)
+        key = (len(tensors), n_out, single, n_res)
         with _lock:
             op = self._ops.get(key)
             if op is None:
                 op = self._ops[key] = self._make(*key)
-            self._by_arity[len(tensors)] = op
-        return op(*tensors)
+            if not n_res:
+                self._by_arity[len(tensors)] = op
+        if not n_res:
+            return op(*tensors)
+        out = op(*tensors)
+        return out[0] if single else tuple(out[:n_out])
 
     def __repr__(self) -> str:
         return f"<pypto torch operator pypto::{self.name}>"
+
+
+KEEP_RESIDUALS = True
+"""Whether a call of a ``pt.torch.op`` operator that needs a gradient keeps the forward's costly values (its
+contractions, reductions, scans, sorts and gathers the backward reads) for the backward, which then does not
+compute the forward again: more memory between the two calls (torch's autograd keeps its saved tensors alike),
+less time in the backward. False: the backward recomputes the forward (``pt.vjp``'s pullback)."""
 
 
 def _conj(a: Any) -> Any:

@@ -44,7 +44,7 @@ import numpy as np
 
 from pypto import dtypes
 from pypto.array import views
-from pypto.array.graph import Array, binary, cast, reduce, scatter_add, unary, walk, where
+from pypto.array.graph import Array, binary, cast, reduce, scatter_add, substitute, unary, walk, where
 from pypto.errors import ArgumentError, TracingError
 from pypto.ir.nodes import Binary, Carry, Combine, Const, Where
 from pypto.ir.nodes import Cast as IRCast
@@ -827,6 +827,94 @@ class _Pullbacks:
             program.__name__ = program.__qualname__ = f"vjp_{getattr(fn, '__name__', 'f')}"
             hit = self.backward[key] = JitFunction(program, **_clean(self.options))  # type: ignore[index]
         return hit
+
+    # -- keeping the forward's values for the backward (pt.torch.op in training) ---------------------------------
+    def residual_jits(self, n_args: int, n_out: int, n_res: int | None = None) -> Any:
+        """The forward program that also returns its *residuals* (``(*ys, *residuals)``), or, with ``n_res``, the
+        backward program that reads them (``(*xs, *ys, *residuals, *cotangents) -> cotangents of xs``): the
+        backward of :meth:`pullback_jit` with the forward's costly values (contractions, reductions, scans,
+        sorts, gathers its adjoints read) given instead of computed again. The residuals are found once per
+        signature, while the forward program is traced (the backward is built there on stand-in cotangents to
+        see what it reads), and named by their place in the forward graph, which a second trace of the same
+        function on arrays of the same signature builds alike; a value the backward reads that is not there
+        (the function traced differently) is computed again, never taken from the wrong place."""
+        from pypto.array.function import JitFunction
+
+        key = ("residuals", n_args, n_out, n_res)
+        hit = self.backward.get(key)  # type: ignore[call-overload]
+        if hit is not None:
+            return hit
+        fn = rewrite(self.fn, updates=True)
+        kept: dict[tuple, list[tuple[int, str, tuple, Any]]] = self.__dict__.setdefault("_kept", {})
+
+        def signature(args: tuple) -> tuple:
+            return tuple((a.shape, a.dtype.name) if isinstance(a, Array) else repr(a) for a in args)
+
+        def traced(args: tuple) -> tuple[list[Array], list[Array], list[Array]]:
+            ys = fn(*args)
+            ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
+            return ys, [a for a in args if isinstance(a, Array) and a.dtype.is_inexact], walk(ys)
+
+        def forward(*xs: Any) -> Any:
+            ys, wrt, order = traced(xs)
+            stand_ins = [full(y.shape, 1.0, y.dtype) for y in ys]  # (never computed: not an output)
+            res = [r for r in _residuals(order, backward(ys, stand_ins, wrt)) if all(r is not y for y in ys)]
+            place = {id(n): k for k, n in enumerate(order)}
+            kept[signature(xs)] = [(place[id(r)], r.op, r.shape, r.dtype) for r in res]
+            return (*ys, *res)
+
+        def back(*zs: Any) -> Any:
+            assert n_res is not None
+            xs, given = zs[:n_args], zs[n_args:]
+            outs, res, cts = given[:n_out], given[n_out : n_out + n_res], given[n_out + n_res :]
+            ys, wrt, order = traced(xs)
+            mapping = {id(y): o for y, o in zip(ys, outs) if y.shape == o.shape and y.dtype == o.dtype}
+            for (k, op, shape, dtype), r in zip(kept.get(signature(xs), []), res):
+                node = order[k] if k < len(order) else None
+                if node is not None and node.op == op and node.shape == shape == r.shape and node.dtype == dtype:
+                    mapping[id(node)] = r
+            return tuple(substitute(backward(ys, list(cts), wrt), mapping))
+
+        program = forward if n_res is None else back
+        names = [f"x{k}" for k in range(n_args)]
+        if n_res is not None:
+            names += (
+                [f"y{k}" for k in range(n_out)] + [f"r{k}" for k in range(n_res)] + [f"ct{k}" for k in range(n_out)]
+            )
+        program.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
+        )
+        base = getattr(self.fn, "__name__", "f")
+        program.__name__ = program.__qualname__ = f"{base}_keeping" if n_res is None else f"vjp_{base}_kept"
+        hit = self.backward[key] = JitFunction(program, **_clean(self.options))  # type: ignore[index]
+        return hit
+
+
+RESIDUAL_OPS = ("contract", "reduce", "scan", "sort", "gather")
+"""The forward values a backward reads that pt.torch.op keeps between its two calls: the costly ones (each a
+nest of its own); elementwise values are computed again from them, fused into the backward's nests."""
+
+
+def _residuals(order: list[Array], grads: list[Array]) -> list[Array]:
+    """The forward nodes (``order``: the forward graph) of :data:`RESIDUAL_OPS` that the backward ``grads`` read,
+    directly or through elementwise forward nodes, in forward order."""
+    place = {id(n): k for k, n in enumerate(order)}
+    stack: list[Array] = []
+    for node in walk(grads, frozenset(place)):
+        if id(node) not in place:
+            stack += [a for a in node.args if isinstance(a, Array) and id(a) in place]
+    seen: set[int] = set()
+    out: list[Array] = []
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or n.op == "input":
+            continue
+        seen.add(id(n))
+        if n.op in RESIDUAL_OPS:
+            out.append(n)
+        else:
+            stack += [a for a in n.args if isinstance(a, Array) and id(a) in place]
+    return sorted(out, key=lambda n: place[id(n)])
 
 
 def _clean(options: dict[str, Any]) -> dict[str, Any]:

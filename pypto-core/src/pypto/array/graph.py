@@ -837,6 +837,23 @@ def contract(operands: Sequence[Array], subscripts: Sequence[str], out: str) -> 
     return Array("contract", tuple(operands), attrs, shape, dt)
 
 
+def substitute(outputs: Sequence[Array], mapping: dict[int, Array]) -> list[Array]:
+    """``outputs`` rebuilt with the nodes whose ids ``mapping`` holds replaced by its arrays (every node that
+    depends on one of them a new node with new operands; the others the same objects)."""
+    new: dict[int, Array] = dict(mapping)
+    for node in walk(list(outputs), frozenset(mapping)):
+        if id(node) in new:
+            continue
+        args = tuple(new.get(id(a), a) if isinstance(a, Array) else a for a in node.args)
+        if all(a is b for a, b in zip(args, node.args)):
+            new[id(node)] = node
+            continue
+        copy = Array(node.op, args, node.attrs, node.shape, node.dtype, node.loc, node.name)
+        copy.weak, copy.argument, copy.value = node.weak, node.argument, node.value
+        new[id(node)] = copy
+    return [new[id(o)] for o in outputs]
+
+
 def walk(outputs: Sequence[Array], leaves: frozenset[int] = frozenset()) -> list[Array]:
     """Every node the outputs depend on, each once, operands before their users (not those of ``leaves``: ids
     of nodes whose operands are not entered)."""
