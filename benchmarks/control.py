@@ -89,6 +89,18 @@ def decayed_loop(x: pt.Tensor[pt.float32, (M, N)], h: pt.Tensor[pt.float32, (M, 
         h[r, t] = acc
 
 
+@pt.kernel
+def decayed_loop_last(x: pt.Tensor[pt.float32, (M, N)], h: pt.Tensor[pt.float32, (M, N)],
+                      last: pt.Tensor[pt.float32, (M,)]):  # fmt: skip
+    """The loop storing each step's value and its variable after the last step (one nest runs the steps)."""
+    r = pt.axis(0)
+    acc = 0.0
+    for t in pt.range(N):
+        acc = 0.9 * acc + x[r, t]
+        h[r, t] = acc
+    last[r] = acc
+
+
 LIMIT = 100
 
 
@@ -146,8 +158,11 @@ def recurrence() -> None:
     decayed(x, h)
     decayed_loop(x, hl)
     numpy_decayed(x, hp)
-    for got in (h, hl, hp):
+    hll, last = np.empty_like(x), np.empty(x.shape[0], np.float32)
+    decayed_loop_last(x, hll, last)
+    for got in (h, hl, hp, hll):
         assert np.allclose(got, hn, rtol=1e-5, atol=1e-5)
+    assert np.allclose(last, hn[:, -1], rtol=1e-5, atol=1e-5)
     cr, ci = np.linspace(-2.0, 0.6, 1000), np.linspace(-1.3, 1.3, 1000)
     m, mn, mp = (np.empty((1000, 1000), np.int32) for _ in range(3))
     numba_mandelbrot(cr, ci, mn)
@@ -160,6 +175,8 @@ def recurrence() -> None:
         ("h = 0.9 h + x, 4096 rows x 4096 steps, for t in pt.range", lambda: decayed_loop(x, hl),
          lambda: numba_decayed(x, hn), lambda: numpy_decayed(x, hp)),
         ("h = 0.9 h + x, 4096 rows x 4096 steps, pt.associative_scan", lambda: decayed(x, h),
+         lambda: numba_decayed(x, hn), lambda: numpy_decayed(x, hp)),
+        ("the same loop storing h and its last value", lambda: decayed_loop_last(x, hll, last),
          lambda: numba_decayed(x, hn), lambda: numpy_decayed(x, hp)),
         (f"Mandelbrot 1000 x 1000, {LIMIT} iterations, while", lambda: mandelbrot(cr, ci, m),
          lambda: numba_mandelbrot(cr, ci, mn), lambda: numpy_mandelbrot(cr, ci, mp)),

@@ -40,6 +40,8 @@ def test_recurrence_per_row_stores_each_step_and_the_last(pypto_executor, rng):
         np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(last, want_last, rtol=1e-5, atol=1e-5)  # no step: the value before the loop
     assert "loop(along t, from" in iir.ir("traced") and "reduce_last" in iir.ir("traced")
+    lowered = iir.ir("lower")  # one nest runs the steps, storing y at each and last after them
+    assert lowered.count("for t in") == 1 and "the loop also stores y[r, t] at each step" in lowered
 
 
 def test_rnn_cell_several_variables_a_branch_and_the_step_number(pypto_executor, rng):

@@ -97,6 +97,9 @@ class _Lowerer:
         self.names = NameGen(taken | {a.name for a in k.axes})
         # reductions whose body is also written to the output: (buffer, index) to write it to
         self.write_through: dict[Reduce, tuple[str, tuple[Affine, ...]]] = {}
+        # stores of a loop's every step made in the loop of the nest being lowered (see _fold_loop_stores)
+        self.step_stores: list[Store] = []
+        self.steps_into: dict[int, list[Store]] = {}
         # max reduction -> the sum(exp(body - max)) it pairs with, when lowering the online variant
         self.online_pair: dict[Reduce, Reduce] = {}
         self.online_block = 0
@@ -517,8 +520,18 @@ class _Lowerer:
         """Statements computing ``r`` at this point of the nest, and the variable holding it."""
         if r.op == LAST:  # a loop's result: its steps run here, the variable after the last one is the value
             assert isinstance(r.body, Scan), r.body
-            stmts = self.emit(list(r.axes), [_Sink(r.body)], env, known=known)
-            return stmts, self.scan_acc[scan_key(r.body)][r.body.which]
+            key = scan_key(r.body)
+            sinks = [_Sink(r.body)]
+            folded = [st for st in self.step_stores if scan_key(st.value) == key]  # type: ignore[arg-type]
+            for st in folded:  # a store of each step's value, made in this loop (once)
+                sinks.append(_Sink(st.value, buffer=st.tensor, index=st.index))
+                self.step_stores.remove(st)
+            stmts = self.emit(list(r.axes), sinks, env, known=known)
+            if folded:
+                names = ", ".join(f"{st.tensor}[{', '.join(ix.format(self.k.axis_name) for ix in st.index)}]"
+                                  for st in folded)  # fmt: skip
+                stmts.insert(0, Comment(f"the loop also stores {names} at each step (that nest folded in here)"))
+            return stmts, self.scan_acc[key][r.body.which]
         acc = self.fresh(f"{r.op}_")
         axes = self.order_axes(r.axes, r.body)
         sinks = [_Sink(r.body, acc=acc, op=r.op, acc_dtype=r.dtype)]
@@ -839,14 +852,60 @@ class _Lowerer:
         for d in k.dims:
             args.append(Argument(d, "dim", I64))
         body: list[Stmt] = []
-        for g in k.groups:
+        self.steps_into, skip = _fold_loop_stores(k)
+        for gi, g in enumerate(k.groups):
+            if gi in skip:  # its store is made at each step of a later nest's loop (_fold_loop_stores)
+                continue
+            self.step_stores = self.steps_into.get(gi, [])
             body += self.group(g)
+            self.step_stores = []
         for s in k.scatters:
             body += self.scatter_nest(s)
         stmt: Stmt = Block(tuple(body))
         for t in reversed(k.temps):
             stmt = Alloc(t.name, t.dtype, tuple(self.affine(s, {}) for s in t.shape), stmt)
         return LoopKernel(k.name, tuple(args), stmt, self.noalias, tuple((t.name, t.dtype) for t in k.temps))
+
+
+def _fold_loop_stores(k: KernelIR) -> tuple[dict[int, list[Store]], set[int]]:
+    """Nests whose only store writes a sequential loop's value at each step (``y[r, t] = h`` in the loop's body)
+    while a later nest runs the same loop for the variables after it (``last[r] = h``): the later nest's loop
+    makes the store too, and the first nest is not emitted (the loop ran twice). It applies when the store writes
+    the point of its nest's loops, the loop's axis innermost and the later nest's loops the others; when no nest
+    in between touches the stored array or writes what the loop reads; and when the later nest does not read the
+    stored array. Returns the stores to make in each later nest, and the nests left out."""
+    assert k.groups is not None
+    into: dict[int, list[Store]] = {}
+    skip: set[int] = set()
+
+    def touched(g: Group) -> tuple[set[str], set[str]]:
+        reads = {n.tensor for st in g.stores for n in postorder(st.value) if isinstance(n, (Load, Gather))}
+        return {st.tensor for st in g.stores}, reads
+
+    for i, g in enumerate(k.groups):
+        if len(g.stores) != 1 or g.split is not None or g.online is not None:
+            continue
+        st = g.stores[0]
+        v = st.value
+        if not (isinstance(v, Scan) and v.op == LOOP) or not g.loops or g.loops[-1] != v.axis:
+            continue
+        if tuple(ix.plain_axis() for ix in st.index) != g.loops:
+            continue
+        reads = {n.tensor for n in postorder(v) if isinstance(n, (Load, Gather))}
+        key = scan_key(v)
+        for j in range(i + 1, len(k.groups)):
+            h = k.groups[j]
+            writes, h_reads = touched(h)
+            if st.tensor in h_reads or st.tensor in writes or writes & reads:
+                break
+            if h.loops == g.loops[:-1] and h.split is None and any(
+                r.op == LAST and isinstance(r.body, Scan) and scan_key(r.body) == key
+                for s2 in h.stores for r in top_reduces(s2.value)
+            ):  # fmt: skip
+                into.setdefault(j, []).append(st)
+                skip.add(i)
+                break
+    return into, skip
 
 
 def _scan_start(c: Scan, dt: DType) -> Const:
