@@ -1,4 +1,4 @@
-"""The quick demo: run the two seed kernels and the attention block of the array API on the default executor,
+"""The quick demo: run the two introductory kernels and the attention block of the array API on the default executor,
 and check them against NumPy."""
 
 import attention

@@ -46,6 +46,35 @@ def test_each_access_pattern_gets_its_schedule():
     assert "machine: " + host_cpu().describe() in matmul.ir("schedule")
 
 
+def test_a_scan_down_columns_walks_the_rows_along_blocks_of_columns(pypto_executor, rng):
+    """``pt.cumsum(x, axis=0)`` of a row-major array: its nest is a ``column-scan``, which the CPU target walks
+    row by row along blocks of columns (each column's running sum in a vector) instead of down each column; a
+    scan along the rows stays a ``scan``. The results are NumPy's."""
+
+    @pt.kernel(executor=pypto_executor)
+    def down(x: pt.Tensor[pt.float64, (M, N)], y: pt.Tensor[pt.float64, (M, N)]):
+        r, c = pt.axis(0), pt.axis(1)
+        y[r, c] = pt.cumsum(x[r, c], axis=r)
+
+    @pt.kernel(executor=pypto_executor)
+    def along(x: pt.Tensor[pt.float64, (M, N)], y: pt.Tensor[pt.float64, (M, N)]):
+        r, c = pt.axis(0), pt.axis(1)
+        y[r, c] = pt.cumsum(x[r, c], axis=c)
+
+    assert "schedule: column-scan order=(c, r) parallel=c" in nest_lines(down)[0]
+    assert "schedule: scan order=(r, c) parallel=r" in nest_lines(along)[0]
+    if "openmp" in pt.get_runtime_info()["backends"]:
+        text = down.ir(backend="openmp")
+        assert "rows walked along each block" in text and "vector for c in" in text
+    for shape in [(37, 300), (1, 5), (300, 3)]:
+        x = rng.standard_normal(shape)
+        y, z = np.empty_like(x), np.empty_like(x)
+        down(x, y)
+        along(x, z)
+        np.testing.assert_allclose(y, np.cumsum(x, 0), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(z, np.cumsum(x, 1), rtol=1e-12, atol=1e-12)
+
+
 def test_schedules_come_from_the_machine():
     avx2 = Machine("x86_64 avx2", 32, 16, 32 << 10, 1 << 20, 4)
     assert register_tile(avx2, 4) == (6, 16)  # 12 accumulators + a row of b + a broadcast in 16 registers

@@ -86,7 +86,7 @@ def get_world_size() -> int:
     return _dist().get_world_size() if is_initialized() else 1
 
 
-def DistributedDataParallel(model: Any, **kwargs: Any) -> Any:  # noqa: N802 - the seed's and torch's spelling
+def DistributedDataParallel(model: Any, **kwargs: Any) -> Any:  # noqa: N802 - torch's spelling
     """``torch.nn.parallel.DistributedDataParallel`` around ``model``: a ``pt.Module`` (converted with
     :func:`pypto.torch.module`, parameters shared) or a ``torch.nn.Module``; ``kwargs`` are DDP's."""
     from pypto.array.module import Module

@@ -36,7 +36,7 @@ from pypto.targets import Target
 ENTRY_POINT_GROUP = "pypto"
 
 ALIASES = {"omp": "openmp"}
-"""Other names an executor is known by (the seed's ``executor="omp"``)."""
+"""Other names an executor is known by (``executor="omp"``, as OpenMP users spell it)."""
 
 KNOWN_PACKAGES = {
     "openmp": "pypto-backend-openmp",

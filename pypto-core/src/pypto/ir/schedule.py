@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pypto.errors import ScheduleError
 
-PATTERNS = ("map", "transpose", "rows", "columns", "contraction", "full-reduction", "scan", "sort")
+PATTERNS = ("map", "transpose", "rows", "columns", "contraction", "full-reduction", "scan", "column-scan", "sort")
 """The access patterns a nest is classified as:
 
 * ``map``: elementwise or broadcast stores; the innermost loop walks every operand contiguously.
@@ -29,6 +29,9 @@ PATTERNS = ("map", "transpose", "rows", "columns", "contraction", "full-reductio
 * ``full-reduction``: no loops left: the reduction is split into fixed blocks.
 * ``scan``: a running reduction (``pt.cumsum``) carried along the innermost loop, which runs in order (never
   vectorised); the outermost loop, another axis, runs on threads.
+* ``column-scan``: a ``scan`` down columns (``pt.cumsum(x, axis=0)``, a loop over the rows of each column): its
+  innermost loop reads a row apart at every step; a CPU walks the rows along blocks of columns instead, each
+  column's running value kept in a vector (``block_columns``).
 * ``sort``: a sort (``pt.sort``, ``pt.argsort``, ``pt.topk``): each point of the other axes orders its row in
   scratch; the outermost of those axes runs on threads.
 """

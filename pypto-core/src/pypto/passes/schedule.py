@@ -159,6 +159,9 @@ def classify(g: Group) -> tuple[str, _Contraction | None]:
     if not g.loops:
         return "full-reduction", None
     if any(scan_of(s) is not None for s in g.stores):  # (a loop's result is a reduction: its steps inside)
+        inner = g.loops[-1]
+        if len(g.loops) >= 2 and all(_strided(ld, inner, g.loops[-2]) for s in g.stores for ld in loads(s.value)):
+            return "column-scan", None  # down columns: every step a row apart, the outer loop along the rows
         return "scan", None
     if any(sort_of(s) is not None for s in g.stores):
         return "sort", None
@@ -280,7 +283,7 @@ class _Scheduler:
         if pattern == "full-reduction":
             return replace(g, schedule=NestSchedule(pattern, (), None, None))
         hinted: list[str] = []
-        if pattern == "scan":  # the scan's axis (the last loop) runs in order; an outer axis on threads
+        if pattern in ("scan", "column-scan"):  # the scan's axis (the last loop) in order; an outer axis on threads
             parallel = self.parallel(gi, g, g.loops, hinted) if len(g.loops) > 1 else None
             self.allowed.append(f"{self.where(gi, g)}: none (a scan nest has no tiles)")
             return replace(g, schedule=NestSchedule(pattern, g.loops, parallel, None, hinted=tuple(hinted)))

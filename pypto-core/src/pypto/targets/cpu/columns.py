@@ -312,7 +312,7 @@ def block_columns(k: LoopKernel) -> LoopKernel:
     """Interchange the parallel loops over columns whose inner loops walk down the columns."""
 
     def fn(loop: Loop, names: Names, nest: Nest) -> Stmt | None:
-        if nest.schedule is None or nest.schedule.pattern != "columns" or nest.depth != 0:
+        if nest.schedule is None or nest.schedule.pattern not in ("columns", "column-scan") or nest.depth != 0:
             return None
         return _Interchange(loop, names, nest.schedule).run()
 
