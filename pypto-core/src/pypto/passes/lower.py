@@ -856,8 +856,9 @@ class _Lowerer:
         for gi, g in enumerate(k.groups):
             if gi in skip:  # its store is made at each step of a later nest's loop (_fold_loop_stores)
                 continue
-            self.step_stores = self.steps_into.get(gi, [])
+            self.step_stores = list(self.steps_into.get(gi, []))
             body += self.group(g)
+            assert not self.step_stores, f"folded step stores not made: {self.step_stores}"  # never silently lost
             self.step_stores = []
         for s in k.scatters:
             body += self.scatter_nest(s)
@@ -873,7 +874,9 @@ def _fold_loop_stores(k: KernelIR) -> tuple[dict[int, list[Store]], set[int]]:
     makes the store too, and the first nest is not emitted (the loop ran twice). It applies when the store writes
     the point of its nest's loops, the loop's axis innermost and the later nest's loops the others; when no nest
     in between touches the stored array or writes what the loop reads; and when the later nest does not read the
-    stored array. Returns the stores to make in each later nest, and the nests left out."""
+    stored array; the later nest must be a plain one (no split reduction, online softmax or sort: its LAST is
+    lowered once, by :meth:`_Lowerer.reduction`). Returns the stores to make in each later nest, and the nests
+    left out."""
     assert k.groups is not None
     into: dict[int, list[Store]] = {}
     skip: set[int] = set()
@@ -898,7 +901,8 @@ def _fold_loop_stores(k: KernelIR) -> tuple[dict[int, list[Store]], set[int]]:
             writes, h_reads = touched(h)
             if st.tensor in h_reads or st.tensor in writes or writes & reads:
                 break
-            if h.loops == g.loops[:-1] and h.split is None and any(
+            plain = h.split is None and h.online is None and all(sort_of(s2) is None for s2 in h.stores)
+            if h.loops == g.loops[:-1] and plain and any(
                 r.op == LAST and isinstance(r.body, Scan) and scan_key(r.body) == key
                 for s2 in h.stores for r in top_reduces(s2.value)
             ):  # fmt: skip
