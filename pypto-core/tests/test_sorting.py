@@ -213,3 +213,74 @@ def test_jit_gathers_at_positions_the_program_computes(pypto_executor, rng):
     want.backward()
     np.testing.assert_allclose(f(x), want.item(), rtol=1e-12)
     np.testing.assert_allclose(pt.grad(f)(x), t.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def _bits(a):
+    """The bytes of ``a`` (equal arrays of floats have the same zeros' signs and the same NaNs' payloads). A
+    float16 NaN is made one NaN: a device may convert float16 to float32 and back (OpenCL's ``vstore_half``
+    gives every NaN one payload)."""
+    a = np.array(a)
+    if a.dtype == np.float16:
+        a[np.isnan(a)] = np.nan
+    return a.view(np.uint8)
+
+
+@pytest.mark.parametrize("n", [63, 64, 300, 1023, 1024, 2047, 2048, 3001])
+def test_radix_sorts_of_random_rows_keep_every_bit(pypto_executor, rng, n):
+    """Rows long enough for the radix sorts (8-bit digits from 64 values, 11-bit from 1024 or 2048) on random
+    values of every width, with both zeros and NaNs of several payloads: the values come back bit for bit in
+    ``np.sort(kind="stable")``'s order (so -0.0 and 0.0 keep their positions' order), the positions are
+    ``np.argsort(kind="stable")``'s, and descending is the exact reverse order with ties by position."""
+    f16 = np.float32 if pypto_executor == "numba" else np.float16
+    wide = [np.float32, np.float64, np.int32, np.int64, np.uint32, np.int8, np.uint16, f16]
+    if pypto_executor != "numba":
+        wide.append(np.uint64)
+    for dt in wide:
+        if np.dtype(dt).kind == "f":
+            x = (rng.standard_normal((3, n)) * 100).astype(dt)
+            x[0, rng.random(n) < 0.1] = -0.0
+            x[0, rng.random(n) < 0.1] = 0.0
+            x[1, rng.random(n) < 0.05] = np.nan
+            if dt is np.float32:  # NaNs of other payloads and signs
+                x[1, :3] = np.array([0x7FC00001, 0xFFC00002, 0x7FC0F000], np.uint32).view(np.float32)
+        else:
+            info = np.iinfo(dt)
+            x = rng.integers(info.min, info.max, (3, n), dtype=dt, endpoint=True)
+            x[2, : n // 2] = x[2, 0]  # many ties
+
+        @pt.jit(executor=pypto_executor)
+        def orders(a):
+            return pt.sort(a, axis=1), pt.argsort(a, axis=1), pt.sort(a, axis=1, descending=True)
+
+        s, i, d = orders(x)
+        up = np.argsort(x, axis=1, kind="stable")
+        np.testing.assert_array_equal(i, up, err_msg=str(np.dtype(dt)))
+        np.testing.assert_array_equal(_bits(s), _bits(np.take_along_axis(x, up, 1)), err_msg=str(np.dtype(dt)))
+        down = _descending(x, 1) if np.dtype(dt) != np.uint64 else np.argsort(~x, axis=1, kind="stable")
+        if np.dtype(dt).kind == "f":
+            np.testing.assert_array_equal(_bits(d), _bits(np.take_along_axis(x, down, 1)), err_msg=str(np.dtype(dt)))
+        else:
+            np.testing.assert_array_equal(d, np.take_along_axis(x, down, 1), err_msg=str(np.dtype(dt)))
+    text = orders.ir(x, stage="lower")
+    assert "radix sort, 4 passes of 8 bits for rows of 64 to 2047 values" in pt.jit(lambda a: pt.sort(a)).ir(
+        np.zeros((2, 100), np.float32), stage="lower"
+    )
+    assert "radix sort" in text and "bits<" in text  # the keys are the values' bits
+
+
+def test_sort_scratch_is_allocated_per_row_on_cpu_threads(rng):
+    """The ``private_scratch`` pass moves a sort's scratch rows into the parallel loop over rows: one row's
+    worth, reused, instead of the whole scratch fresh at every call."""
+    f = pt.jit(lambda a: pt.sort(a, axis=1), executor="openmp")
+    x = rng.standard_normal((64, 500)).astype(np.float32)
+    np.testing.assert_array_equal(f(x), np.sort(x, axis=1))
+
+    def allocs(stage):
+        lines = f.ir(x, stage=stage).splitlines()
+        loop = next(k for k, line in enumerate(lines) if "parallel for" in line)
+        return [(k > loop, line.strip()) for k, line in enumerate(lines) if line.strip().startswith("alloc ")]
+
+    before, after = allocs("tile_transposes"), allocs("private_scratch")
+    assert len(before) == len(after) == 3  # the values (and the merge sort's), keys, counters
+    assert all(not inside and "[n64, " in text for inside, text in before), before
+    assert all(inside and "n64" not in text for inside, text in after), after

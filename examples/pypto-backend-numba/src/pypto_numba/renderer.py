@@ -36,7 +36,7 @@ from pypto.ir.loops import (
     Write,
     walk,
 )
-from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where, postorder
+from pypto.ir.nodes import Binary, Bitcast, Cast, Const, Expr, Unary, Where, postorder
 from pypto.ir.ops import FUNCTIONS2, binary_symbols
 from pypto.ir.ops import MATH as FUNCTIONS
 from pypto.ir.reducers import combine
@@ -142,6 +142,10 @@ class NumbaRenderer:
             return self.read(e.buffer, e.index), True
         if isinstance(e, Cast):
             return self.cast(e)
+        if isinstance(e, Bitcast):  # a NumPy scalar's view of its bits
+            src, dt = e.x.dtype, e.dtype
+            assert src is not None and dt is not None
+            return f"{SCALAR_TYPE[src]}({self.top(e.x)}).view({ARRAY_DTYPE[dt]})", True
         if isinstance(e, Where):
             return f"{self.expr(e.a)} if {self.expr(e.cond)} else {self.expr(e.b)}", False
         if isinstance(e, Unary):

@@ -174,6 +174,17 @@ class Cast(Expr):
 
 
 @_node
+class Bitcast(Expr):
+    """The bits of ``x`` read as ``dtype``, a type of the same width (C's ``memcpy`` of a value, NumPy's
+    ``view``). It appears only in the loop IR: the sort nests' radix keys are a float's bits
+    (:mod:`pypto.passes.sorting`)."""
+
+    x: Expr
+    dtype: DType | None = _dtype()
+    loc: SourceLoc | None = _loc()
+
+
+@_node
 class Reduce(Expr):
     """Combines ``body`` over ``axes`` with reducer ``op``; a value over the remaining axes."""
 

@@ -26,6 +26,7 @@ from pypto.ir.loops import (
 )
 from pypto.ir.nodes import (
     Binary,
+    Bitcast,
     Carry,
     Cast,
     Const,
@@ -233,6 +234,8 @@ def format_expr(e: Expr) -> str:
         return f"where({format_expr(e.cond)}, {format_expr(e.a)}, {format_expr(e.b)})"
     if isinstance(e, Cast):
         return f"{e.dtype}({format_expr(e.x)})"
+    if isinstance(e, Bitcast):
+        return f"bits<{e.dtype}>({format_expr(e.x)})"
     if isinstance(e, Index):
         return str(e.affine)
     return f"<{type(e).__name__}>"

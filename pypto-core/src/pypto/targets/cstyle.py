@@ -34,7 +34,7 @@ from pypto.ir.loops import (
     Var,
     Write,
 )
-from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
+from pypto.ir.nodes import Binary, Bitcast, Cast, Const, Expr, Unary, Where
 from pypto.ir.ops import FUNCTIONS, FUNCTIONS2, MATH, binary_symbols
 from pypto.ir.reducers import combine
 
@@ -259,6 +259,8 @@ class CRenderer:
             return f"{e.buffer}[{self.offset(e.buffer, e.index)}]", atom
         if isinstance(e, Cast):
             return self.cast(e)
+        if isinstance(e, Bitcast):
+            return self.bitcast(e)
         if isinstance(e, Where):
             return f"{self.expr(e.cond, 4)} ? {self.expr(e.a, 4)} : {self.expr(e.b, 3)}", 3
         if isinstance(e, Unary):
@@ -285,6 +287,23 @@ class CRenderer:
             x = x if now == float32 else f"({self.ctype(float32)})({x})"
             return f"{self.half_helper(bits[dst][1])}({x})", 100
         return (x, 100) if dst == float32 else (f"({self.ctype(dst)})({x})", 14)
+
+    def bitcast(self, e: Bitcast) -> tuple[str, int]:
+        """The bits of a value as another type of the same width: a cast of a 16-bit float held as its bits, a
+        union otherwise (C99, OpenCL C and CUDA all read a union's other member as the same bits)."""
+        src, dst = e.x.dtype, e.dtype
+        assert src is not None and dst is not None and src.bits == dst.bits
+        if src == dst:
+            return self._expr(e.x)
+        if self.ctype(src) == self.ctype(dst) or (src in self.half_conversions or dst in self.half_conversions):
+            return f"({self.ctype(dst)})" + self.expr(e.x, 14), 14
+        fn = f"pt_bits_{_suffix(dst)}_{_suffix(src)}"
+        if fn not in self.helpers:
+            t, f = self.ctype(dst), self.ctype(src)
+            self.helpers[fn] = (
+                f"{self.static_inline} {t} {fn}({f} x) {{ union {{ {f} from; {t} to; }} u; u.from = x; return u.to; }}"
+            )
+        return f"{fn}({self.expr(e.x)})", 100
 
     def saturating_cast(self, src: DType, dst: DType) -> str:
         """The helper converting a float of type ``src`` to the integer type ``dst`` toward zero, the values

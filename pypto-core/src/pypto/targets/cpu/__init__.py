@@ -9,6 +9,8 @@ Its passes rewrite and annotate the loop IR:
   matmul, dense layer) with its epilogue becomes register-tiled micro-kernels over panels of columns.
 * ``tile_transposes`` (:mod:`pypto.targets.cpu.tiles`): a nest writing contiguously while reading an
   input a row apart at every step (a transpose) is walked in square tiles that stay in L1.
+* ``private_scratch`` (:mod:`pypto.targets.cpu.scratch`): a temporary read and written only at a loop's
+  own index (a sort's scratch rows) is allocated in each iteration, one row's worth, not whole.
 * ``parallel_threshold``: a parallel loop starts threads only when its nest's estimated cost
   (``Loop.work``: points times a per-point cost) reaches :data:`PARALLEL_MIN_WORK`; below it,
   fork/join (OpenMP) or waking workers (TBB) costs more than it saves.
@@ -28,6 +30,7 @@ from pypto.ir.nodes import Binary, Const, postorder
 from pypto.targets import Target
 from pypto.targets.cpu.columns import block_columns
 from pypto.targets.cpu.contractions import block_contractions
+from pypto.targets.cpu.scratch import private_scratch
 from pypto.targets.cpu.tiles import tile_transposes
 from pypto.targets.machine import host_cpu
 
@@ -107,6 +110,7 @@ CPU_SIMD = Target(
         ("block_columns", block_columns),            # column loops walk rows: contiguous reads
         ("block_contractions", block_contractions),  # matmuls in register tiles, epilogues fused
         ("tile_transposes", tile_transposes),        # strided reads in tiles that stay in L1
+        ("private_scratch", private_scratch),        # a loop's scratch rows allocated per iteration
         ("parallel_threshold", parallel_threshold),  # fork threads only for nests worth it
         ("stream_outputs", stream_outputs),          # non-temporal stores for large 1-D outputs
     ),

@@ -12,6 +12,8 @@ For every step of :class:`~pypto.ir.device.DeviceSplit` it records a
 * a contraction (its nest's schedule says so, and the nest has the form) is a ``tiles`` kernel
   (:mod:`pypto.targets.simt.tiles`), reductions down columns a ``columns`` kernel
   (:mod:`pypto.targets.simt.columns`);
+* a sort nest (:mod:`pypto.passes.sorting`) is a ``map`` kernel over its rows: each thread orders a row
+  alone (its loops depend on what the step before wrote; a group would wait at a barrier at every step);
 * anything else runs in a ``single`` work-group, its loops shared by the threads where the same
   rules allow, by every thread alike where they do not.
 
@@ -60,7 +62,8 @@ def choose(forms: StepForms, st: DeviceStep) -> StepLaunch:
     if column_nest(loop) is not None:
         return StepLaunch(COLUMNS, extents=(trip(loop), Const(SLICES, dtype=int64)), group=(COLS, SLICES))
     chain = forms.map_chain(loop)
-    if len(chain) == 1 and ana.holds_loops(loop.body) and forms.rows_in_memory(loop):
+    sort = loop.schedule is not None and loop.schedule.pattern == "sort"  # (rows ordered one per thread)
+    if len(chain) == 1 and not sort and ana.holds_loops(loop.body) and forms.rows_in_memory(loop):
         form = forms.group_form([loop.body], 1, vectors=True)
         if form is not None:
             rows = tuple(b for b, _ in forms.cacheable_rows(loop))
