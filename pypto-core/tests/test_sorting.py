@@ -284,3 +284,29 @@ def test_sort_scratch_is_allocated_per_row_on_cpu_threads(rng):
     assert len(before) == len(after) == 3  # the values (and the merge sort's), keys, counters
     assert all(not inside and "[n64, " in text for inside, text in before), before
     assert all(inside and "n64" not in text for inside, text in after), after
+
+
+def test_kernel_vjp_of_sorts_and_topk_matches_torch(pypto_executor, rng):
+    """``kernel.vjp`` of a kernel that sorts and keeps the top values of computed rows: each value's cotangent
+    goes back to the position it came from (torch's ``sort``/``topk`` autograd on the same inputs)."""
+
+    @pt.kernel(executor=pypto_executor)
+    def ordered(x: pt.Tensor[pt.float64, (N, M)], s: pt.Tensor[pt.float64, (N, M)],
+                v: pt.Tensor[pt.float64, (N, 4)], i: pt.Tensor[pt.int64, (N, 4)]):  # fmt: skip
+        r, c, j = pt.axis(0), pt.axis(1), pt.axis(2)
+        s[r, c] = pt.sort(pt.tanh(x[r, c]) * 3.0, axis=c, descending=True) + x[r, c]
+        v[r, j], i[r, j] = pt.topk(x[r, c] * x[r, c], j, axis=c)
+
+    x = rng.standard_normal((5, 200))
+    s, v, i = np.zeros_like(x), np.zeros((5, 4)), np.zeros((5, 4), np.int64)
+    (s, v, i), pullback = ordered.vjp(x, s, v, i)
+    ds, dv = rng.standard_normal(s.shape), rng.standard_normal(v.shape)
+    (dx,) = pullback(ds, dv, np.zeros(i.shape, np.int64))
+
+    t = torch.from_numpy(x).requires_grad_()
+    ts = torch.sort(torch.tanh(t) * 3.0, dim=1, descending=True, stable=True).values + t
+    tv = torch.topk(t * t, 4, dim=1).values
+    np.testing.assert_allclose(s, ts.detach().numpy(), rtol=1e-12)
+    np.testing.assert_array_equal(i, torch.topk(t * t, 4, dim=1).indices.numpy())  # distinct values
+    (ts * torch.from_numpy(ds)).sum().add((tv * torch.from_numpy(dv)).sum()).backward()
+    np.testing.assert_allclose(dx, t.grad.numpy(), rtol=1e-10, atol=1e-12)

@@ -18,7 +18,8 @@ scatter-adds after the stores (``y[idx[i]] += v``: the array layer's ``y.at[idx]
 gathers the cotangent); scans (``pt.cumsum`` & co, ``pt.associative_scan``) and sequential loops (``for t in
 pt.range(n)``, ``while`` on a traced value: the array layer's loop scan, each variable one node, whose adjoint
 is a scan the other way over the recomputed states, see :func:`pypto.array.autodiff._sequential_adjoints`);
-scalar parameters (constants of the pullback). A kernel beyond that gets a
+orderings (``pt.sort``, ``pt.topk``'s values: the array layer's, whose adjoint sends each value's cotangent back
+to its position); scalar parameters (constants of the pullback). A kernel beyond that gets a
 :class:`~pypto.errors.TracingError` naming the store.
 """
 
@@ -46,6 +47,7 @@ from pypto.ir.nodes import (
     Reduce,
     Scalar,
     Scan,
+    Sort,
     Unary,
     Where,
     scan_bodies,
@@ -159,6 +161,18 @@ class _Reader:
             assert e.dtype is not None
             return (Array("scan", tuple(arrays), (e.op, axes.index(e.axis), e.reverse, combine, e.which), shape,
                           e.dtype, loc=e.loc), axes)  # fmt: skip
+        if isinstance(e, Sort):  # pt.sort & co: the array layer's ordering, numbered along the sort's own axis
+            arr, axes = self.value(e.body, env, store)
+            if not isinstance(arr, Array):
+                raise self.fail(store, "a sort of a constant")
+            if e.axis not in axes:  # (a row of copies: each element its own position)
+                axes += (e.axis,)
+                arr = views.broadcast_to(self.align((arr, axes[:-1]), axes), tuple(self.extent[a] for a in axes))
+            at = axes.index(e.axis)
+            shape = tuple(self.extent[e.out] if a == e.axis else self.extent[a] for a in axes)
+            assert e.dtype is not None
+            node = Array("sort", (arr,), (at, e.which, e.descending, e.top), shape, e.dtype, loc=e.loc)
+            return (node, tuple(e.out if a == e.axis else a for a in axes))
         if isinstance(e, Reduce) and e.op == LAST:  # the variable after the loop's last step
             assert isinstance(e.body, Scan)
             arrays, axes = self.loop(e.body, env, store)
