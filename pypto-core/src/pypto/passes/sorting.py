@@ -155,14 +155,14 @@ class SortNest:
             src = (_v(self.src),)
             merged += self.results({"values": (keys, src), "indices": (idx, src)})
             body, algo = merged, "merge sort, runs doubling"
-            if self.kdt.is_bool or self.kdt.is_int or self.kdt.is_float:  # the radix sorts, widest digits first
+            if self.kdt.is_bool or self.kdt.is_int or self.kdt.is_float:  # the radix sorts, by row length
                 rkeys, counts = self.fresh("_radix"), self.fresh("_counts")
                 t = self.keyed()[0]
                 kt, w = self.key_consts(t)[:2]
                 largest = max(-(-w // bits) << bits for _, bits in RADIX_DIGITS[w])
                 allocs = [(rkeys, kt, (_i64(2), n)), (counts, COUNT, (_i64(largest),))]
                 upper = _i64(RADIX_MAX)
-                for least, bits in reversed(RADIX_DIGITS[w]):  # (built from the shortest rows' choice up)
+                for least, bits in reversed(RADIX_DIGITS[w]):  # (each choice wraps those for longer rows)
                     sorted_ = self.radix(rkeys, counts, idx, bits)
                     at = (_v(self.src),)
                     sorted_ += self.results({"values": (rkeys, at), "indices": (idx, at)}, decode=self.decoded)
