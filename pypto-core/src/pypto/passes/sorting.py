@@ -404,9 +404,20 @@ class SortNest:
         fix = want_vals and t.is_float  # zeros and NaN written again from the row
 
         def digit(k: Expr, p: int) -> Expr:
-            if p:
-                k = _b("floordiv", k, Const(1 << (bits * p), dtype=kt))
-            return _add(_i64(p << bits), _as_int(_b("and", k, mask)))
+            shift = bits * p
+            if kt != I64:  # unsigned: a division by a power of two is a shift
+                d = _b("floordiv", k, Const(1 << shift, dtype=kt)) if p else k
+                return _add(_i64(p << bits), _as_int(_b("and", d, mask)))
+            # int64 keys (every backend has them; not every one uint64): the digit's bits masked first, so the
+            # floor division divides a number known not to be negative (C compilers make it a shift; the
+            # signed floor division of the key itself measured 2.4x slower); the sign bit, in the last digit,
+            # by a comparison
+            top = min(bits, 63 - shift)
+            d = _b("and", k, Const(((1 << top) - 1) << shift, dtype=I64))
+            d = _b("floordiv", d, Const(1 << shift, dtype=I64)) if p else d
+            if top < bits:
+                d = _add(d, _mul(Cast(_b("lt", k, Const(0, dtype=I64)), dtype=I64), _i64(1 << top)))
+            return _add(_i64(p << bits), d)
 
         def count(at: Expr) -> Stmt:
             return Write(counts, (*row, at), _b("add", Read(counts, (*row, at), dtype=COUNT), Const(1, dtype=COUNT)))
