@@ -131,6 +131,43 @@ def test_full_reduction_is_two_stages_in_the_plan():
     assert all(not b.per_thread for k in plan.kernels for b in k.local)  # warp shuffles: no scratch argument
 
 
+R, C = pt.dims("R C")
+
+
+@pt.kernel
+def running_rows(x: pt.Tensor[pt.float32, (R, C)], s: pt.Tensor[pt.float32, (R, C)], hi: pt.Tensor[pt.int16, (R, C)],
+                 down: pt.Tensor[pt.float64, (R, C)]):  # fmt: skip
+    r, c = pt.axis(0), pt.axis(1)
+    s[r, c] = pt.cumsum(x[r, c], axis=c)
+    hi[r, c] = pt.cummax(pt.cast(x[r, c] * 100.0, pt.int16), axis=c, reverse=True)
+    down[r, c] = pt.cumprod(1.0 + 0.01 * pt.cast(x[r, c], pt.float64), axis=r)
+
+
+def test_scans_along_rows_are_block_prefixes_and_down_columns_a_thread_per_column():
+    code = running_rows.get_code(backend="cuda")
+    assert "pt_groupscan_sum_f32(float v, float *total)" in code and "__shfl_up_sync" in code
+    assert "(short)__shfl_up_sync(0xffffffffu, (int)v, o)" in code  # 16-bit values move as 32-bit words
+    kinds = [(k.kind, k.prefix) for k in rendered(running_rows).extras["plan"].kernels]
+    assert kinds.count(("groups", True)) == 2 and ("map", False) in kinds  # (the cumprod runs down columns)
+
+
+@needs_gpu
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (64, 1031), (2, 150_000)])
+def test_scans_on_the_gpu(shape):
+    x = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)
+    k = pt.kernel(executor="cuda")(running_rows.fn)
+    s, hi, down = np.empty(shape, np.float32), np.empty(shape, np.int16), np.empty(shape)
+    k(x, s, hi, down)
+    # float32 running sums in another order of additions: rounding grows like sqrt(length)
+    np.testing.assert_allclose(s, np.cumsum(x.astype(np.float64), 1), rtol=0, atol=2e-6 * np.sqrt(shape[1]) * 4)
+    want = np.flip(np.maximum.accumulate(np.flip((x * np.float32(100)).astype(np.int16), 1), 1), 1)
+    np.testing.assert_array_equal(hi, want)
+    np.testing.assert_allclose(down, np.cumprod(1 + 0.01 * x.astype(np.float64), 0), rtol=1e-12)
+    s2 = np.empty_like(s)
+    k(x, s2, hi, down)
+    assert s2.tobytes() == s.tobytes()  # deterministic: the same tree of additions every call
+
+
 # -- nvcc ------------------------------------------------------------------------------------------------------
 
 

@@ -358,6 +358,63 @@ def test_gpu_style_kernels_and_group_sizes(monkeypatch, tmp_path):
         np.testing.assert_allclose(out[0], np_sum_exp(x), rtol=2e-5)
 
 
+R, C = pt.dims("R C")
+
+
+@pt.kernel(executor="opencl")
+def running(x: pt.Tensor[pt.float64, (R, C)], s: pt.Tensor[pt.float64, (R, C)], back: pt.Tensor[pt.float64, (R, C)],
+            hi: pt.Tensor[pt.float64, (R, C)], lo: pt.Tensor[pt.float64, (R, C)], pos: pt.Tensor[pt.int32, (R, C)],
+            share: pt.Tensor[pt.float64, (R, C)]):  # fmt: skip
+    r, c = pt.axis(0), pt.axis(1)
+    s[r, c] = pt.cumsum(x[r, c], axis=c)
+    back[r, c] = pt.cumprod(1.0 + 0.01 * x[r, c], axis=c, reverse=True)
+    hi[r, c] = pt.cummax(x[r, c], axis=c)
+    lo[r, c] = pt.cummin(x[r, c], axis=c)
+    pos[r, c] = pt.cumsum(pt.cast(x[r, c] > 0, pt.int32), axis=c)
+    share[r, c] = pt.cumsum(x[r, c] * x[r, c], axis=c) / pt.reduce_sum(x[r, c] * x[r, c], axis=c)
+
+
+@pt.kernel(executor="opencl")
+def running_1d(x: pt.Tensor[pt.float32, (C,)], y: pt.Tensor[pt.float32, (C,)]):
+    i = pt.axis(0)
+    y[i] = pt.cumsum(x[i], axis=i)
+
+
+def test_gpu_style_scans_are_group_prefixes(monkeypatch, tmp_path):
+    """With a GPU's launch sizes, running reductions are prefixes over work-groups of 32 to 256 work-items
+    (each step a work-item, the group's total carried to its next steps), on rows shorter and longer than a
+    group and on a long scan in blocks; against NumPy, the float sums within the tolerance of a different
+    order of additions, everything else exact."""
+    from pypto_opencl import launcher, target
+
+    monkeypatch.setenv("PYPTO_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(target, "device_is_cpu", lambda: False)
+    monkeypatch.setattr(launcher, "policy_for", lambda dev: launcher.GPU_POLICY)
+    rng = np.random.default_rng(5)
+    k = pt.kernel(running.fn)
+    for shape in [(3, 1), (4, 7), (5, 300), (2, 1025)]:
+        x = rng.standard_normal(shape)
+        x[0, shape[1] // 2] = np.nan
+        outs = [np.empty(shape) for _ in range(4)] + [np.empty(shape, np.int32), np.empty(shape)]
+        k(x, *outs)
+        s, back, hi, lo, pos, share = outs
+        np.testing.assert_allclose(s, np.cumsum(x, 1), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(back, np.flip(np.cumprod(np.flip(1 + 0.01 * x, 1), 1), 1), rtol=1e-12)
+        np.testing.assert_array_equal(hi, np.maximum.accumulate(x, 1))
+        np.testing.assert_array_equal(lo, np.minimum.accumulate(x, 1))
+        np.testing.assert_array_equal(pos, np.cumsum(x > 0, 1))
+        np.testing.assert_allclose(share, np.cumsum(x * x, 1) / np.sum(x * x, 1, keepdims=True), rtol=1e-12)
+    code = k.get_code()
+    assert "pt_groupscan_sum_f64" in code and "pt_groupscan_max_f64" in code
+    one = pt.kernel(running_1d.fn)
+    for n in (1, 257, 65536 * 2 + 3):
+        x = rng.standard_normal(n).astype(np.float32)
+        y = np.empty_like(x)
+        one(x, y)
+        np.testing.assert_allclose(y, np.cumsum(x.astype(np.float64)), rtol=0, atol=2e-6 * np.sqrt(n))
+    assert "pt_groupscan_sum_f32" in one.get_code()
+
+
 def test_without_a_linker_pocl_is_unavailable_not_a_crash(run_py):
     """PoCL's CPU device links kernels with `ld`: without it, a build would abort the process."""
     code = """

@@ -94,6 +94,47 @@ class CudaRenderer(SimtRenderer):
             f"    return pt_w[0];\n}}"
         )
 
+    def group_scan_source(self, op: str, dt: DType, fn: str) -> str:
+        """An inclusive prefix over the block: each warp's by ``__shfl_up_sync`` doubling steps, then the warps'
+        totals (a prefix over them by the first warp, through 32 words of shared memory) start each warp's
+        values. The same order at every call: deterministic for a given block size."""
+        t = self.ctype(dt)
+        ident = self.literal(identity(op, dt).value, dt)
+
+        def up(v: str) -> str:
+            if dt.is_narrow_int or dt.is_bool:  # shuffles move 32-bit words at least
+                return f"({t})__shfl_up_sync(0xffffffffu, (int){v}, o)"
+            return f"__shfl_up_sync(0xffffffffu, {v}, o)"
+
+        return (
+            f"{self.static_inline} {t} {fn}({t} v, {t} *total) {{\n"
+            f"    __shared__ {t} pt_w[{WARP}];\n"
+            f"    const unsigned int lane = threadIdx.x & {WARP - 1}u, warp = threadIdx.x / {WARP}u;\n"
+            f"    const unsigned int warps = (blockDim.x + {WARP - 1}u) / {WARP}u;\n"
+            f"    for (int o = 1; o < {WARP}; o <<= 1) {{\n"
+            f"        const {t} u = {up('v')};\n"
+            f"        if (lane >= (unsigned int)o) v = {self.combine_text(op, dt, 'u', 'v')};\n"
+            f"    }}\n"
+            f"    __syncthreads();  /* pt_w may still be read by the previous call */\n"
+            f"    if (lane == {WARP - 1}u) pt_w[warp] = v;\n"
+            f"    __syncthreads();\n"
+            f"    if (warp == 0) {{\n"
+            f"        {t} w = lane < warps ? pt_w[lane] : {ident};\n"
+            f"        for (int o = 1; o < {WARP}; o <<= 1) {{\n"
+            f"            const {t} u = {up('w')};\n"
+            f"            if (lane >= (unsigned int)o) w = {self.combine_text(op, dt, 'u', 'w')};\n"
+            f"        }}\n"
+            f"        pt_w[lane] = w;\n"
+            f"    }}\n"
+            f"    __syncthreads();\n"
+            f"    if (warp > 0) v = {self.combine_text(op, dt, 'pt_w[warp - 1]', 'v')};\n"
+            f"    *total = pt_w[warps - 1];\n"
+            f"    return v;\n}}"
+        )
+
+    def group_scan_call(self, op: str, dt: DType, value: str, total: str) -> str:
+        return f"{self.helper(f'groupscan_{op}', dt)}({value}, &{total})"
+
     def atomic_update(self, s: Update, ind: int) -> None:
         """CUDA's atomics where it has them (``atomicAdd`` on 32- and 64-bit integers, float and double;
         ``atomicMax``/``atomicMin`` on integers), else a compare-and-swap loop on the element's bits."""

@@ -24,11 +24,15 @@ from pypto.targets.simt.runner import Launch, LaunchPolicy, PlanRunner
 from .build import load_program
 from .device import Device
 
-CPU_POLICY = LaunchPolicy(map_threads=1024, group_min=1, group_max=64, long_rows=16384, cache_rows=False)
+CPU_POLICY = LaunchPolicy(
+    map_threads=1024, group_min=1, group_max=64, long_rows=16384, cache_rows=False, prefix_groups=False
+)
 """CPU devices run a group's work-items as a loop over vector code: a row is best done by one work-item
 (then the group's reduction needs no barrier), a long block (the first stage of a full reduction) by a
 few dozen; fixed sizes also spare PoCL a kernel compilation per new size. Rows are not copied to local
-memory there: the CPU's caches hold them."""
+memory there: the CPU's caches hold them. Running values (``pt.cumsum``) take their steps in order in one
+work-item: as group prefixes, each step costs a barrier per doubling (a cumsum of 16M float32 values took
+86 ms with groups of 64 on PoCL, 8 ms in one work-item)."""
 
 GPU_POLICY = LaunchPolicy(map_threads=256, group_min=32, group_max=256, points_per_thread=1, cache_rows=True)
 """GPUs: enough work-items for the row (a power of two between 32 and 256), one group per iteration."""

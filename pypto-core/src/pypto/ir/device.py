@@ -57,7 +57,10 @@ class StepLaunch:
     work-groups of each grid dimension, dimension 0 first), ``hint`` (the elements a group's threads
     share, which sizes the group); ``group`` is a fixed work-group shape (tiles and columns kernels),
     ``register_tile`` the outputs per thread along each side of a tiles kernel (a backend's pass
-    sets it). The device's launch policy turns these into numbers at each call.
+    sets it). The device's launch policy turns these into numbers at each call. ``prefix_loops`` are the
+    loops of running values (``pt.cumsum``) whose steps the group's threads take ``L`` at a time, as prefixes
+    over the group (:func:`~pypto.targets.simt.forms.scan_form`); other loops of a groups kernel that are not
+    shared run in every thread alike.
     ``barriers`` (and ``cached_barriers``, for the variant keeping rows in local memory) are where a
     groups or shared single kernel waits for its group, for the vector width of the kernel's split
     (set by ``place_barriers``; None before it, and for the other kinds, whose barriers are fixed).
@@ -74,6 +77,7 @@ class StepLaunch:
     register_tile: int = 1
     barriers: Barriers | None = None
     cached_barriers: Barriers | None = None
+    prefix_loops: tuple[str, ...] = ()  # loops of running values whose steps the group's threads take at once
 
     def describe(self, expr: Callable[[Expr], str] = str) -> str:
         text = {
@@ -95,6 +99,8 @@ class StepLaunch:
             text += "; rows kept in local memory: " + ", ".join(self.cached_rows)
         if self.vector_loops:
             text += "; vector form: " + ", ".join(f"{v} (#{n})" for n, v in self.vector_loops)
+        if self.prefix_loops:
+            text += "; running values as group prefixes: " + ", ".join(self.prefix_loops)
         if self.barriers is not None:
             text += "; barriers: " + self.barriers.describe()
         if self.cached_barriers is not None and self.cached_barriers != self.barriers:

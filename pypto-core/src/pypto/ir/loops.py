@@ -84,6 +84,10 @@ class Loop(Stmt):
     streaming: Streaming | None = None  # outputs written with non-temporal stores when large
     dynamic: bool = False  # parallel loops of few, long iterations: each handed to the next free thread
     schedule: NestSchedule | None = None  # on a nest's outermost loop: the schedule it was lowered with
+    # (accumulator, reducer op) of the running reductions (pt.cumsum ...) the loop carries: each step folds a
+    # value that does not read them into them, then may read them. The steps run in order on a CPU; a group of
+    # SIMT threads may compute them as a parallel prefix (pypto.targets.simt.forms.scan_form)
+    scans: tuple[tuple[str, str], ...] = ()
 
 
 LOOP_KINDS = ("serial", "parallel", "vector", "parallel_vector")

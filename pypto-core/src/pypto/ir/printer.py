@@ -285,6 +285,8 @@ def _format_stmt(s: Stmt, ind: str, out: list[str]) -> None:
         red = ""
         if s.reductions:
             red = " reduce(" + ", ".join(f"{op}: {v}" for v, op in s.reductions) + ")"
+        if s.scans:
+            red += " scan(" + ", ".join(f"{op}: {v}" for v, op in s.scans) + ")"
         kind = "" if s.kind == "serial" else s.kind.replace("_", " ") + " "
         notes = ""
         if s.threads_if is not None:

@@ -449,6 +449,9 @@ class _Lowerer:
                 "parallel_vector" if is_par and is_vec else "parallel" if is_par else "vector" if is_vec else "serial"
             )
             body = build(d + 1, inner_env, red)
+            # running reductions (not a loop's state, not the user's function) may be computed as a prefix
+            scanned = () if any(c.combine is not None or c.op == LOOP for c in along) else tuple(
+                (self.scan_acc[scan_key(c)][0].name, c.op) for c in along)  # fmt: skip
             if any(c.reverse for c in along):  # a reversed scan walks its axis from the end
                 step = self.fresh(f"_{name}_r")
                 last = add(add(start, stop), _i64(-1))
@@ -463,6 +466,7 @@ class _Lowerer:
                     kind,
                     reductions if innermost else (),
                     work if is_par else None,
+                    scans=scanned,
                 )
             )
             return stmts

@@ -84,6 +84,84 @@ def shareable(s: Loop) -> tuple[tuple[str, str], ...] | None:
     return tuple(reds) if reds else None
 
 
+@dataclass(frozen=True)
+class ScanForm:
+    """A loop's steps as a parallel prefix (see :func:`scan_form`): each step runs ``before`` (lets of values
+    that do not read the running values), folds ``value`` into each accumulator with its reducer (``folds``:
+    accumulator, reducer, value), then runs ``after`` (lets and writes that may read the folded values)."""
+
+    before: tuple[Stmt, ...]
+    folds: tuple[tuple[str, str, Expr], ...]
+    after: tuple[Stmt, ...]
+
+
+def scan_form(s: Loop) -> ScanForm | None:
+    """The loop's steps as a parallel prefix, when a group's threads may take one step each at once.
+
+    The loop carries running reductions (``Loop.scans``: ``pt.cumsum``, ``cumprod``, ``cummax``, ``cummin``;
+    not a sequential loop's state, not the user's combine function), its body is straight-line code (lets,
+    the folds, then lets and writes), no step reads what the loop writes, and each step writes elements of
+    its own (every written index moves with the step). Then thread ``t`` of a group computes step ``s + t``:
+    its value folded with those of the steps before it in the group (a prefix over the group, combined in a
+    fixed tree: a float sum rounds differently from the serial order, as a GPU's ``cumsum`` does), started
+    from the running values before step ``s``.
+    """
+    if not s.scans or s.reductions or s.kind != "serial":
+        return None
+    ops = dict(s.scans)
+    stmts: list[Stmt] = []
+
+    def flat(st: Stmt) -> None:
+        if isinstance(st, Block):
+            for b in st.body:
+                flat(b)
+        elif not isinstance(st, Comment):
+            stmts.append(st)
+
+    flat(s.body)
+    before: list[Stmt] = []
+    folds: list[tuple[str, str, Expr]] = []
+    after: list[Stmt] = []
+    lets: dict[str, Expr] = {}
+    for st in stmts:
+        if isinstance(st, Assign) and st.name in ops:
+            v = st.value
+            op = ops[st.name]
+            if after or any(a == st.name for a, _, _ in folds):
+                return None
+            if not (isinstance(v, Binary) and v.op == COMBINE_OP[op] and isinstance(v.a, Var) and v.a.name == st.name):
+                return None
+            if ana.mentions(v.b, set(ops)):
+                return None
+            folds.append((st.name, op, v.b))
+        elif isinstance(st, Let) and not folds:
+            if ana.mentions(st.value, set(ops)):
+                return None
+            before.append(st)
+            lets[st.name] = st.value
+        elif isinstance(st, (Let, Write)) and folds:
+            after.append(st)
+            if isinstance(st, Let):
+                lets[st.name] = st.value
+        else:
+            return None
+    if len(folds) != len(ops) or ana.reads_what_it_writes(s):
+        return None
+    for st in after:  # every step writes its own elements (the last step's value is not the last one written)
+        if isinstance(st, Write):
+            if not st.index or any(isinstance(n, Read) for ix in st.index for n in ana.deep(ix)):
+                return None
+            moves = [ana.coefficient(_expand(ix, lets), s.var) for ix in st.index]
+            if None in moves or not any(moves):  # (affine in the step, and not the same element at every step)
+                return None
+    return ScanForm(tuple(before), tuple(folds), tuple(after))
+
+
+def _expand(e: Expr, lets: Mapping[str, Expr]) -> Expr:
+    """``e`` with the step's lets replaced by their values (a let may read an earlier one)."""
+    return ana.substitute(e, dict(lets))
+
+
 def trip(loop: Loop) -> Expr:
     """A loop's number of iterations (``stop - start``, negative when it runs none)."""
     return Binary("sub", loop.stop, loop.start, dtype=int64)
@@ -107,6 +185,7 @@ class GroupForm:
     vector_loops: tuple[tuple[int, str], ...] = ()
     barriers: tuple[Path, ...] = ()
     loop_barriers: tuple[Path, ...] = ()
+    prefix_loops: tuple[str, ...] = ()
 
 
 Owner = tuple[str, Expr | None]
@@ -128,6 +207,8 @@ class _Walk:
     vector_loops: list[tuple[int, str]] = field(default_factory=list)
     barriers: list[Path] = field(default_factory=list)
     loop_barriers: list[Path] = field(default_factory=list)
+    prefix_loops: list[str] = field(default_factory=list)
+    read: set[str] = field(default_factory=set)  # buffers every thread read since the last barrier
 
 
 class StepForms:
@@ -175,16 +256,19 @@ class StepForms:
         return chain
 
     def rows_in_memory(self, loop: Loop) -> bool:
-        """Whether the loop's reduction loops walk memory contiguously (then a group shares a row)."""
+        """Whether the loop's reduction loops (and loops of running values) walk memory contiguously (then a
+        group shares a row; a scan down columns is better a thread per column, its reads side by side)."""
         found = False
         for s in walk(loop.body):
-            if isinstance(s, Loop) and s.reductions:
+            if isinstance(s, Loop) and (s.reductions or s.scans):
                 found = True
-                var = Var(s.var, dtype=int64)
+                lets = {st.name: st.value for st in walk(s.body) if isinstance(st, Let)}  # (a reversed scan's step)
                 for st in walk(s.body):
                     for e in stmt_exprs(st):
                         for n in ana.deep(e):
-                            if isinstance(n, Read) and ana.unit_stride(self.flat_index(n), var):
+                            if not isinstance(n, Read):
+                                continue
+                            if ana.coefficient(_expand(self.flat_index(n), lets), s.var) in (1, -1):
                                 return True
                 if not any(isinstance(n, Read) for st in walk(s.body) for e in stmt_exprs(st) for n in ana.deep(e)):
                     return True
@@ -243,7 +327,7 @@ class StepForms:
             elif isinstance(s, Let):
                 lets[s.name] = s.value
             elif isinstance(s, Loop):
-                if shareable(s) is not None:
+                if shareable(s) is not None or scan_form(s) is not None:
                     found.append(s)
                 else:
                     lets[s.var] = s.start
@@ -281,7 +365,8 @@ class StepForms:
             self._block(w, list(stmts), level, ())
         except Unsupported:
             return None
-        return GroupForm(tuple(w.vector_loops), tuple(w.barriers), tuple(w.loop_barriers))
+        prefixes = tuple(dict.fromkeys(w.prefix_loops))
+        return GroupForm(tuple(w.vector_loops), tuple(w.barriers), tuple(w.loop_barriers), prefixes)
 
     def _block(self, w: _Walk, stmts: list[Stmt], level: int, path: Path) -> None:
         for i, s in enumerate(stmts):
@@ -303,9 +388,11 @@ class StepForms:
         self._uniform(w, stmt_exprs(s))
         if isinstance(s, Update):  # a group writes once what every thread holds: an atomic update is not that
             raise Unsupported("an atomic update outside a shared loop")
-        if self._conflicts(w, s, w.written, None):
-            w.barriers.append(path)
-            w.written.clear()
+        if self._conflicts(w, s, w.written, None) or (isinstance(s, Write) and s.buffer in w.read):
+            # (the first thread's write of an element the other threads may not have read yet waits for them)
+            self._wait(w, path)
+        if not isinstance(s, Write):  # (a write's value is computed by the first thread alone)
+            w.read |= ana.reads(s).keys()
         if isinstance(s, Declare):
             w.level[s.name] = level
             self.declared[s.name] = s.dtype
@@ -323,14 +410,23 @@ class StepForms:
     def _loop(self, w: _Walk, s: Loop, level: int, path: Path) -> None:
         self._uniform(w, (s.start, s.stop))
         reds = shareable(s)
+        if reds is None and scan_form(s) is not None:  # a prefix over the group, a step per thread
+            for acc, _ in s.scans:
+                if acc not in w.level or acc in w.partial:
+                    raise Unsupported(f"running value '{acc}' is not a value of the whole group here")
+            if self._conflicts(w, s, w.written, None) or ana.writes(s) & w.read:
+                self._wait(w, path)
+            self._thread_writes(w, s, f"{s.var}:{s.start}:{s.stop}:scan")
+            w.prefix_loops.append(s.var)
+            return
         if reds is None:  # every thread runs the loop; its body may hold shared loops
             if self._conflicts(w, s, w.written, None):
-                w.barriers.append(path)
-                w.written.clear()
+                self._wait(w, path)
             self._block(w, [s.body], level + 1, (*path, 0))
             if ana.reads_what_it_writes(s):
                 w.loop_barriers.append(path)
                 w.written.clear()
+                w.read.clear()
             return
         accs = ana.assigned(s.body)
         for acc in accs:
@@ -366,10 +462,18 @@ class StepForms:
             w.vector_loops.append((place, s.var))
             width = "v"
         self._thread_writes(w, s, f"{s.var}:{s.start}:{s.stop}:{width}")
-        if self._conflicts(w, s, before, width):
+        if self._conflicts(w, s, before, width) or ana.writes(s) & w.read:
             w.barriers.append(path)
+            w.read.clear()
             now = {b: o - before.get(b, set()) for b, o in w.written.items()}
             w.written = {b: o for b, o in now.items() if o}
+
+    @staticmethod
+    def _wait(w: _Walk, path: Path) -> None:
+        """A barrier before the statement at ``path``: every thread's earlier reads and writes are done."""
+        w.barriers.append(path)
+        w.written.clear()
+        w.read.clear()
 
     def _thread_writes(self, w: _Walk, s: Loop, key: str) -> None:
         """The elements a shared loop's threads write (into ``w.written``, owned by the thread of their point);
@@ -532,4 +636,6 @@ class _Lanes:
             raise self.no(f"statement {type(s).__name__}")
 
 
-__all__ = ["StepForms", "GroupForm", "Path", "shareable", "shared_loops", "trip", "MAX_MAP_DIMS"]
+__all__ = [
+    "StepForms", "GroupForm", "Path", "ScanForm", "scan_form", "shareable", "shared_loops", "trip", "MAX_MAP_DIMS",
+]  # fmt: skip

@@ -32,7 +32,7 @@ from pypto.ir.loops import (
 from pypto.ir.nodes import Binary, Const, Expr
 from pypto.ir.reducers import identity
 from pypto.targets.simt import analysis as ana
-from pypto.targets.simt.forms import Path, shareable
+from pypto.targets.simt.forms import Path, ScanForm, scan_form, shareable
 
 SCRATCH = "pt_scratch"  # the reduction's local memory (an OpenCL kernel argument)
 
@@ -75,6 +75,69 @@ class GroupSharing:
         """The call reducing ``value`` over the group (OpenCL: through the local scratch argument)."""
         fn = self.helper(f"group_{op}", dt)
         return f"{fn}({value}, ({self.local_qualifier}{self.ctype(dt)} *){SCRATCH}, pt_lid, pt_L)"
+
+    def group_scan_source(self, op: str, dt: DType, fn: str) -> str:
+        """A function giving each thread the combined values of threads ``0..lid`` (an inclusive prefix over the
+        group), and every thread the group's total (``*total``).
+
+        Doubling steps in local memory over the group (Hillis and Steele): at step ``d`` each thread combines the
+        value ``d`` threads before it into its own. The same tree at every call: deterministic for a given group
+        size; a float sum rounds as that tree adds, not as a serial sum.
+        """
+        t, q, b = self.ctype(dt), self.local_qualifier, self.barrier
+        return (
+            f"{self.static_inline} {t} {fn}({t} v, {q}{t} *s, long lid, long n, {t} *total) {{\n"
+            f"    if (n == 1) {{ *total = v; return v; }}  /* one work-item (CPU devices): no barrier once inlined */\n"
+            f"    s[lid] = v;\n"
+            f"    {b}\n"
+            f"    for (long d = 1; d < n; d <<= 1) {{\n"
+            f"        const {t} o = lid >= d ? s[lid - d] : v;\n"
+            f"        {b}\n"
+            f"        if (lid >= d) {{ v = {self.combine_text(op, dt, 'o', 'v')}; s[lid] = v; }}\n"
+            f"        {b}\n"
+            f"    }}\n"
+            f"    *total = s[n - 1];\n"
+            f"    {b}\n"
+            f"    return v;\n}}"
+        )
+
+    def group_scan_call(self, op: str, dt: DType, value: str, total: str) -> str:
+        """The call of :meth:`group_scan_source` for ``value``, the total landing in the variable ``total``."""
+        fn = self.helper(f"groupscan_{op}", dt)
+        return f"{fn}({value}, ({self.local_qualifier}{self.ctype(dt)} *){SCRATCH}, pt_lid, pt_L, &{total})"
+
+    def scan_loop(self, s: Loop, form: ScanForm, ind: int) -> None:
+        """A loop of running reductions (:func:`~pypto.targets.simt.forms.scan_form`), ``pt_L`` steps at a time:
+        thread ``t`` takes step ``base + t`` (the last step where that is past the end, its value left out), the
+        group's prefix of the folded values starts from the running values before the first of them, the steps'
+        writes follow, and the running values move on by the group's total."""
+        st = self.st
+        st.reductions = st.prefix = True  # (the group's local scratch)
+        it = self.index_type
+        start, stop = self.index_expr(s.start, 12), self.index_expr(s.stop, 10)
+        self.emit(ind, f"for ({it} pt_base = {start}; pt_base < {stop}; pt_base += pt_L) {{")
+        i = ind + 1
+        self.emit(i, f"const int pt_in = pt_base + pt_lid < {stop};")
+        self.emit(i, f"const {it} {s.var} = pt_in ? pt_base + pt_lid : {self.index_expr(s.stop, 6)} - 1;")
+        for b in form.before:
+            self.stmt(b, i)
+        for n, (acc, op, value) in enumerate(form.folds):
+            dt = self.declared_types[acc]
+            t = self.ctype(dt)
+            ident = self.literal(identity(op, dt).value, dt)
+            self.emit(i, f"{t} pt_x{n} = pt_in ? ({t})({self.expr(value)}) : {ident};")
+            self.emit(i, f"{t} pt_t{n};")
+            self.emit(i, f"pt_x{n} = {self.group_scan_call(op, dt, f'pt_x{n}', f'pt_t{n}')};")
+            self.emit(i, f"const {t} pt_y{n} = {self.combine_text(op, dt, acc, f'pt_x{n}')};")
+        self.emit(i, "if (pt_in) {")
+        for n, (acc, _, _) in enumerate(form.folds):  # the step's running values, under their own names here
+            self.emit(i + 1, f"const {self.ctype(self.declared_types[acc])} {acc} = pt_y{n};")
+        for b in form.after:
+            self.stmt(b, i + 1)
+        self.emit(i, "}")
+        for n, (acc, op, _) in enumerate(form.folds):
+            self.emit(i, f"{acc} = {self.combine_text(op, self.declared_types[acc], acc, f'pt_t{n}')};")
+        self.emit(ind, "}")
 
     def group_block(self, stmts: Iterable[Stmt], ind: int, level: int, path: Path = ()) -> None:
         """Statements run by every thread of the group; reductions land after their statement."""
@@ -123,6 +186,11 @@ class GroupSharing:
     def group_loop(self, s: Loop, ind: int, level: int, path: Path) -> None:
         st = self.st
         reds = shareable(s)
+        form = scan_form(s) if reds is None and s.var in self.launch.prefix_loops else None
+        if form is not None:  # a prefix over the group, a step per thread (plan_launch's prefix_loops)
+            self.barrier_before(path, ind)
+            self.scan_loop(s, form, ind)
+            return
         if reds is None:  # every thread runs the loop; its body may hold shared loops
             self.barrier_before(path, ind)
             start, stop = self.index_expr(s.start), self.index_expr(s.stop, 10)

@@ -12,6 +12,9 @@ For every step of :class:`~pypto.ir.device.DeviceSplit` it records a
 * a contraction (its nest's schedule says so, and the nest has the form) is a ``tiles`` kernel
   (:mod:`pypto.targets.simt.tiles`), reductions down columns a ``columns`` kernel
   (:mod:`pypto.targets.simt.columns`);
+* in a ``groups`` or shared ``single`` kernel, a loop of running values (``pt.cumsum``; the loop IR's
+  ``Loop.scans``) whose steps have the form of a prefix takes ``L`` steps at a time, one per thread
+  (``prefix_loops``; :func:`~pypto.targets.simt.forms.scan_form`), instead of every thread taking every step;
 * a sort nest (:mod:`pypto.passes.sorting`) is a ``map`` kernel over its rows: each thread orders a row
   alone (its loops depend on what the step before wrote; a group would wait at a barrier at every step);
 * anything else runs in a ``single`` work-group, its loops shared by the threads where the same
@@ -46,7 +49,7 @@ def choose(forms: StepForms, st: DeviceStep) -> StepLaunch:
         form = forms.group_form(st.stmts, 0, vectors=True)
         if form is not None:
             hint = forms.share_hint(Block(st.stmts), {})
-            return StepLaunch(SINGLE, vector_loops=form.vector_loops, hint=hint)
+            return StepLaunch(SINGLE, vector_loops=form.vector_loops, hint=hint, prefix_loops=form.prefix_loops)
         return StepLaunch(SINGLE, shared=False)
     tiled = contraction_rows(loop)
     if tiled is not None:
@@ -74,7 +77,7 @@ def choose(forms: StepForms, st: DeviceStep) -> StepLaunch:
                     rows = ()
             hint = forms.share_hint(loop.body, {loop.var: loop.start})
             return StepLaunch(GROUPS, cached_rows=rows, vector_loops=form.vector_loops, extents=(trip(loop),),
-                              hint=hint)  # fmt: skip
+                              hint=hint, prefix_loops=form.prefix_loops)  # fmt: skip
         chain = [loop]
     inner = chain[-1]
     vector = forms.lane_form(inner.body, inner.var) is None

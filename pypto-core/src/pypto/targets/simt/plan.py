@@ -48,7 +48,7 @@ class KernelLaunch:
     (work-groups of shape ``group``, as many as cover ``extents``: ``ceil(extents[d] / group[d])`` in
     dimension ``d``). ``hint`` is the number of
     elements a group's threads share (it picks the group size); ``serial`` kernels must run with
-    one thread. ``params`` names the kernel's arguments in order (buffers, scalars, dims; local
+    one thread; ``prefix`` kernels may (their running values then take the steps in order). ``params`` names the kernel's arguments in order (buffers, scalars, dims; local
     buffers come last). ``cached`` names a variant of this kernel that keeps rows in local memory,
     used when ``local`` of that variant fits the device.
     """
@@ -64,6 +64,7 @@ class KernelLaunch:
     cached: KernelLaunch | None = None
     when: str | None = None
     group: tuple[int, ...] = ()  # tiles kernels: the work-group's shape (dimension 0 first)
+    prefix: bool = False  # computes running values (pt.cumsum) as prefixes over its group (SimtRenderer.scan_loop)
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ class LaunchPlan:
             return KernelLaunch(
                 k["name"], k["kind"], tuple(k["params"]), tuple(k["extents"]), k["hint"], k["serial"], k["width"],
                 tuple(LocalBuffer(**b) for b in k["local"]), kernel(k["cached"]) if k["cached"] else None, k["when"],
-                tuple(k.get("group", ())),
+                tuple(k.get("group", ())), bool(k.get("prefix", False)),
             )  # fmt: skip
 
         return LaunchPlan(

@@ -124,6 +124,7 @@ class _KernelState:
     buffers: set[str] = field(default_factory=set)  # buffers the kernel touches
     names: set[str] = field(default_factory=set)  # scalars, dims and lets it reads
     reductions: bool = False  # uses the work-group reduction scratch
+    prefix: bool = False  # computes running values as prefixes over the group (a scan loop)
     partial: dict[str, Partial] = field(default_factory=dict)
     level: dict[str, int] = field(default_factory=dict)  # accumulator -> block depth of its Declare
     pristine: dict[str, Const] = field(default_factory=dict)  # accumulators still at their initial value
@@ -269,6 +270,8 @@ class SimtRenderer(GroupSharing, CRenderer):
                 f"    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;\n"
                 f"    return q;\n}}"
             )
+        if name.startswith("groupscan_"):
+            return self.group_scan_source(name[len("groupscan_") :], dt, fn)
         if name.startswith("group_"):
             return self.group_reduce_source(name[len("group_") :], dt, fn)
         return super().helper_source(name, dt, fn)
@@ -694,7 +697,8 @@ class SimtRenderer(GroupSharing, CRenderer):
             "}",
             "",
         ])  # fmt: skip
-        return KernelLaunch(name, kind, tuple(params), extents, hint, serial, 1, tuple(local_all)), text
+        launch = KernelLaunch(name, kind, tuple(params), extents, hint, serial, 1, tuple(local_all), prefix=st.prefix)
+        return launch, text
 
     # -- signatures and local memory (what CUDA spells differently) ----------------------------------------
     def kernel_signature(self, name: str, params: list[str], k: LoopKernel, local: tuple[LocalBuffer, ...]) -> str:

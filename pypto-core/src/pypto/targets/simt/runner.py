@@ -59,6 +59,7 @@ class LaunchPolicy:
     points_per_thread: int = 1
     long_rows: int | None = None
     cache_rows: bool = True
+    prefix_groups: bool = True  # kernels computing running values as group prefixes get groups (else 1 thread)
 
     def group(self, hint: int | None, limit: int) -> int:
         """Threads of a group sharing a row of ``hint`` points, under the kernel's ``limit``."""
@@ -258,7 +259,8 @@ class PlanRunner:
                     f"{policy.max_blocks} blocks; split the call into smaller ones or run it on another device or backend"
                 )
         else:
-            size = 1 if launch.serial else policy.group(hint, k.max_threads)
+            alone = launch.serial or (launch.prefix and not policy.prefix_groups)
+            size = 1 if alone else policy.group(hint, k.max_threads)
             cached = k.cached
             if cached is not None and policy.cache_rows and size <= cached.max_threads:
                 local = cached.local_sizes(size, counts)
