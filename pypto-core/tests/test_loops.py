@@ -322,17 +322,19 @@ def test_what_a_sequential_loop_cannot_do_is_a_typed_error():
         data_bound.ir()
 
     @pt.kernel(executor="reference")
-    def breaks(x: pt.Tensor[pt.float64, (R, T)], y: pt.Tensor[pt.float64, (R,)]):
+    def breaks_midway(x: pt.Tensor[pt.float64, (R, T)], y: pt.Tensor[pt.float64, (R,)]):
         r = pt.axis(0)
         v = 0.0
         for t in pt.range(T):
             if v > 3.0:
-                break
+                if v > 4.0:
+                    break
+                v = v - 1.0
             v = v + x[r, t]
         y[r] = v
 
-    with pytest.raises(pt.TracingError, match="may not break, continue or return"):
-        breaks.ir()
+    with pytest.raises(pt.TracingError, match="may break or continue only at the end of an if.s branch"):
+        breaks_midway.ir()
 
     @pt.kernel(executor="reference")
     def reduces_state(x: pt.Tensor[pt.float64, (R, T)], y: pt.Tensor[pt.float64, (R,)]):
@@ -357,3 +359,148 @@ def test_what_a_sequential_loop_cannot_do_is_a_typed_error():
 
     with pytest.raises(pt.TracingError, match="takes .stop. or .start, stop."):
         pt.range(1, 2, 3)
+
+
+def _python_first_over(x, limit):
+    """The loop of test_break_and_continue_in_a_sequential_loop, in Python (float32 as the kernel computes)."""
+    ys, lasts, counts = np.zeros_like(x), np.zeros(len(x), x.dtype), np.zeros(len(x), np.int32)
+    for r in range(len(x)):
+        h, n = x.dtype.type(0), 0
+        for t in range(x.shape[1]):
+            if x[r, t] < 0.1:
+                continue
+            h = x.dtype.type(h + x[r, t])
+            ys[r, t] = h
+            n += 1
+            if h > limit:
+                break
+        lasts[r], counts[r] = h, n
+    return ys, lasts, counts
+
+
+def test_break_and_continue_in_a_sequential_loop(pypto_executor, rng):
+    """``break`` and ``continue`` at the end of an if's branch: the AST pass carries a flag (a select per step,
+    as the while loop's), so each row stops at its own step; stores made before the break are kept."""
+
+    @pt.kernel(executor=pypto_executor)
+    def first_over(x: pt.Tensor[pt.float32, (R, T)], limit: float, y: pt.Tensor[pt.float32, (R, T)],
+                   last: pt.Tensor[pt.float32, (R,)], steps: pt.Tensor[pt.int32, (R,)]):  # fmt: skip
+        r = pt.axis(0)
+        h = 0.0
+        n = 0
+        for t in pt.range(T):
+            if x[r, t] < 0.1:
+                continue
+            h = h + x[r, t]
+            y[r, t] = h
+            n = n + 1
+            if h > limit:
+                break
+        last[r] = h
+        steps[r] = n
+
+    x = rng.random((6, 20)).astype(np.float32)
+    y, last, steps = np.zeros_like(x), np.zeros(6, np.float32), np.zeros(6, np.int32)
+    first_over(x, 2.5, y, last, steps)
+    want = _python_first_over(x, 2.5)
+    np.testing.assert_allclose(y, want[0], rtol=1e-6)
+    np.testing.assert_allclose(last, want[1], rtol=1e-6)
+    np.testing.assert_array_equal(steps, want[2])
+    assert 0 < steps.min() and steps.max() < 20  # (the rows did stop early, at different steps)
+
+
+def test_newton_iterations_stop_at_their_tolerance(pypto_executor):
+    """The everyday iterative solver: a fixed number of iterations at most, ``break`` once converged; each element
+    its own count, and the state after its last iteration."""
+
+    @pt.kernel(executor=pypto_executor)
+    def sqrt_newton(a: pt.Tensor[pt.float64, (N,)], root: pt.Tensor[pt.float64, (N,)],
+                    iters: pt.Tensor[pt.int32, (N,)]):  # fmt: skip
+        i = pt.axis(0)
+        x = 1.0
+        n = 0
+        for _ in pt.range(60):
+            dx = (x * x - a[i]) / (2.0 * x)
+            x = x - dx
+            n = n + 1
+            if pt.abs(dx) < 1e-12 * x:
+                break
+        root[i] = x
+        iters[i] = n
+
+    a = np.array([2.0, 9.0, 1e6, 0.25, 1.0])
+    root, iters = np.zeros(5), np.zeros(5, np.int32)
+    sqrt_newton(a, root, iters)
+    want = []
+    for v in a:
+        x, n = 1.0, 0
+        for _ in range(60):
+            dx = (x * x - v) / (2.0 * x)
+            x, n = x - dx, n + 1
+            if abs(dx) < 1e-12 * x:
+                break
+        want.append(n)
+    np.testing.assert_allclose(root, np.sqrt(a), rtol=1e-15)
+    assert iters.tolist() == want and iters[-1] == 1 and iters[2] > 10
+
+
+def test_break_in_a_while_loop_and_in_a_jit_function(pypto_executor):
+    @pt.kernel(executor=pypto_executor)
+    def collatz(x: pt.Tensor[pt.int64, (N,)], steps: pt.Tensor[pt.int32, (N,)], peak: pt.Tensor[pt.int64, (N,)]):
+        i = pt.axis(0)
+        v = x[i]
+        n = 0
+        top = v
+        while n < 500:
+            if v == 1:
+                break
+            v = pt.where(v % 2 == 0, v // 2, 3 * v + 1)
+            top = pt.maximum(top, v)
+            n += 1
+        steps[i] = n
+        peak[i] = top
+
+    x = np.arange(1, 50, dtype=np.int64)
+    steps, peak = np.zeros(49, np.int32), np.zeros(49, np.int64)
+    collatz(x, steps, peak)
+    for v0, n_got, top_got in zip(x.tolist(), steps.tolist(), peak.tolist()):
+        v, n, top = v0, 0, v0
+        while n < 500 and v != 1:
+            v = v // 2 if v % 2 == 0 else 3 * v + 1
+            top, n = max(top, v), n + 1
+        assert (n_got, top_got) == (n, top), v0
+
+    @pt.jit(executor=pypto_executor)
+    def capped(x):  # in @pt.jit, pt.range of ints unrolls: the break's flag selects the later steps' updates
+        total = x * 0
+        for _ in pt.range(6):
+            total = total + x
+            if total.sum() > 10:
+                break
+        return total
+
+    np.testing.assert_allclose(capped(np.ones(3)), np.full(3, 4.0))
+    np.testing.assert_allclose(capped(np.full(3, 0.1)), np.full(3, 0.6))
+
+
+def test_gradient_through_a_loop_that_breaks(rng):
+    @pt.kernel(executor="reference")
+    def grow(x: pt.Tensor[pt.float64, (R, T)], a: pt.Tensor[pt.float64, (R,)], y: pt.Tensor[pt.float64, (R,)]):
+        r = pt.axis(0)
+        h = 0.0
+        for t in pt.range(T):
+            h = pt.tanh(a[r] * h + x[r, t])
+            if h > 0.9:
+                break
+        y[r] = h
+
+    x, a = rng.standard_normal((4, 12)), np.array([0.5, 1.5, -0.7, 2.0])
+    y, pullback = grow.vjp(x, a, np.empty(4))
+    dx, da = pullback(np.ones(4))
+    eps = 1e-7
+    for r in range(4):  # a finite difference in a[r] (the break's step does not move for so small a change)
+        bumped = a.copy()
+        bumped[r] += eps
+        y2 = np.empty(4)
+        grow(x, bumped, y2)
+        np.testing.assert_allclose(da[r], (y2[r] - y[r]) / eps, rtol=1e-5, atol=1e-9)

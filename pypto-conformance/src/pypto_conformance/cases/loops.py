@@ -87,3 +87,53 @@ def while_loop(dt):
         n[i] = k
 
     return while_loop
+
+
+def _break_ref(x, y):
+    """The loop of ``loop_break`` over whole columns at once: a mask of the rows still running."""
+    wide = np.float64 if x.dtype.kind == "f" or x.dtype.name == "bfloat16" else np.int64
+    xs = x.astype(wide)
+    live = np.ones(x.shape[0], bool)
+    h = np.zeros(x.shape[0], wide)
+    n = np.zeros(x.shape[0], np.int32)
+    y = y.astype(wide)
+    for t in range(x.shape[1]):
+        skip = xs[:, t] < 0  # continue
+        step = live & ~skip
+        h = np.where(step, h + xs[:, t], h)
+        y[:, t] = np.where(step, h, y[:, t])
+        n += step
+        live &= ~(step & (h > 4 * (1 if wide is np.float64 else 100)))  # break
+    return {"y": y, "last": h, "n": n}
+
+
+@case(
+    dtypes=("float32", "float64", *INTS),
+    sizes=SIZES_2D,
+    values={"x": by_kind(normal(), normal(int_range=1000)), "y": by_kind(normal(), normal(int_range=1000))},
+    reference=_break_ref,
+    inplace=("y",),
+)
+def loop_break(dt):
+    """``continue`` and ``break`` ending an if's branch in a ``for t in pt.range(N)`` loop: negative values are
+    skipped, each row stops once its running sum passes a limit (its own step), the steps before it stored in
+    ``y``, its other elements left as they were."""
+    limit = 4.0 if dt.is_float else 400
+
+    def loop_break(x: pt.Tensor[dt, (M, N)], y: pt.Tensor[dt, (M, N)], last: pt.Tensor[dt, (M,)],
+                   n: pt.Tensor[pt.int32, (M,)]):  # fmt: skip
+        r = pt.axis(0)
+        h = pt.cast(0, dt)
+        count = 0
+        for t in pt.range(N):
+            if x[r, t] < 0:
+                continue
+            h = h + x[r, t]
+            y[r, t] = h
+            count = count + 1
+            if h > limit:
+                break
+        last[r] = h
+        n[r] = count
+
+    return loop_break

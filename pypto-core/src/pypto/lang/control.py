@@ -10,6 +10,9 @@ those constructs into calls of the functions below, which keep Python's meaning 
   assigns, and ``x, y = cond(c, then, orelse, (x, y), ...)``. A concrete ``c`` runs one branch, as Python
   does; a traced ``c`` runs both (tracing each) and selects every variable they assign differently:
   ``pt.where(c, x_then, x_else)``. ``elif`` is an ``if`` in the ``else`` branch.
+* in a sequential loop (``for t in pt.range(n)``, ``while``), a ``break`` or ``continue`` ending an ``if``'s
+  branch becomes a flag the loop carries (:func:`_flagged`): the test kept in a variable, the rest of the step
+  under ``if not test``, and after a ``break`` every later step under ``if live``, so the ifs are selects too;
 * ``a and b``, ``a or b``, ``not a`` and ``a if c else b`` on traced values are the elementwise
   ``&``, ``|``, ``== False`` and ``pt.where`` (on booleans: a traced number ``x`` stands for ``x != 0``);
   on concrete ones they short-circuit as in Python.
@@ -45,6 +48,7 @@ from pypto.lang.source import function_tree
 
 _RT = "__pt_control"  # the name the rewritten code reaches this module by (a closure cell of its own)
 _PREFIX = "__pt_"  # names the pass introduces (never a user's variable)
+_FLAG = "__ptflag_"  # variables the pass introduces that a loop carries (a break's flag)
 
 
 # -- run time ---------------------------------------------------------------------------------------------------
@@ -243,11 +247,12 @@ def loop_test(c: Any, file: str, line: int) -> Any:
     ``else``): Python's for a concrete value, an error for a traced one."""
     if traced(c):
         raise TracingError(
-            "a 'while' loop on a traced value whose body breaks, continues or returns, or that has an else: "
-            "each element runs its own number of steps, and such a loop cannot stop one element's steps",
+            "a 'while' loop on a traced value whose body returns, or breaks or continues other than at the end "
+            "of an if's branch, or that has an else: each element runs its own number of steps, and such a loop "
+            "cannot stop one element's steps",
             _loc(file, line),
-            "put the stopping condition in the while's test (while cond and n < max_iter:) and assign the "
-            "results in the body; select values with pt.where",
+            "end an if's branch with the break ('if done: break'), or put the stopping condition in the while's "
+            "test (while cond and n < max_iter:); select values with pt.where",
         )
     return c
 
@@ -515,7 +520,33 @@ class _Rewriter(ast.NodeTransformer):
         call = ast.Call(_rt("ifexp"), [node.test, _thunk(node.body), _thunk(node.orelse)], [])
         return ast.copy_location(call, node)
 
+    def _unescaped(self, node: ast.For | ast.While) -> list[ast.stmt]:
+        """A loop whose body breaks or continues under ifs (:func:`_flagged`), rewritten with flags before the ifs
+        inside are: the statements to put before the loop (the flag's first value)."""
+        if node.orelse or _escapes(node.body) is None:
+            return []
+        k = next(self.count)
+        flag = f"{_FLAG}live{k}"  # (carried by the loop as the user's variables are: not the pass's _PREFIX)
+        flagged = _flagged(node.body, flag, f"{_FLAG}stop{k}_")
+        if flagged is None:
+            return []
+        body, live = flagged
+        if not live:  # (continue only)
+            node.body = body
+            return []
+        node.body = [ast.If(ast.Name(flag, ast.Load()), body, [])]
+        if isinstance(node, ast.While):  # the loop's test: its own, and the flag (the bound stays a conjunct)
+            node.test = ast.BoolOp(ast.And(), [node.test, ast.Name(flag, ast.Load())])
+        init = ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(True))
+        for n in ast.walk(ast.Module([init, *node.body], [])):
+            if isinstance(n, (ast.stmt, ast.expr)):
+                ast.copy_location(n, node)
+        return [init]
+
     def visit_While(self, node: ast.While) -> Any:
+        before = self._unescaped(node)
+        if before:
+            return [*before, *_listed(self.visit_While(node))]
         self.generic_visit(node)
         where = [ast.Constant(self.file), ast.Constant(node.lineno)]
         if node.orelse or _escapes(node.body) is not None:  # left as Python's, its test checked to be concrete
@@ -531,6 +562,9 @@ class _Rewriter(ast.NodeTransformer):
         return self._place([test, body, _assign(names, call)], node)
 
     def visit_For(self, node: ast.For) -> Any:
+        before = self._unescaped(node) if _sequential(node) else []
+        if before:
+            return [*before, *_listed(self.visit_For(node))]
         self.generic_visit(node)
         if not _sequential(node) or node.orelse or _escapes(node.body) is not None:
             return node  # Python's loop (pt.range refuses to be iterated there, saying why)
@@ -566,6 +600,50 @@ class _Rewriter(ast.NodeTransformer):
         call = ast.Call(_rt("cond"), [node.test, ast.Name(then.name, ast.Load()), ast.Name(orelse.name, ast.Load()),
                                       _values(names), ast.Constant(tuple(names)), *where], [])  # fmt: skip
         return self._place([then, orelse, _assign(names, call)], node)
+
+
+def _listed(x: Any) -> list[ast.stmt]:
+    return x if isinstance(x, list) else [x]
+
+
+def _flagged(body: list[ast.stmt], live: str, stop: str) -> tuple[list[ast.stmt], bool] | None:
+    """A loop body that breaks or continues at the end of an ``if`` branch, as statements that do not: the test
+    is kept in a variable (``stop``, numbered), the branch runs, a ``break`` sets ``live`` to its negation (the
+    loop's later steps run under ``if live``), and the statements after the ``if`` run under ``if not stop``.
+    A bare ``break`` or ``continue`` ends the step there. Returns the new body and whether it breaks, or None
+    for an escape elsewhere (a return, or a break not last in its branch): the loop then stays Python's."""
+    out: list[ast.stmt] = []
+    breaks = False
+    count = itertools.count()
+    for k, st in enumerate(body):
+        rest = body[k + 1 :]
+        if isinstance(st, (ast.Break, ast.Continue)):
+            if isinstance(st, ast.Break):
+                out.append(ast.Assign([ast.Name(live, ast.Store())], ast.Constant(False)))
+            return out, breaks or isinstance(st, ast.Break)
+        what = _escapes([st])
+        if what is None:
+            out.append(st)
+            continue
+        if not isinstance(st, ast.If) or _escapes(st.orelse) is not None or not st.body:
+            return None
+        last = st.body[-1]
+        if not isinstance(last, (ast.Break, ast.Continue)) or _escapes(st.body[:-1]) is not None:
+            return None
+        name = f"{stop}{next(count)}"
+        out.append(ast.Assign([ast.Name(name, ast.Store())], st.test))
+        if st.body[:-1] or st.orelse:
+            out.append(ast.If(ast.Name(name, ast.Load()), st.body[:-1] or [ast.Pass()], st.orelse))
+        if isinstance(last, ast.Break):
+            breaks = True
+            out.append(ast.Assign([ast.Name(live, ast.Store())], ast.UnaryOp(ast.Not(), ast.Name(name, ast.Load()))))
+        after = _flagged(rest, live, f"{name}_")
+        if after is None:
+            return None
+        if after[0]:
+            out.append(ast.If(ast.UnaryOp(ast.Not(), ast.Name(name, ast.Load())), after[0], []))
+        return out, breaks or after[1]
+    return out, breaks
 
 
 def _key(e: ast.expr) -> ast.expr:

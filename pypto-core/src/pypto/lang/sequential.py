@@ -91,11 +91,11 @@ class range:  # noqa: N801 - pt.range, spelled as Python's
             return iter(r)
         raise TracingError(
             f"{self!r} iterated outside a 'for' loop pypto rewrites: a sequential loop is written "
-            "'for t in pt.range(n):' in a kernel whose source pypto can read, and its body may not break, "
-            "continue or return",
+            "'for t in pt.range(n):' in a kernel whose source pypto can read; its body may break or continue "
+            "only at the end of an if's branch ('if done: break'), and may not return",
             user_loc(),
-            "write the loop as a for statement in the kernel's own source; select updates with pt.where "
-            "instead of breaking out",
+            "write the loop as a for statement in the kernel's own source, with each break or continue the last "
+            "statement of an if's branch; select updates with pt.where instead of returning",
         )
 
 
@@ -365,8 +365,8 @@ def _bound_steps(cond: Expr, outs: tuple, lp: _Loop) -> tuple[int, Expr] | None:
             op, a, b = {"gt": "lt", "ge": "le"}[op], b, a
         if not (isinstance(a, Carry) and isinstance(b, Const) and isinstance(b.value, int)):
             continue
-        start = lp.values[a.slot]
-        if not (isinstance(start, numbers.Integral) and not isinstance(start, bool)):
+        start = _least_int(lp.values[a.slot])
+        if start is None:
             continue
         grow = _increment(to_node(outs[a.slot]) if lp.carried[a.slot] else None, a.slot)
         if grow is None:
@@ -379,8 +379,26 @@ def _bound_steps(cond: Expr, outs: tuple, lp: _Loop) -> tuple[int, Expr] | None:
     return best
 
 
+def _least_int(v: Any) -> int | None:
+    """The least value a counter can start a while loop's traced steps with: a Python int, or a select of such
+    (after Python's first steps of a loop with a ``break``, ``n`` is ``where(stop, 0, 1)``); None otherwise."""
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        return int(v)
+    e = v.node if isinstance(v, ExprProxy) else v
+    if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return e.value
+    if isinstance(e, Where):
+        a, b = _least_int(e.a), _least_int(e.b)
+        return None if a is None or b is None else builtins.min(a, b)
+    return None
+
+
 def _increment(e: Expr | None, slot: int) -> int | None:
-    """``c`` when ``e`` is ``Carry(slot) + c`` with ``c`` a positive Python int."""
+    """``c`` when ``e`` is ``Carry(slot) + c`` with ``c`` a positive Python int, or that increment under a
+    condition, the counter unchanged otherwise (a body after a ``break``'s test runs under one: a step that
+    does not count is one whose flag ends the loop)."""
+    if isinstance(e, Where) and isinstance(e.b, Carry) and e.b.slot == slot:
+        return _increment(e.a, slot)
     if not isinstance(e, Binary) or e.op != "add":
         return None
     for x, c in ((e.a, e.b), (e.b, e.a)):
