@@ -386,6 +386,42 @@ def test_modules_take_their_parameters_as_inputs(rng):
     assert isinstance(m.layers[0].w, pt.Parameter)  # restored after tracing
 
 
+def test_a_modules_other_attributes_are_constants_of_its_programs_never_stale(rng):
+    """A module's attributes other than its parameters (a scale, a mask array) are read when its forward is
+    traced: a new value, or another instance with other values, gets its own program, in the forward, in
+    pt.grad and in pt.value_and_grad (they used to reuse the first instance's program: stale values)."""
+
+    @pt.module
+    class Scaled:
+        def __init__(self, scale):
+            self.w = pt.Parameter(rng.standard_normal(4).astype(np.float32), "w")
+            self.scale = scale
+            self.mask = np.ones(4, np.float32)
+
+        def forward(self, x):
+            return (self.w * x * self.scale * self.mask).sum()
+
+    x = r(rng, 4)
+    grad = pt.grad(lambda m, x: m(x))
+    value_and_grad = pt.value_and_grad(lambda m, x: m(x))
+    a, b = Scaled(0.5), Scaled(3.0)
+    for m in (a, b, a):
+        close(m(x), (m.w.data * wide(x)).sum() * m.scale)
+        (g,) = grad(m, x)
+        close(g, wide(x) * m.scale)
+        v, (g,) = value_and_grad(m, x)
+        close(v, (m.w.data * wide(x)).sum() * m.scale)
+        close(g, wide(x) * m.scale)
+    a.scale = 2.0  # a new value of the same instance
+    close(a(x), (a.w.data * wide(x)).sum() * 2.0)
+    close(grad(a, x)[0], wide(x) * 2.0)
+    a.mask = np.zeros(4, np.float32)  # a new array (new values in the old one are read at each call anyway)
+    close(a(x), 0.0)
+    close(grad(a, x)[0], np.zeros(4))
+    a.mask[:] = 1.0
+    close(a(x), (a.w.data * wide(x)).sum() * 2.0)
+
+
 def test_profile_counts_calls_bytes_and_operations(jit, rng):
     x = r(rng, 64, 64)
     f = jit(lambda x: pt.softmax(x))
@@ -527,6 +563,14 @@ def test_symbolic_results_out_and_reuse(pypto_executor, rng):
     close(o[1], wide(x).sum(1))
     with pytest.raises(pt.ShapeError, match="out\\[1\\] has shape"):
         f(x, out=(pt.empty((4, 5)), pt.empty(5)))
+
+
+def test_symbolic_dims_with_only_sizes_of_one_run_again(pypto_executor):
+    """Sizes 0 and 1 stay static under dims="symbolic": a call with no other size runs the program compiled for
+    those shapes, the second time as the first (it used to look for symbolic sizes it does not have)."""
+    f = pt.jit(lambda a: np.reshape(a, (1, 1)) * 2.0, executor=pypto_executor, dims="symbolic")
+    for _ in range(2):
+        assert f(np.full(1, 3.0)).tolist() == [[6.0]]
 
 
 def test_a_program_that_needs_a_size_is_compiled_per_shape(pypto_executor, rng):

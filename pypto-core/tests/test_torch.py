@@ -222,6 +222,24 @@ def test_a_module_trains_with_torch_optimizers_on_shared_parameters():
     np.testing.assert_allclose(net(x.numpy()), tnet(x).detach().numpy(), rtol=1e-12)
 
 
+def test_a_modules_other_attributes_reach_the_torch_operator():
+    @pt.module
+    class Scaled:
+        def __init__(self):
+            self.w = pt.Parameter(np.linspace(-1, 1, 5), "w")
+            self.scale = 0.5
+
+        def forward(self, x):
+            return x * self.w * self.scale
+
+    m = Scaled()
+    tm = pt.torch.module(m)
+    x = torch.ones(5, dtype=torch.float64)
+    torch.testing.assert_close(tm(x), torch.tensor(m.w.data) * 0.5)
+    m.scale = 4.0  # a new constant: a new operator, not the first one's result
+    torch.testing.assert_close(tm(x), torch.tensor(m.w.data) * 4.0)
+
+
 def test_weights_load_into_a_module_by_name():
     rng = np.random.default_rng(1)
     net, other = two_layer_net(rng), two_layer_net(rng)

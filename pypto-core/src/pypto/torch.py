@@ -248,7 +248,7 @@ def _module_class(torch: Any) -> type:
     global _MODULE_CLASS
     if _MODULE_CLASS is not None:
         return _MODULE_CLASS
-    from pypto.array.module import parameter_paths
+    from pypto.array.module import constants, parameter_paths
 
     class PyptoModule(torch.nn.Module):
         """A ``pt.Module`` as a ``torch.nn.Module``: its parameters are ``torch.nn.Parameter``\\ s on the pypto
@@ -258,7 +258,7 @@ def _module_class(torch: Any) -> type:
             super().__init__()
             object.__setattr__(self, "pypto_module", model)  # not a submodule: no parameters of torch's there
             self._names: list[str] = []
-            self._ops: dict[int, TorchOp] = {}
+            self._ops: dict[tuple, TorchOp] = {}
             for name, prm in model.named_parameters():
                 a = prm.data
                 if a.dtype.kind not in "fc" or not (a.flags.c_contiguous and a.flags.writeable):
@@ -280,11 +280,11 @@ def _module_class(torch: Any) -> type:
                 self._names.append(name)
 
         def forward(self, *inputs: Any) -> Any:
-            n = len(inputs)
-            op = self._ops.get(n)
+            m = self.pypto_module
+            key = (len(inputs), constants(m))  # (the module's other attributes are constants of the operator)
+            op = self._ops.get(key)
             if op is None:
-                m = self.pypto_module
-                op = self._ops[n] = TorchOp(m._compile(parameter_paths(m), n), type(m).__name__)
+                op = self._ops[key] = TorchOp(m._compile(parameter_paths(m), len(inputs)), type(m).__name__)
             params = [self.get_parameter(name) for name in self._names]
             return op(*params, *inputs)
 

@@ -686,10 +686,12 @@ class GradFunction:
         """Arguments that are ``pt.Module``\\ s stand for their parameters: the gradient of a module in
         ``argnums`` is the list of its parameters' gradients (the order of ``named_parameters()``, as
         ``pt.optim`` takes them)."""
-        from pypto.array.module import bound, parameter_paths
+        from pypto.array.module import bound, constants, parameter_paths
 
         paths = {k: parameter_paths(a) for k, a in enumerate(args) if getattr(type(a), "__pypto_module__", False)}
-        layout = tuple((type(args[k]), tuple(paths[k])) if k in paths else None for k in range(len(args)))
+        # a module's other attributes are constants of the program: a program per set of their values
+        layout = tuple((type(args[k]), tuple(paths[k]), constants(args[k])) if k in paths else None
+                       for k in range(len(args)))  # fmt: skip
         cache = self.__dict__.setdefault("_by_layout", {})
         hit = cache.get(layout)
         if hit is None:

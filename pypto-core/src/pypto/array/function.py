@@ -576,8 +576,8 @@ class JitFunction:
             return self._cache.get(key) or self._compile_exact(args, key), None
         key, sizes, names = self._symbolic_key(args)
         c = self._cache.get(key)
-        if c is not None:
-            return c, sizes
+        if c is not None:  # (no symbolic size, every one 0 or 1: the program compiled for these exact shapes)
+            return c, sizes or None
         exact = self._key(args)
         c = self._cache.get(exact)
         if c is not None:

@@ -15,7 +15,9 @@
 
 Parameters are inputs of the compiled program, not constants baked into it: assigning new values
 (``layer.w.data[...] = ...``) needs no recompilation, and one compiled program serves every
-instance whose parameters have the same shapes and dtypes.
+instance whose parameters have the same shapes and dtypes. The module's other attributes (``self.eps``,
+``self.heads``, an array that is not a parameter) are constants of the program (:func:`constants`): a new value
+compiles it again, never a stale result.
 """
 
 from __future__ import annotations
@@ -88,6 +90,47 @@ def _walk(obj: Any, path: Path, seen: set[int]) -> Iterator[tuple[Path, Paramete
                 yield from _walk(v, (*path, ("attr", k)), seen)
 
 
+def constants(module: Any) -> tuple:
+    """A key of what a trace of ``module`` may read besides its parameters: its other attributes (submodules',
+    lists' and dicts' included), numbers, strings and other hashable values by value, anything else (an array that
+    is not a parameter, a mutable object) by identity. A compiled program is specific to them: a module whose
+    ``scale`` or ``eps`` changes, or another instance with other values, gets a program of its own (a non-parameter
+    array is an input of the program, read at each call: new values in it need no new program, a new array does)."""
+    out: list[Any] = []
+    _constants(module, (), set(), out)
+    return tuple(out)
+
+
+def _constants(obj: Any, path: tuple, seen: set[int], out: list[Any]) -> None:
+    if isinstance(obj, Parameter):
+        return
+    if isinstance(obj, (bool, int, float, complex, str, bytes, type(None), np.generic)):
+        out.append((path, type(obj).__name__, obj))
+        return
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, (list, tuple)):
+        out.append((path, type(obj).__name__, len(obj)))
+        for k, v in enumerate(obj):
+            _constants(v, (*path, k), seen, out)
+    elif isinstance(obj, dict):
+        out.append((path, "dict", tuple(obj)))
+        for k, v in obj.items():
+            _constants(v, (*path, k), seen, out)
+    elif getattr(type(obj), "__pypto_module__", False):
+        out.append((path, "module", type(obj)))
+        for k, v in vars(obj).items():
+            if not k.startswith("_pt_"):  # (pypto's own caches)
+                _constants(v, (*path, k), seen, out)
+    else:
+        try:
+            hash(obj)
+            out.append((path, "value", obj))  # (a hashable object compares by value, or by identity by default)
+        except TypeError:
+            out.append((path, "id", id(obj)))
+
+
 def _path_name(path: Path) -> str:
     return ".".join(str(step[1]) for step in path)
 
@@ -120,7 +163,7 @@ class Module:
     def __call__(self, *args: Any) -> Any:
         paths = [p for p, _ in _walk(self, (), set())]
         params = [prm for _, prm in _walk(self, (), set())]
-        key = tuple(paths)
+        key = (tuple(paths), constants(self))  # (the other attributes are constants of the program)
         cache = self.__dict__.setdefault("_pt_compiled", {})
         fn = cache.get(key)
         if fn is None:
