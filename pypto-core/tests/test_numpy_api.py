@@ -77,13 +77,29 @@ def test_builtin_round_and_softmax_spelled_with_axis(x):
         pt.jit(lambda a: pt.softmax(a, 0, axis=1))(x)
 
 
+def test_ufunc_reduce_and_accumulate_methods(pypto_executor, x):
+    """``np.maximum.accumulate(x, axis)`` (a running maximum), ``np.add.reduce(x)`` (axis 0 by default) ..."""
+    x = x.astype(np.float64)
+    x[1, 3] = np.nan
+    cases = [
+        lambda a: np.maximum.accumulate(a, axis=1), lambda a: np.minimum.accumulate(a),
+        lambda a: np.add.accumulate(a, 1), lambda a: np.multiply.accumulate(a * 0.5, axis=0),
+        lambda a: np.add.reduce(a), lambda a: np.maximum.reduce(a, axis=1, keepdims=True),
+        lambda a: np.minimum.reduce(a, axis=None), lambda a: np.multiply.reduce(a, 1),
+    ]  # fmt: skip
+    for fn in cases:
+        np.testing.assert_allclose(pt.jit(fn, executor=pypto_executor)(x), fn(x), rtol=1e-12, equal_nan=True)
+
+
 def test_what_numpy_cannot_do_on_traced_arrays_is_a_typed_error(x):
     with pytest.raises(pt.TracingError, match="numpy.where with one argument"):
         pt.jit(lambda a: np.where(a > 0))(x)
     with pytest.raises(pt.TracingError, match="numpy.sum: the argument dtype= is not supported"):
         pt.jit(lambda a: np.sum(a, dtype=np.float64))(x)
-    with pytest.raises(pt.TracingError, match="numpy.add.reduce is not supported on a traced array"):
-        pt.jit(lambda a: np.add.reduce(a))(x)
+    with pytest.raises(pt.TracingError, match="numpy.add.reduceat is not supported on a traced array"):
+        pt.jit(lambda a: np.add.reduceat(a, [0, 2]))(x)
+    with pytest.raises(pt.TracingError, match="numpy.maximum.accumulate: the argument dtype= is not supported"):
+        pt.jit(lambda a: np.maximum.accumulate(a, dtype=np.float64))(x)
     with pytest.raises(pt.TracingError, match="numpy.fft.fft is not supported on a traced array"):
         pt.jit(lambda a: np.fft.fft(a))(x)
     with pytest.raises(pt.TracingError, match="numpy.linalg.qr is not supported on a traced array"):

@@ -310,8 +310,10 @@ def test_why_a_loop_has_no_vector_form():
 
 
 def test_barriers_are_placed_by_a_pass_and_printed_where_it_says():
-    """A scan's ordered combine (one group) reads in each step what the step before wrote: the loop every thread
-    runs ends with a barrier, recorded by place_barriers, shown by the IR printer and printed at that place."""
+    """A scan's ordered combine (one group) reads in each step what the step before wrote, and the first thread
+    overwrites the element every thread has just read: the loop every thread runs ends with a barrier, and one
+    stands before that write (else a thread may read the new value: a race PoCL turned into wrong sums), recorded
+    by place_barriers, shown by the IR printer and printed at those places."""
     from pypto.ir.device import Barriers
 
     @pt.kernel
@@ -322,11 +324,13 @@ def test_barriers_are_placed_by_a_pass_and_printed_where_it_says():
     loops = simt_loops(running)
     combine = [st for st in loops.device.steps if st.loop is None]
     (step,) = combine
-    assert step.launch.barriers == Barriers((), ((1,),))
-    assert "[single group; barriers: ending loop 1]" in running.ir("place_barriers", backend="opencl")
+    assert step.launch.barriers == Barriers(((1, 0, 0, 0, 1),), ((1,),))
+    assert "[single group; barriers: before 1.0.0.0.1; ending loop 1]" in running.ir("place_barriers", backend="opencl")
     source, _ = render(running)
     body = source.split(f"void {loops.name}_k1(")[1].split("\n}\n")[0]
-    assert body.count("barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);") == 1
+    assert body.count("barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);") == 2
+    write = body.index("if (pt_lid == 0) _block")
+    assert body.rindex("barrier(", 0, write) > body.index("= _block")  # after every thread's read, before the write
     # the printer refuses a split whose barriers were not placed
     from pypto.targets.simt.launch import plan_launch
 

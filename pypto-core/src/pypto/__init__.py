@@ -319,7 +319,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-_SUBMODULES = frozenset({"torch", "dask", "optim"})
+_SUBMODULES = frozenset({"torch", "dask", "optim", "array_api"})
 
 
 def __getattr__(name: str) -> object:

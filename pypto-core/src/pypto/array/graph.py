@@ -202,6 +202,10 @@ NUMPY_FUNCTIONS: dict[Any, Any] = {}
 """NumPy's functions (not ufuncs) on traced arrays, by the NumPy function: filled by
 :mod:`pypto.array.numpy_api` when it loads (as :data:`STRUCTURAL`)."""
 
+UFUNC_METHODS: dict[tuple[str, str], Any] = {}
+"""The ufunc methods a traced array takes (``np.maximum.accumulate``), by (ufunc name, method): filled by
+:mod:`pypto.array.numpy_api` when it loads."""
+
 
 def _ufuncs() -> dict[str, Any]:
     """NumPy's ufuncs on traced arrays, by name: the op table's math functions and binary operators whose NumPy
@@ -239,6 +243,9 @@ class Array:
     # -- NumPy's functions on it (pypto.array.numpy_api) ----------------------------------------------------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         out = kwargs.pop("out", None)
+        bound = UFUNC_METHODS.get((ufunc.__name__, method)) if out in (None, ()) else None
+        if bound is not None:
+            return bound(*inputs, **kwargs)
         fn = _UFUNCS.get(ufunc.__name__) if method == "__call__" and not kwargs and out in (None, ()) else None
         if fn is None:
             what = f"numpy.{ufunc.__name__}" + (f".{method}" if method != "__call__" else "")

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from pypto.array import linalg, ops, views
-from pypto.array.graph import NUMPY_FUNCTIONS, Array, binary, cast, reduce, unary, where
+from pypto.array.graph import NUMPY_FUNCTIONS, UFUNC_METHODS, Array, binary, cast, reduce, unary, where
 from pypto.errors import TracingError
 from pypto.lang.location import user_loc
 
@@ -400,6 +400,28 @@ def _reshape(a: Any, *args: Any, **kwargs: Any) -> Array:
 
 NUMPY_FUNCTIONS.update(FUNCTIONS)
 
+_UFUNC_REDUCERS = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min"}
+"""The ufuncs whose ``reduce`` and ``accumulate`` methods are a reduction and a scan (``np.maximum.accumulate``)."""
+
+
+def _ufunc_method(name: str, op: str, method: str) -> Callable[..., Any]:
+    """``np.<name>.reduce(x, axis)`` (a reduction, ``keepdims=`` as NumPy's; axis 0 by default) or
+    ``np.<name>.accumulate(x, axis)`` (a scan: ``np.maximum.accumulate`` is ``pt.cummax``), typed as the pt.*
+    reductions and scans are."""
+
+    def fn(x: Any, axis: Any = 0, dtype: Any = None, out: Any = None, keepdims: bool = False, **rest: Any) -> Array:
+        _refuse(f"{name}.{method}", dtype=dtype, out=out, **rest)
+        if method == "reduce":
+            return reduce(op, x, axis, bool(keepdims))
+        _refuse(f"{name}.{method}", keepdims=keepdims or None)
+        return ops.scan(op, x, axis, False, f"numpy.{name}.accumulate")
+
+    return fn
+
+
+UFUNC_METHODS.update({(u, m): _ufunc_method(u, op, m) for u, op in _UFUNC_REDUCERS.items()
+                      for m in ("reduce", "accumulate")})  # fmt: skip
+
 
 def numpy_support() -> dict[str, list[str]]:
     """The NumPy names a traced array takes, for the docs' list (``docs/numpy_support.py``): ``ufuncs`` (``np.exp(x)``:
@@ -418,6 +440,7 @@ def numpy_support() -> dict[str, list[str]]:
     public = [n for n in dir(np.ndarray) if not n.startswith("_")]
     return {
         "ufuncs": sorted(_UFUNCS),
+        "ufunc_methods": sorted(f"{u}.{m}" for u, m in UFUNC_METHODS),
         "functions": sorted({spelled(f) for f in FUNCTIONS}),
         "methods": sorted(n for n in public if hasattr(Array, n)),
         "missing_methods": sorted(n for n in public if not hasattr(Array, n)),
