@@ -174,3 +174,51 @@ def test_the_small_types_chunked_as_in_one_kernel(rng, dt):
             assert np.all(np.abs(got.astype(np.float64) - exact) <= half_unit * np.abs(exact) + 48 * 2.0**-24 * scale)
     g = pt.jit(lambda x: x - x.max(axis=1, keepdims=True))
     np.testing.assert_array_equal(np.asarray(g(da.from_array(x, chunks=(16, 24))).compute()), g(x))
+
+
+@pt.kernel
+def running(x: pt.Tensor[pt.float64, (M, N)], s: pt.Tensor[pt.float64, (M, N)], back: pt.Tensor[pt.float64, (M, N)],
+            hi: pt.Tensor[pt.float64, (M, N)], down: pt.Tensor[pt.float64, (M, N)],
+            k: pt.Tensor[pt.int32, (M, N)]):  # fmt: skip
+    r, c = pt.axis(0), pt.axis(1)
+    s[r, c] = pt.cumsum(x[r, c], axis=c)
+    back[r, c] = pt.cumprod(1.0 + 0.01 * x[r, c], axis=c, reverse=True)
+    hi[r, c] = pt.cummax(x[r, c], axis=c)
+    down[r, c] = pt.cumsum(x[r, c] * 2.0, axis=r)
+    k[r, c] = pt.cumsum(pt.cast(x[r, c] > 0, pt.int32), axis=c)
+
+
+@pytest.mark.parametrize("chunks", [(7, 50), (3, 11), (2, 7), (7, 1)])
+def test_scans_keep_their_chunks_each_started_from_the_chunks_before(rng, chunks):
+    x = rng.standard_normal((7, 50))
+    x[2, 20] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pt.RechunkWarning)  # (no axis is rechunked whole)
+        s, back, hi, down, k = (a.compute() for a in running(da.from_array(x, chunks=chunks)))
+    np.testing.assert_allclose(s, np.cumsum(x, 1), rtol=1e-12, atol=1e-12)  # (NaN from its position on)
+    np.testing.assert_allclose(back, np.flip(np.cumprod(np.flip(1 + 0.01 * x, 1), 1), 1), rtol=1e-12)
+    np.testing.assert_array_equal(hi, np.maximum.accumulate(x, 1))
+    np.testing.assert_allclose(down, np.cumsum(2 * x, 0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(k, np.cumsum(x > 0, 1))
+    plan = pt.dask.explain(running, da.from_array(x, chunks=chunks))
+    assert ("part0_carry: the totals of the chunks before each one, combined (sum) in order" in plan) == (
+        chunks[1] < 50
+    )
+
+
+def test_jit_scans_of_scans_and_narrow_types_on_chunks(rng):
+    x = rng.standard_normal((6, 40))
+    X = da.from_array(x, chunks=(4, 9))
+    f = pt.jit(lambda a: np.cumsum(np.cumsum(a, axis=1), axis=0) - a.cumsum(axis=1).sum(axis=1, keepdims=True))
+    want = np.cumsum(np.cumsum(x, 1), 0) - np.cumsum(x, 1).sum(1, keepdims=True)
+    np.testing.assert_allclose(f(X).compute(), want, rtol=1e-10, atol=1e-10)
+    i8 = rng.integers(-100, 100, (5, 30)).astype(np.int8)
+    got = pt.jit(lambda a: np.maximum.accumulate(a, axis=1) + np.cumsum(a, axis=1))(da.from_array(i8, chunks=(5, 7)))
+    np.testing.assert_array_equal(got.compute(), np.maximum.accumulate(i8, 1) + np.cumsum(i8, 1).astype(np.int32))
+    v = rng.standard_normal(1000).astype(np.float32)  # flattened, float32: block totals in another order
+    np.testing.assert_allclose(pt.jit(np.cumsum)(da.from_array(v, chunks=77)).compute(),
+                               np.cumsum(v.astype(np.float64)), rtol=0, atol=2e-4)  # fmt: skip
+    lse = pt.jit(lambda a: pt.associative_scan(lambda p, q: pt.maximum(p, q) + pt.log1p(pt.exp(-pt.abs(p - q))), a, 1))
+    with pytest.warns(pt.RechunkWarning, match="runs along axis"):  # the user's function: in order, one chunk
+        got = lse(X)
+    np.testing.assert_allclose(got.compute(), np.logaddexp.accumulate(x, 1), rtol=1e-12)

@@ -464,3 +464,19 @@ def test_kernel_vjp_of_scans_matches_torch(pypto_executor, rng):
     np.testing.assert_allclose(z, Z.detach().numpy(), rtol=1e-12)
     np.testing.assert_allclose(gx, want[0].numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(ga, want[1].numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_a_scan_inside_a_reduction_over_another_axis(pypto_executor, rng):
+    """``sum over rows of (c[r] + cumsum along columns)``: the scan varies along the reduced rows too, so its
+    temporary is over both axes (it was over the columns only, and lowering failed on the row axis)."""
+    R, C = pt.dims("R C")
+
+    @pt.kernel(executor=pypto_executor)
+    def summed(c: pt.Tensor[pt.float64, (R,)], a: pt.Tensor[pt.float64, (R, C)], out: pt.Tensor[pt.float64, (C,)]):
+        r, j = pt.axis(0), pt.axis(1)
+        out[j] = pt.reduce_sum(c[r] + pt.cumsum(a[r, j], axis=j), axis=r)
+
+    a, c = rng.standard_normal((5, 9)), rng.standard_normal(5)
+    out = np.zeros(9)
+    summed(c, a, out)
+    np.testing.assert_allclose(out, (c[:, None] + np.cumsum(a, 1)).sum(0), rtol=1e-12)

@@ -34,9 +34,11 @@ from pypto.ir.nodes import (
     free_axes,
     map_children,
     postorder,
+    scans,
     top_reduces,
 )
 from pypto.ir.ops import scan_name
+from pypto.ir.reducers import COMBINE_OP
 from pypto.ir.reducers import identity as identity_value
 from pypto.runtime.foreign import is_dask_array
 
@@ -167,6 +169,7 @@ class Planner:
         self.extents = dict(extents)  # axis -> its extent in this call
         self.axis_names = {a.index: a.name for a in ir.axes}
         self.env: dict[str, Any] = {}
+        self.per_chunk: dict[str, int] = {}  # a scan's carries -> the dimension holding one value per chunk
         self._chunking(arrays)
 
     # -- chunking ------------------------------------------------------------------------------------------
@@ -194,7 +197,7 @@ class Planner:
                 if isinstance(e, Index) and id(e) not in entries:
                     for ax in e.affine.axis_set():
                         whole[("a", ax)] = f"axis {ir.axis_name(ax)} is used as a value"
-                elif isinstance(e, Scan):  # a running value needs every earlier block of its axis
+                elif isinstance(e, Scan) and not _blockwise_scan(e):  # a loop's or the user's scan: in order
                     whole[("a", e.axis)] = f"{scan_name(e.op)} runs along axis {ir.axis_name(e.axis)}"
                 elif isinstance(e, Sort):  # an ordered row needs all of the row
                     why = f"a sort runs along axis {ir.axis_name(e.axis)}"
@@ -353,6 +356,41 @@ class Planner:
                           [("new", n) for n in full], dtype)  # fmt: skip
 
     def split(self, value: Expr) -> Expr:
+        """``value`` with every reduction over a chunked axis computed by its own layers and read back, and every
+        running reduction along one started from its earlier chunks' totals (:meth:`scan`)."""
+        value = self.split_reductions(value)
+        table: dict[Node, Expr] = {}
+        for c in scans(value):  # inner ones first: an outer scan's body reads their replacements
+            if c in table or not self.chunked(c.axis) or not _blockwise_scan(c):
+                continue
+            body = _replace(c.body, table) if table else c.body
+            # (typed as the original: its body may read layers the kernel's typer does not know)
+            table[c] = self.scan(Scan(c.op, body, c.axis, c.reverse, dtype=c.dtype, loc=c.loc), self.typer(c).dtype)
+        return _replace(value, table) if table else value
+
+    def scan(self, c: Scan, scan_dtype: Any) -> Expr:
+        """A running reduction along a chunked axis: each chunk's total (a layer), the totals of the chunks before
+        each one combined in order (after it, for a reversed scan: the chunk's *carry*, one value per chunk), and
+        the running reduction within each chunk started from its carry, in the layer that reads the scan."""
+        dtype = scan_dtype.compute  # (16-bit floats: totals and carries in float32, as in one kernel)
+        a = c.axis
+        free = sorted(free_axes(c.body) - {a})
+        tmp = f"part{next(self.counter)}"
+        out: list[OutDim] = [("axis", f) for f in free] + [("one", a)]
+        index = tuple(Affine.axis(f) for f in free) + (Affine.constant(0),)
+        name = self.ir.axis_name(a)
+        part = self.layer(f"{tmp}: {c.op} of each chunk of {name} (the chunks' totals)", tmp,
+                          [(index, Reduce(c.op, c.body, (a,), loc=c.loc))], out, dtype)  # fmt: skip
+        carry = f"{tmp}_carry"
+        self.env[carry] = _carries(part, len(free), c.op, identity_value(c.op, dtype).value, c.reverse, dtype.numpy)
+        self.types[carry] = (dtype, self.env[carry].shape)
+        self.per_chunk[carry] = len(free)
+        order = "after" if c.reverse else "before"
+        self.plan.layers.append(f"{carry}: the totals of the chunks {order} each one, combined ({c.op}) in order")
+        start = Load(carry, tuple(Affine.axis(f) for f in free) + (Affine.axis(a),), loc=c.loc)
+        return Binary(COMBINE_OP[c.op], start, c, loc=c.loc)
+
+    def split_reductions(self, value: Expr) -> Expr:
         """``value`` with every reduction over a chunked axis computed by its own layers and read back."""
         table: dict[Node, Expr] = {}
         for r in sorted(top_reduces(value), key=lambda r: r.op != "sum"):  # sums first: they may carry a max
@@ -463,6 +501,8 @@ class Planner:
         params: list[Any] = []
         rename: dict[Node, Expr] = {}
         args: list[Any] = []
+        unaligned = False  # a scan's carries (one element per chunk) are aligned with the chunks by block
+        late: list[tuple[Any, tuple[str, ...], str]] = []
         inputs: list[str] = []
         taken: set[str] = {out}
         plain: set[int] = set()
@@ -482,9 +522,16 @@ class Planner:
                     fix=f"pass {ld.tensor} (a dask or NumPy array)",
                 )
             shape, letters = [], []
+            index = list(ld.index)
             for p, e in enumerate(ld.index):
                 a = e.plain_axis()
-                if a is not None and self.chunked(a):
+                if self.per_chunk.get(ld.tensor) == p:  # a scan's carry: one value per chunk of the axis
+                    assert a is not None
+                    letters.append(f"a{a}")
+                    shape.append(Affine.constant(1))
+                    index[p] = Affine.constant(0)
+                    unaligned = True
+                elif a is not None and self.chunked(a):
                     plain.add(a)
                     letters.append(f"a{a}")
                     shape.append(Affine.dim(self.dim_of(a)))
@@ -493,8 +540,14 @@ class Planner:
                     letters.append(f"w{next(self.counter)}")
             dt = self.types[ld.tensor][0] if ld.tensor in self.types else self.ir.buffer(ld.tensor).dtype
             params.append(TensorParam(name, dt, tuple(shape), "in"))
-            rename[ld] = Load(name, tuple(map(self.global_index, ld.index)), loc=ld.loc)
-            args += [arr, tuple(letters)]
+            rename[ld] = Load(name, tuple(map(self.global_index, index)), loc=ld.loc)
+            if ld.tensor in self.per_chunk:  # (last: dask takes the output's chunks from the first array)
+                late += [(arr, tuple(letters), name)]
+            else:
+                args += [arr, tuple(letters)]
+                inputs.append(name)
+        for arr, letters, name in late:
+            args += [arr, letters]
             inputs.append(name)
         gathered: dict[str, str] = {}  # gathered tensor -> its parameter in the generated kernel
         for g in (e for v in exprs for e in postorder(v) if isinstance(e, Gather)):
@@ -585,6 +638,7 @@ class Planner:
         return self.da.blockwise(
             run, tuple(out_letters), *args, dtype=dtype.numpy, adjust_chunks=adjust or None,
             new_axes=new_axes or None, concatenate=True, meta=np.empty((0,) * len(out_letters), dtype.numpy),
+            align_arrays=not unaligned,  # (every other input has its class's chunks already: _chunking)
         )  # fmt: skip
 
     def global_index(self, e: Affine) -> Affine:
@@ -604,6 +658,31 @@ class Planner:
                 else:
                     table[e] = Const(const, weak=True, loc=e.loc)
         return _replace(v, table) if table else v
+
+
+def _blockwise_scan(c: Scan) -> bool:
+    """Whether a scan can run chunk by chunk, each chunk started from the earlier chunks' total: a running
+    reduction (``pt.cumsum`` ...); not a sequential loop's state or the user's function (steps in order)."""
+    return c.combine is None and c.op in COMBINE_OP and not c.others
+
+
+_ACCUMULATE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}  # NaN-propagating, wrapping
+
+
+def _carries(part: Any, axis: int, op: str, start: Any, reverse: bool, dtype: Any) -> Any:
+    """Each chunk's carry from the chunks' totals ``part`` (one per chunk along ``axis``): the totals of the chunks
+    before it (after it, ``reverse``) combined in order, the identity ``start`` for the first. The totals are one
+    small array per row: combined in one block with NumPy's accumulate, then one value per chunk again."""
+    whole = part.rechunk({axis: -1})
+
+    def exclusive(t: np.ndarray) -> np.ndarray:
+        t = np.flip(t, axis) if reverse else t
+        run = _ACCUMULATE[op].accumulate(t, axis=axis, dtype=dtype)
+        first = np.full(t.shape[:axis] + (1,) + t.shape[axis + 1 :], start, dtype)
+        out = np.concatenate([first, np.delete(run, -1, axis)], axis=axis)
+        return np.flip(out, axis) if reverse else out
+
+    return whole.map_blocks(exclusive, dtype=dtype).rechunk({axis: 1})
 
 
 def _retensor(e: Expr, names: dict[str, str]) -> Expr:

@@ -138,7 +138,10 @@ def materialize_temporaries(k: KernelIR) -> KernelIR:
                     new_before.append(Group((Store(name, tindex, r, loc=r.loc),), loops))
                     value = _replace(value, r, Load(name, tindex, dtype=r.dtype, loc=r.loc))
             for c in _misplaced_scans(value, g):
-                loops = tuple(a for a in g.loops if a in free_axes(c) and a != c.axis) + (c.axis,)
+                # over every axis it depends on: the nest's, then those of the reductions it is inside (a scan in
+                # the body of a sum over rows varies along the rows too), its own last
+                free = free_axes(c) - {c.axis}
+                loops = (*(a for a in g.loops if a in free), *sorted(free - set(g.loops)), c.axis)
                 name = temps.new(c.dtype, tuple(extents[a] for a in loops))
                 tindex = tuple(Affine.axis(a) for a in loops)
                 new_before.append(Group((Store(name, tindex, c, loc=c.loc),), loops))
