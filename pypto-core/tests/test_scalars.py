@@ -49,6 +49,51 @@ def test_runtime_index_and_window(pypto_executor):
         g(x, -1)
 
 
+def test_several_runtime_indices_keep_numpys_axis_order(pypto_executor):
+    """Runtime integers and windows together, with slices and '...' between them: each is taken along its own
+    axis, as NumPy's basic indexing places it (x[t, :, s:s + 4] has shape (n1, 4), not an advanced index's
+    (4, n1)); one program for every value."""
+    x = np.arange(3 * 5 * 10, dtype=np.float64).reshape(3, 5, 10)
+    cases = [
+        (lambda a, t, s: a[t, :, s : s + 4], lambda a, t, s: a[t, :, s : s + 4]),
+        (lambda a, t, s: a[t : t + 2, s], lambda a, t, s: a[t : t + 2, s]),
+        (lambda a, t, s: a[t : t + 2, 1:4, s : s + 3], lambda a, t, s: a[t : t + 2, 1:4, s : s + 3]),
+        (lambda a, t, s: a[..., s : s + 2] * a[t, None, 0, s], lambda a, t, s: a[..., s : s + 2] * a[t, None, 0, s]),
+    ]
+    for fn, want in cases:
+        g = _jit(fn, pypto_executor)
+        for t, s in ((0, 0), (1, 4), (1, 2)):
+            np.testing.assert_array_equal(g(x, t, s), want(x, t, s))
+        assert len(g._cache) == 1
+    with pytest.raises(pt.IndexError, match="out of bounds"):
+        _jit(cases[0][0], pypto_executor)(x, 0, 7)  # the window s:s + 4 past the end
+
+
+def test_updates_at_runtime_positions(pypto_executor):
+    """x.at[t].set(v), x[t, s:s + 4] = v and x[:, s:s + 3] += v with runtime t and s: a select at the positions
+    found at the call (bounds-checked), one program for every value; the caller's array is not changed."""
+    x = np.arange(60.0).reshape(6, 10)
+
+    def step(u, t, s):
+        u = u.at[t].multiply(0.5)
+        u[t, s : s + 4] = np.arange(4.0)
+        u[:, s : s + 3] += 1.0
+        return u
+
+    g = _jit(step, pypto_executor)
+    for t, s in ((0, 0), (5, 6), (-2, 3)):
+        want = x.copy()
+        want[t] *= 0.5
+        want[t, s : s + 4] = np.arange(4.0)
+        want[:, s : s + 3] += 1.0
+        np.testing.assert_array_equal(g(x, t, s), want)
+    assert len(g._cache) == 1 and x[0, 0] == 0.0
+    with pytest.raises(pt.IndexError, match="out of bounds"):
+        g(x, 6, 0)  # the row
+    with pytest.raises(pt.IndexError, match="out of bounds"):
+        g(x, 0, 7)  # the window s:s + 4
+
+
 def test_a_value_the_trace_needs_makes_the_program_specific(pypto_executor, rng):
     x = rng.standard_normal(8).astype(np.float32)
 

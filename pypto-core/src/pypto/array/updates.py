@@ -16,6 +16,11 @@ Dask and the reference all follow without a new node:
   axis (elementwise: fused into what reads it); values that vary along a strided slice are first spread to
   their positions (``v[k]`` at ``s + k * step``).
 
+Runtime positions (a number passed at the call: ``u.at[t].set(v)``, ``u[t, s:s + 4] = v``) are selects too: the
+positions are found at the call (gathered from the axis's own, so a position outside it is a ``pt.IndexError``),
+values along a window are moved to them, and ``where(mask, new, x)`` keeps the rest; one program serves every
+value.
+
 Integer-array indices are NumPy's scatter: ``x.at[idx].add(v)`` adds at every index, repeated ones adding up
 (``np.add.at``); setting through integer arrays (whose repeated indices NumPy resolves by order) is refused.
 """
@@ -63,6 +68,13 @@ def update(x: Array, key: Any, values: Any, op: str = "set", what: str = "x.at[i
     if op not in APPLY:
         raise TracingError(f"{what}: unknown update {op!r}", user_loc(), f"use one of {', '.join(APPLY)}")
     items = list(key) if isinstance(key, tuple) else [key]
+    for j, it in enumerate(items):  # a runtime slice not of the form t:t + c: specific to its values, as in x[...]
+        if isinstance(it, slice) and views._runtime(it) and views._window(it) is None:
+            items[j] = slice(*(int(b) if isinstance(b, Array) else b for b in (it.start, it.stop, it.step)))
+    dynamic = [j for j, it in enumerate(items) if views._dynamic(it)]
+    if dynamic and not any(isinstance(it, (Array, list)) or hasattr(it, "__array_interface__")
+                           for j, it in enumerate(items) if j not in dynamic):  # fmt: skip
+        return _dynamic_update(x, items, dynamic, values, op, what)
     if any(isinstance(it, (Array, list)) or hasattr(it, "__array_interface__") for it in items):
         return _indexed(x, items, values, op, what)
     picked = views.getitem(x, key)  # checks the index (bounds, rank) and gives the shape the values fill
@@ -258,6 +270,82 @@ def _concat(parts: list[Array], axis: int) -> Array:
         return parts[0]
     shape = tuple(sum(int(p.shape[axis]) for p in parts) if k == axis else n for k, n in enumerate(parts[0].shape))
     return Array("concat", tuple(parts), axis, shape, parts[0].dtype)
+
+
+def _dynamic_update(x: Array, items: list[Any], dynamic: list[int], values: Any, op: str, what: str) -> Array:
+    """An update at runtime positions: ``x.at[t].set(v)``, ``x[t, s:s + 4] += v`` (runtime integers and windows
+    ``t:t + c`` of a static size, among ints and slices). Each runtime index is one position (or ``c``) along its
+    axis, found at the call (bounds-checked: a gather of the axis's positions); the new values are moved to
+    their positions along it and selected where the positions are (``where(mask, new, x)``)."""
+    if any(it is None for it in items):
+        raise TracingError(f"{what}: None (a new axis) in an update at runtime positions", user_loc(),
+                           "leave the None out: the values broadcast")  # fmt: skip
+    picked = views.getitem(x, tuple(items))  # (checks the index; its shape is what the values fill)
+    used = sum(1 for it in items if it is not Ellipsis)
+    if any(it is Ellipsis for it in items):
+        k = next(k for k, it in enumerate(items) if it is Ellipsis)
+        items = [*items[:k], *[slice(None)] * (x.ndim - used), *items[k + 1 :]]
+    items = items + [slice(None)] * (x.ndim - len(items))
+    v = _operand(values, what)
+    new = v if op == "set" else APPLY[op](picked, v)
+    if isinstance(new, Array):
+        try:
+            ok = broadcast_shapes(new.shape, picked.shape, what=what) == tuple(picked.shape)
+        except ShapeError:
+            ok = False
+        if not ok:
+            raise ShapeError(f"{what}: values of shape {new.shape} cannot be broadcast to the indexed shape "
+                             f"{picked.shape}", param="values", expected=f"an array broadcastable to {picked.shape}",
+                             got=new.shape)  # fmt: skip
+        if new.dtype != x.dtype:
+            if op != "set" and picked.ndim and not _same_kind(new.dtype, x.dtype):
+                raise TracingError(f"{what}: the result of the update has type {new.dtype}, which cannot be "
+                                   f"stored in the {x.dtype} array", user_loc(),
+                                   f"convert the array first (x = x.astype({new.dtype.name}))")  # fmt: skip
+            new = cast(new, x.dtype)
+        new = views.reshape(new, (1,) * (picked.ndim - new.ndim) + tuple(new.shape)) if new.ndim < picked.ndim else new
+        kept = [d for d, it in enumerate(items) if isinstance(it, slice)]  # the axes of x the values run along
+        new = views.reshape(new, tuple(new.shape[kept.index(d)] if d in kept else 1 for d in range(x.ndim)))
+    else:
+        new = Array("fill", (), _scalar(new, x.dtype, what), (1,) * x.ndim, x.dtype)
+    mask = None
+    for d, it in enumerate(items):
+        n = int(x.shape[d])
+        i = views._iota(n, d, x.ndim)
+        if views._dynamic(it):
+            if isinstance(it, slice):
+                start, size = views._window(it)  # type: ignore[misc]
+            else:
+                start, size = it, 1
+            first = where(binary("lt", start, 0), start + n if size == 1 else n, start)  # (x[-1]: the last)
+            # the positions, gathered from the axis's own: a position outside it is a pt.IndexError at the call
+            pos = views._advanced(views._iota(n, 0, 1), [binary("add", views._iota(size, 0, 1), first)])
+            lo, hi = views.getitem(pos, 0), views.getitem(pos, size - 1)  # (both ends read: both checked)
+            inside = binary("and", binary("ge", i, lo), binary("le", i, hi))
+            if new.shape[d] != 1:  # values along the window: the one for position p is new[p - start]
+                at = binary("minimum", binary("maximum", binary("sub", views._iota(n, 0, 1), first), 0), size - 1)
+                new = views._advanced(new, [*(slice(None),) * d, at])
+        elif isinstance(it, slice):
+            start, stop, step = it.indices(n)
+            region = (start, step, len(range(start, stop, step)))
+            if region[2] == 0:
+                return x
+            if step < 0:
+                if new.shape[d] != 1:
+                    new = views.getitem(new, _cut(d, x.ndim, None, None, -1))
+                region = (start + (region[2] - 1) * step, -step, region[2])
+            if _whole(region, n):
+                continue
+            inside = _inside(i, region, n)
+            if new.shape[d] != 1:
+                new = _spread(new, d, n, region)
+        else:
+            inside = binary("eq", i, int(it) % n)
+        mask = inside if mask is None else binary("and", mask, inside)
+    new = new if op == "set" or new.dtype == x.dtype else cast(new, x.dtype)
+    if mask is None:
+        return new if tuple(new.shape) == tuple(x.shape) else views.broadcast_to(new, x.shape)
+    return where(mask, new, x)
 
 
 def _indexed(x: Array, items: list[Any], values: Any, op: str, what: str) -> Array:

@@ -47,9 +47,12 @@ def getitem(x: Array, key: Any) -> Array:
         if hasattr(it, "__array_interface__") or isinstance(it, list):
             got = captured(it, "an index")
             items[j] = got if got is not None else it
-    dynamic = [j for j, it in enumerate(items) if isinstance(it, slice) and _runtime(it)]
-    if len(dynamic) == 1:  # x[t:t + 8] with a runtime t: a slice of static size at a position given at the call
-        items[dynamic[0]] = _dynamic_slice(x, items, dynamic[0])
+    for j, it in enumerate(items):  # a runtime slice not of the form t:t + c: the program is specific to its values
+        if isinstance(it, slice) and _runtime(it) and _window(it) is None:
+            items[j] = slice(*(int(b) if isinstance(b, Array) else b for b in (it.start, it.stop, it.step)))
+    dynamic = [j for j, it in enumerate(items) if _dynamic(it)]
+    if dynamic and not any(isinstance(it, Array) and not _dynamic(it) for it in items):
+        return _dynamic_items(x, items, dynamic)
     if any(isinstance(it, Array) for it in items):
         return _advanced(x, items)
     for it in items:
@@ -118,29 +121,62 @@ def _runtime(it: slice) -> bool:
     return any(isinstance(b, Array) for b in (it.start, it.stop, it.step))
 
 
-def _dynamic_slice(x: Array, items: list[Any], j: int) -> Any:
-    """``x[..., t:t + c, ...]`` with a runtime start ``t`` and a static size ``c`` (the stop written as the start
-    plus a number): the positions ``t .. t + c - 1``, an index array checked at every call (a start below 0 or
-    a stop past the end is a ``pt.IndexError``: the size may not change). Other runtime slices use their
-    values (the program is then specific to them)."""
-    it = items[j]
+def _window(it: slice) -> tuple[Array, int] | None:
+    """``(t, c)`` of a slice ``t:t + c`` with a runtime integer start and a static size (step 1), or None."""
     start, stop = it.start, it.stop
     plus = (isinstance(stop, Array) and stop.op == "binary" and stop.attrs == "add" and stop.args[0] is start
             and isinstance(stop.args[1], int) and not isinstance(stop.args[1], bool))  # fmt: skip
-    if not (isinstance(start, Array) and start.weak and start.dtype.is_int and plus and it.step in (None, 1)):
-        return slice(*(int(b) if isinstance(b, Array) else b for b in (it.start, it.stop, it.step)))
-    size = stop.args[1]
-    axis = sum(1 for it2 in items[:j] if it2 is not None and it2 is not Ellipsis)
-    if Ellipsis in items[:j]:
-        axis = x.ndim - sum(1 for it2 in items[j:] if it2 is not None and it2 is not Ellipsis)
-    n = int(x.shape[axis])
-    if size < 0 or size > n:
-        raise ShapeError(f"a slice of {size} elements of an axis of {n}", param="index",
-                         expected=f"t:t + c with 0 <= c <= {n}", got=size)  # fmt: skip
+    if isinstance(start, Array) and start.weak and start.dtype.is_int and plus and it.step in (None, 1):
+        return start, stop.args[1]
+    return None
+
+
+def _dynamic(it: Any) -> bool:
+    """A runtime index: a runtime integer (``x[t]``) or a window ``t:t + c`` at a runtime position."""
+    if isinstance(it, slice):
+        return _runtime(it)
+    return isinstance(it, Array) and it.weak and it.ndim == 0 and it.dtype.is_int
+
+
+def _dynamic_items(x: Array, items: list[Any], dynamic: list[int]) -> Array:
+    """``x[...]`` with runtime integers (``x[t]``) and windows (``x[t:t + c]``, a static size ``c``) among basic
+    indices, each at its own axis as NumPy's basic indexing places it (``x[t, :, s:s + 4]`` has shape
+    ``(n1, 4)``): the static part first (a view), then each runtime index along its axis, from the last, as an
+    index array checked at every call (a position out of bounds, or a window that does not fit, is a
+    ``pt.IndexError``: the size may not change)."""
     from pypto.array.graph import binary, where
 
-    first = where(binary("lt", start, 0), n, start)  # a negative start: out of bounds (as the end would be)
-    return binary("add", _iota(size, 0, 1), first)
+    static = [slice(None) if j in dynamic else it for j, it in enumerate(items)]
+    used = sum(1 for it in static if it is not None and it is not Ellipsis)
+    if any(it is Ellipsis for it in static):  # (by identity: '==' on an Array is traced)
+        k = next(k for k, it in enumerate(static) if it is Ellipsis)
+        fill = x.ndim - used
+        static[k : k + 1] = [slice(None)] * fill
+        items = [*items[:k], *[slice(None)] * fill, *items[k + 1 :]]
+        dynamic = [j if j < k else j + fill - 1 for j in dynamic]
+    y = getitem(x, tuple(static))
+    places = []  # (output position, input axis, runtime index)
+    out_pos = in_axis = 0
+    for j, it in enumerate(static):
+        if it is None:
+            out_pos += 1
+            continue
+        if j in dynamic:
+            places.append((out_pos, in_axis, items[j]))
+        if isinstance(it, slice):
+            out_pos += 1
+        in_axis += 1
+    for pos, axis, it in reversed(places):
+        if isinstance(it, slice):
+            start, size = _window(it)  # type: ignore[misc]
+            n = int(x.shape[axis])
+            if size < 0 or size > n:
+                raise ShapeError(f"a slice of {size} elements of an axis of {n}", param="index",
+                                 expected=f"t:t + c with 0 <= c <= {n}", got=size)  # fmt: skip
+            first = where(binary("lt", start, 0), n, start)  # a negative start: out of bounds (as the end would be)
+            it = binary("add", _iota(size, 0, 1), first)
+        y = _advanced(y, [*(slice(None),) * pos, it])
+    return y
 
 
 def _advanced(x: Array, items: list[Any]) -> Array:
