@@ -90,17 +90,7 @@ def update(x: Array, key: Any, values: Any, op: str = "set", what: str = "x.at[i
                 f"convert the array first (x = x.astype({new.dtype.name})), or the values",
             )
     if isinstance(v, Array):
-        try:
-            ok = broadcast_shapes(v.shape, picked.shape, what=what) == tuple(picked.shape)
-        except ShapeError:
-            ok = False
-        if not ok:
-            raise ShapeError(
-                f"{what}: values of shape {v.shape} cannot be broadcast to the indexed shape {picked.shape}",
-                param="values",
-                expected=f"an array broadcastable to {picked.shape}, or a number",
-                got=v.shape,
-            )
+        _fits(v, picked, what)
         if v.dtype != x.dtype and op == "set":
             v = cast(v, x.dtype)
         v = views.reshape(v, (1,) * (picked.ndim - v.ndim) + tuple(v.shape)) if v.ndim < picked.ndim else v
@@ -122,6 +112,21 @@ def update(x: Array, key: Any, values: Any, op: str = "set", what: str = "x.at[i
     if x.ndim == 0:
         return _combine(x, views.reshape(v, ()) if isinstance(v, Array) else v, op)
     return _place(x, v, regions, op)
+
+
+def _fits(v: Array, picked: Array, what: str) -> None:
+    """Refuse values that do not broadcast to the indexed shape."""
+    try:
+        ok = broadcast_shapes(v.shape, picked.shape, what=what) == tuple(picked.shape)
+    except ShapeError:
+        ok = False
+    if not ok:
+        raise ShapeError(
+            f"{what}: values of shape {v.shape} cannot be broadcast to the indexed shape {picked.shape}",
+            param="values",
+            expected=f"an array broadcastable to {picked.shape}, or a number",
+            got=v.shape,
+        )
 
 
 def _same_kind(new: dtypes.DType, old: dtypes.DType) -> bool:
@@ -289,14 +294,7 @@ def _dynamic_update(x: Array, items: list[Any], dynamic: list[int], values: Any,
     v = _operand(values, what)
     new = v if op == "set" else APPLY[op](picked, v)
     if isinstance(new, Array):
-        try:
-            ok = broadcast_shapes(new.shape, picked.shape, what=what) == tuple(picked.shape)
-        except ShapeError:
-            ok = False
-        if not ok:
-            raise ShapeError(f"{what}: values of shape {new.shape} cannot be broadcast to the indexed shape "
-                             f"{picked.shape}", param="values", expected=f"an array broadcastable to {picked.shape}",
-                             got=new.shape)  # fmt: skip
+        _fits(new, picked, what)
         if new.dtype != x.dtype:
             if op != "set" and picked.ndim and not _same_kind(new.dtype, x.dtype):
                 raise TracingError(f"{what}: the result of the update has type {new.dtype}, which cannot be "
