@@ -154,7 +154,8 @@ def test_passes_lists_the_pipeline_in_order(capsys):
     assert tuple(names) == STAGES and names[1 : 1 + len(PASSES)] == [n for n, _ in PASSES]
     assert (
         "target cpu-simd" in out
-        and "block_columns, block_contractions, tile_transposes, private_scratch, parallel_threshold, stream_outputs"
+        and "block_columns, block_contractions, tile_transposes, private_scratch, while_lanes, parallel_threshold, "
+        "stream_outputs"
         in out
     )
     code, out, _ = run(capsys, "passes", "--target", "cpu-simd")

@@ -504,3 +504,61 @@ def test_gradient_through_a_loop_that_breaks(rng):
         y2 = np.empty(4)
         grow(x, bumped, y2)
         np.testing.assert_allclose(da[r], (y2[r] - y[r]) / eps, rtol=1e-5, atol=1e-9)
+
+
+def test_while_loops_of_an_inner_axis_run_in_simd_lanes(pypto_executor, rng):
+    """The per-point while loops of an inner axis (the Mandelbrot escape loop over a row's points) run a block of
+    points at a time in SIMD lanes on the C backends (the ``while_lanes`` pass): every point takes exactly its
+    own steps, including the last block's, shorter than the lanes. (The C compilers may fuse a multiply and an
+    add, so the escape values are compared within rounding, the counts exactly; halving is exact.)"""
+    limit = 60
+
+    @pt.kernel(executor=pypto_executor)
+    def escape(cr: pt.Tensor[pt.float64, (W,)], ci: pt.Tensor[pt.float64, (H,)], count: pt.Tensor[pt.int32, (H, W)],
+               last: pt.Tensor[pt.float64, (H, W)]):  # fmt: skip
+        i, j = pt.axis(0), pt.axis(1)
+        zr, zi, n = 0.0, 0.0, 0
+        while zr * zr + zi * zi <= 4.0 and n < limit:
+            zr, zi = zr * zr - zi * zi + cr[j], 2.0 * zr * zi + ci[i]
+            n += 1
+        count[i, j] = n
+        last[i, j] = zr
+
+    @pt.kernel(executor=pypto_executor)
+    def halving(x: pt.Tensor[pt.float32, (H, W)], v: pt.Tensor[pt.float32, (H, W)], n: pt.Tensor[pt.int32, (H, W)]):
+        i, j = pt.axis(0), pt.axis(1)
+        value, k = x[i, j], 0
+        while pt.abs(value) > 1.0 and k < limit:
+            value = value * 0.5
+            k += 1
+        v[i, j] = value
+        n[i, j] = k
+
+    for h, w in ((7, 37), (3, 16), (2, 1)):
+        cr, ci = np.linspace(-2.0, 0.6, w), np.linspace(-1.2, 1.2, h)
+        count, last = np.zeros((h, w), np.int32), np.zeros((h, w))
+        escape(cr, ci, count, last)
+        zr, zi, n = np.zeros((h, w)), np.zeros((h, w)), np.zeros((h, w), np.int32)
+        for _ in range(limit):
+            go = zr * zr + zi * zi <= 4.0
+            zr, zi, n = (
+                np.where(go, zr * zr - zi * zi + cr[None, :], zr),
+                np.where(go, 2 * zr * zi + ci[:, None], zi),
+                n + go,
+            )
+        np.testing.assert_array_equal(count, n)
+        early = n <= 8  # (later escapes amplify a fused multiply-add's rounding)
+        np.testing.assert_allclose(last[early], zr[early], rtol=1e-9)
+        x = (rng.standard_normal((h, w)) * 1e6).astype(np.float32)
+        x[0, 0] = np.inf
+        v, k = np.zeros_like(x), np.zeros((h, w), np.int32)
+        halving(x, v, k)
+        want_v, want_k = x.copy(), np.zeros((h, w), np.int32)
+        for _ in range(limit):
+            go = (np.abs(want_v) > 1.0) & (want_k < limit)
+            want_v, want_k = np.where(go, want_v * np.float32(0.5), want_v), want_k + go
+        np.testing.assert_array_equal(v, want_v)
+        np.testing.assert_array_equal(k, want_k)
+    if pypto_executor in ("openmp", "tbb"):
+        assert "local alloc" in escape.ir("while_lanes", backend=pypto_executor)
+        assert "local alloc" in halving.ir("while_lanes", backend=pypto_executor)

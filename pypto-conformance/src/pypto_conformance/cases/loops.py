@@ -137,3 +137,20 @@ def loop_break(dt):
         n[r] = count
 
     return loop_break
+
+
+@case(dtypes=FLOATS, sizes=SIZES_2D, values={"x": with_specials(normal(1e6), 0.1)}, reference=_halving_ref)
+def while_loop_2d(dt):
+    """The ``while`` of ``while_loop`` at every point of a 2-D array: the loops of a row's points side by side
+    (the C backends run them in SIMD lanes, a block of points at a time); each point its own steps."""
+
+    def while_loop_2d(x: pt.Tensor[dt, (M, N)], v: pt.Tensor[dt, (M, N)], n: pt.Tensor[pt.int32, (M, N)]):
+        i, j = pt.axis(0), pt.axis(1)
+        value, k = x[i, j], 0
+        while pt.abs(value) > 1.0 and k < LIMIT:
+            value = value * 0.5
+            k += 1
+        v[i, j] = value
+        n[i, j] = k
+
+    return while_loop_2d

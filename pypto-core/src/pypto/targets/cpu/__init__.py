@@ -11,6 +11,8 @@ Its passes rewrite and annotate the loop IR:
   input a row apart at every step (a transpose) is walked in square tiles that stay in L1.
 * ``private_scratch`` (:mod:`pypto.targets.cpu.scratch`): a temporary read and written only at a loop's
   own index (a sort's scratch rows) is allocated in each iteration, one row's worth, not whole.
+* ``while_lanes`` (:mod:`pypto.targets.cpu.lanes`): the per-point ``while`` loops of an inner loop (an escape
+  loop, Newton iterations) run a block of points at a time in SIMD lanes, each lane's state in a small array.
 * ``parallel_threshold``: a parallel loop starts threads only when its nest's estimated cost
   (``Loop.work``: points times a per-point cost) reaches :data:`PARALLEL_MIN_WORK`; below it,
   fork/join (OpenMP) or waking workers (TBB) costs more than it saves.
@@ -30,6 +32,7 @@ from pypto.ir.nodes import Binary, Const, postorder
 from pypto.targets import Target
 from pypto.targets.cpu.columns import block_columns
 from pypto.targets.cpu.contractions import block_contractions
+from pypto.targets.cpu.lanes import while_lanes
 from pypto.targets.cpu.scratch import private_scratch
 from pypto.targets.cpu.tiles import tile_transposes
 from pypto.targets.machine import host_cpu
@@ -111,6 +114,7 @@ CPU_SIMD = Target(
         ("block_contractions", block_contractions),  # matmuls in register tiles, epilogues fused
         ("tile_transposes", tile_transposes),        # strided reads in tiles that stay in L1
         ("private_scratch", private_scratch),        # a loop's scratch rows allocated per iteration
+        ("while_lanes", while_lanes),                # per-point while loops side by side in SIMD lanes
         ("parallel_threshold", parallel_threshold),  # fork threads only for nests worth it
         ("stream_outputs", stream_outputs),          # non-temporal stores for large 1-D outputs
     ),
