@@ -442,6 +442,8 @@ def test_newton_iterations_stop_at_their_tolerance(pypto_executor):
         want.append(n)
     np.testing.assert_allclose(root, np.sqrt(a), rtol=1e-15)
     assert iters.tolist() == want and iters[-1] == 1 and iters[2] > 10
+    if pypto_executor in ("openmp", "tbb"):  # the points in SIMD lanes, blocks of them on the threads
+        assert "local alloc" in sqrt_newton.ir("while_lanes", backend=pypto_executor)
 
 
 def test_break_in_a_while_loop_and_in_a_jit_function(pypto_executor):

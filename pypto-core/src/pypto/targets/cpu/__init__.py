@@ -11,7 +11,7 @@ Its passes rewrite and annotate the loop IR:
   input a row apart at every step (a transpose) is walked in square tiles that stay in L1.
 * ``private_scratch`` (:mod:`pypto.targets.cpu.scratch`): a temporary read and written only at a loop's
   own index (a sort's scratch rows) is allocated in each iteration, one row's worth, not whole.
-* ``while_lanes`` (:mod:`pypto.targets.cpu.lanes`): the per-point ``while`` loops of an inner loop (an escape
+* ``while_lanes`` (:mod:`pypto.targets.cpu.lanes`): the per-point ``while`` loops of a loop's points (an escape
   loop, Newton iterations) run a block of points at a time in SIMD lanes, each lane's state in a small array.
 * ``parallel_threshold``: a parallel loop starts threads only when its nest's estimated cost
   (``Loop.work``: points times a per-point cost) reaches :data:`PARALLEL_MIN_WORK`; below it,

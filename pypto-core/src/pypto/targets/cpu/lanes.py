@@ -2,7 +2,8 @@
 
 A ``while`` on a per-element condition (the Mandelbrot escape loop, Newton iterations with a ``break``) lowers to
 one serial loop of steps per point, its step under ``if (cond)`` (:mod:`pypto.passes.lower`): scalar code, one
-point after another. When those points are the iterations of an inner serial loop::
+point after another. When those points are the iterations of a loop (an inner serial one, or the parallel one:
+its blocks of points then go to the threads)::
 
     for j in a..b:
         var s = init(j) ...
@@ -47,6 +48,9 @@ def _reads(e: Expr, names: set[str]) -> bool:
     return False
 
 
+_POINT_LOOPS = ("serial", "vector", "parallel", "parallel_vector")  # (a parallel one: its blocks on threads)
+
+
 class _Form:
     """The parts of a point loop whose steps are a while loop's (see the module docstring), or why not."""
 
@@ -54,7 +58,7 @@ class _Form:
         self.ok = False
         body = _flat(loop.body)
         k = next((i for i, s in enumerate(body) if isinstance(s, Loop)), None)
-        if k is None or loop.kind not in ("serial", "vector") or loop.reductions or loop.scans:
+        if k is None or loop.kind not in _POINT_LOOPS or loop.reductions or loop.scans:
             return
         self.inits = body[:k]
         self.steps: Loop = body[k]  # type: ignore[assignment]
@@ -62,7 +66,7 @@ class _Form:
         if not all(isinstance(s, Declare) for s in self.inits) or not self.inits:
             return
         self.state = {s.name: s.dtype for s in self.inits}  # type: ignore[union-attr]
-        if any(dt.is_bool or dt.is_half or dt.is_complex or dt.bits < 32 for dt in self.state.values()):
+        if any(dt.is_half or dt.is_complex for dt in self.state.values()):
             return
         if not all(isinstance(s, (Let, Write)) for s in self.tail):
             return
@@ -160,6 +164,8 @@ def _lanes(loop: Loop, form: _Form, fresh: _Fresh) -> Stmt:
     start = Binary("add", loop.start, Binary("mul", Var(b, dtype=i64), L, dtype=i64), dtype=i64)
     rest = Binary("sub", loop.stop, j0v, dtype=i64)
     block = Block((Let(j0, start), Let(cnt, Binary("minimum", L, rest, dtype=i64)), *once, inner))
+    if loop.kind.startswith("parallel"):  # the blocks of points on threads, as the points were
+        return replace(loop, var=b, start=Const(0, dtype=i64), stop=blocks, body=block, kind="parallel")
     return Loop(b, Const(0, dtype=i64), blocks, block, "serial")
 
 
@@ -195,7 +201,7 @@ def while_lanes(k: LoopKernel) -> LoopKernel:
         if isinstance(s, Block):
             return Block(tuple(go(b) for b in s.body))
         if isinstance(s, Loop):
-            if s.kind in ("serial", "vector"):
+            if s.kind in _POINT_LOOPS:
                 form = _Form(s)
                 if form.ok:
                     return _lanes(s, form, fresh)
