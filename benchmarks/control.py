@@ -13,7 +13,7 @@ along the flattened array) and of 4096 x 4096 float32 along rows and along colum
 ``python benchmarks/control.py recurrence``: a first-order recurrence
 ``h = 0.9 * h + x[r, t]`` over 4096 rows x 4096 steps (a ``for t in pt.range(N)`` loop, and
 ``pt.associative_scan``), and the Mandelbrot set on 1000 x 1000 points with at most 100 iterations (a ``while``
-on each point's condition), against Numba (``@njit(parallel=True)``, a ``prange`` over rows, each row's loop in
+on each point's condition) and Newton's square roots of 4M float64 (a ``break`` once converged), against Numba (``@njit(parallel=True)``, a ``prange`` over rows, each row's loop in
 order; the Mandelbrot loop breaking per point) and NumPy (a loop over the steps, each step one vector operation
 over the rows or over all points). Medians of 9 calls after one
 warm-up, 2 threads; every result checked against NumPy. The table gives each time and the speed relative to
@@ -114,6 +114,19 @@ def mandelbrot(cr: pt.Tensor[pt.float64, (N,)], ci: pt.Tensor[pt.float64, (M,)],
     out[i, j] = n
 
 
+@pt.kernel
+def newton_sqrt(a: pt.Tensor[pt.float64, (N,)], root: pt.Tensor[pt.float64, (N,)]):
+    """Newton's iterations for the square root, each point until its step is below its tolerance (a break)."""
+    i = pt.axis(0)
+    x = 1.0
+    for _ in pt.range(60):
+        dx = (x * x - a[i]) / (2.0 * x)
+        x = x - dx
+        if pt.abs(dx) < 1e-12 * x:
+            break
+    root[i] = x
+
+
 def recurrence() -> None:
     """The recurrence table: pypto, Numba and NumPy on the same input, every result checked against Numba."""
     import numba
@@ -151,6 +164,28 @@ def recurrence() -> None:
             z = np.where(go, z * z + c, z)
             out += go
 
+    @numba.njit(parallel=True, fastmath=False)
+    def numba_newton(a, root):
+        for i in numba.prange(a.shape[0]):
+            x = 1.0
+            for _ in range(60):
+                dx = (x * x - a[i]) / (2.0 * x)
+                x = x - dx
+                if abs(dx) < 1e-12 * x:
+                    break
+            root[i] = x
+
+    def numpy_newton(a, root):  # every point at once, steps until every point has converged
+        x = np.ones_like(a)
+        go = np.ones(a.shape, bool)
+        for _ in range(60):
+            dx = (x * x - a) / (2.0 * x)
+            x = np.where(go, x - dx, x)
+            go &= ~(np.abs(dx) < 1e-12 * x)
+            if not go.any():
+                break
+        root[:] = x
+
     numba.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     x = np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32)
     h, hl, hn, hp = (np.empty_like(x) for _ in range(4))
@@ -169,6 +204,12 @@ def recurrence() -> None:
     mandelbrot(cr, ci, m)
     numpy_mandelbrot(cr, ci, mp)
     assert (m == mn).all() and (mp == mn).all()
+    a = np.random.default_rng(1).uniform(1e-3, 1e6, 1 << 22)
+    r, rn, rp = (np.empty_like(a) for _ in range(3))
+    numba_newton(a, rn)
+    newton_sqrt(a, r)
+    numpy_newton(a, rp)
+    assert np.allclose(r, rn, rtol=1e-14) and np.allclose(rp, rn, rtol=1e-14)
     print("| case | pypto | Numba parallel | NumPy | Numba / pypto | NumPy / pypto |")
     print("|---|---|---|---|---|---|")
     rows = [
@@ -180,6 +221,8 @@ def recurrence() -> None:
          lambda: numba_decayed(x, hn), lambda: numpy_decayed(x, hp)),
         (f"Mandelbrot 1000 x 1000, {LIMIT} iterations, while", lambda: mandelbrot(cr, ci, m),
          lambda: numba_mandelbrot(cr, ci, mn), lambda: numpy_mandelbrot(cr, ci, mp)),
+        ("Newton square roots of 4M float64, at most 60 steps, break", lambda: newton_sqrt(a, r),
+         lambda: numba_newton(a, rn), lambda: numpy_newton(a, rp)),
     ]  # fmt: skip
     for name, ours, nb, npy in rows:
         t, tn, tp = median_ms(ours), median_ms(nb), median_ms(npy)

@@ -22,11 +22,13 @@ steps it took alone (the same operations in the same order): results are bit for
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from pypto import dtypes
 from pypto.dtypes import int32, int64
 from pypto.ir.loops import Alloc, Assign, Block, Declare, If, Let, Loop, LoopKernel, Read, Stmt, Var, Write, walk
+from pypto.ir.names import NameGen
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Where, children
 from pypto.targets.machine import host_cpu
 
@@ -96,7 +98,7 @@ class _Form:
         return {s.buffer for s in walk(Block(tuple(self.inits))) if isinstance(s, Write)}
 
 
-def _lanes(loop: Loop, form: _Form, fresh: _Fresh) -> Stmt:
+def _lanes(loop: Loop, form: _Form, fresh: Callable[[str], str]) -> Stmt:
     """The point loop ``loop`` over blocks of ``L`` lanes (module docstring)."""
     widest = max(dt.itemsize for dt in form.state.values())
     n_lanes = 2 * host_cpu().lanes(widest)
@@ -169,20 +171,6 @@ def _lanes(loop: Loop, form: _Form, fresh: _Fresh) -> Stmt:
     return Loop(b, Const(0, dtype=i64), blocks, block, "serial")
 
 
-class _Fresh:
-    def __init__(self, taken: set[str]):
-        self.taken = taken
-        self.n = 0
-
-    def __call__(self, base: str) -> str:
-        while True:
-            self.n += 1
-            name = f"{base}{self.n}"
-            if name not in self.taken:
-                self.taken.add(name)
-                return name
-
-
 def _names(k: LoopKernel) -> set[str]:
     out: set[str] = {a.name for a in k.args}
     for s in walk(k.body):
@@ -195,7 +183,7 @@ def _names(k: LoopKernel) -> set[str]:
 
 def while_lanes(k: LoopKernel) -> LoopKernel:
     """Run the per-point while loops of inner serial loops in SIMD lanes (see the module docstring)."""
-    fresh = _Fresh(_names(k))
+    fresh = NameGen(_names(k)).fresh
 
     def go(s: Stmt) -> Stmt:
         if isinstance(s, Block):
