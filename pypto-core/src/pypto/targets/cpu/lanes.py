@@ -68,6 +68,8 @@ class _Form:
         if not all(isinstance(s, Declare) for s in self.inits) or not self.inits:
             return
         self.state = {s.name: s.dtype for s in self.inits}  # type: ignore[union-attr]
+        if any(_reads(s.init, set(self.state)) for s in self.inits):  # type: ignore[union-attr]
+            return  # (a state started from another's value: the lanes keep them in arrays, not variables)
         if any(dt.is_half or dt.is_complex for dt in self.state.values()):
             return
         if not all(isinstance(s, (Let, Write)) for s in self.tail):
@@ -90,7 +92,7 @@ class _Form:
             return
         if any(isinstance(s, Assign) and s.name not in names for s in self.update):
             return
-        if _reads(steps.start, names | {steps.var}) or _reads(steps.stop, names | {steps.var}):
+        if any(_reads(b, names | {steps.var, loop.var}) for b in (steps.start, steps.stop)):
             return
         self.ok = True
 
