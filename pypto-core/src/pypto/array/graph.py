@@ -230,6 +230,11 @@ module's nodes in :mod:`pypto.array.views` (``getitem``, ``transpose``, ``reshap
 them before any of its modules is used."""
 
 
+class UnrewrittenUpdate(TracingError):
+    """``x[idx] = v`` reached a traced array's ``__setitem__``: code the front end did not rewrite into a
+    functional update (a function the jit function calls: the trace runs again with its calls rewritten)."""
+
+
 class Array:
     """An array inside a ``@pt.jit`` function: a node of the traced program.
 
@@ -460,10 +465,10 @@ class Array:
         return STRUCTURAL["getitem"](self, key)
 
     def __setitem__(self, key, value):
-        raise TracingError(
-            "x[idx] = v on a traced array where it could not be rewritten into an update: only the @pt.jit "
-            "function's own body is rewritten (not the functions it calls), on its local variables (not "
-            "attributes, elements of containers or closure variables), where its source can be read",
+        raise UnrewrittenUpdate(
+            "x[idx] = v on a traced array where it could not be rewritten into an update: the @pt.jit "
+            "function's body and the functions of your code it calls are rewritten, on their local variables "
+            "(not attributes, elements of containers or closure variables), where their source can be read",
             user_loc(),
             "write x = x.at[idx].set(v) (or .add(v), .multiply(v) ...): a traced array is a value, and an update "
             "makes a new one",

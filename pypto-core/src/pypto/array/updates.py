@@ -3,7 +3,9 @@
 A traced array is a value, never a buffer: an update makes a new array equal to ``x`` except at ``x[idx]``.
 ``x[idx] = v`` and ``x[idx] += v`` on a local variable of a jit function are rewritten by the front end's AST
 pass (:mod:`pypto.lang.control`) into ``x = <update>``, so NumPy code runs as written; the caller's arrays are
-never changed (a function that updates its argument returns the result instead).
+never changed (a function that updates its argument returns the result instead). A function of the user's code
+that the jit function calls and that updates an array it is given (``set_boundary(u)``) is rewritten too, and the
+caller's variable rebound to the result (:func:`pypto.lang.control.callee`).
 
 The update is built from operations the rest of the pipeline already knows, so gradients, every backend,
 Dask and the reference all follow without a new node:

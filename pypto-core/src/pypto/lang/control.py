@@ -33,9 +33,15 @@ at a prompt, built by ``exec``) is traced as it is, and control flow on traced v
 from __future__ import annotations
 
 import ast
+import builtins
+import contextvars
+import functools
 import inspect
 import itertools
 import operator
+import os
+import site
+import sysconfig
 import types
 import weakref
 from collections.abc import Callable, Sequence
@@ -307,12 +313,139 @@ def setitem(target: Any, key: Any, value: Any, op: str | None = None) -> Any:
         keys = key if isinstance(key, tuple) else (key,)
         hook = next((h for h in (getattr(type(x), "_pt_setitem", None) for x in (value, *keys)) if h), None)
     if hook is not None:
-        return hook(target, key, value, op)
+        out = hook(target, key, value, op)
+        made = _made.get()
+        if made is not None and out is not target:  # (the old array kept: its id stays its own)
+            made.chain[id(target)] = (target, out)
+        return out
     if op is None:
         target[key] = value
     else:
         target[key] = _INPLACE[op](target[key], value)
     return target
+
+
+# -- updates made by the functions a jit function calls ----------------------------------------------------------
+# NumPy code updates arrays in helpers (``def set_boundary(u): u[0] = 0``) and relies on the caller's array
+# changing. When a helper's update reaches a traced array's __setitem__ (the helper is not rewritten), the jit
+# function is traced again with its calls rewritten (:func:`rewrite`): the functions of the user's code it calls
+# are rewritten too (their updates functional, their calls rewritten), each runs recording the updates it makes
+# (:class:`_Updates`), and the newest value of each array it was given is bound, after the statement, to the
+# caller's variable that passed it (:func:`latest`). An updated argument that is neither a variable nor a
+# temporary (``f(u[1:-1])``: NumPy would write through the view; an array in a list) is an error.
+class _Updates:
+    """What one run of a rewritten function updated: ``chain`` maps an array's id to (the array, the array an
+    update made of it) (the old one kept alive, so its id stays its own); ``given`` the newest values of the
+    arrays the calls of the current statement were given, for :func:`latest`."""
+
+    __slots__ = ("chain", "given")
+
+    def __init__(self) -> None:
+        self.chain: dict[int, tuple[Any, Any]] = {}
+        self.given: dict[int, tuple[Any, Any]] = {}
+
+    def newest(self, x: Any) -> Any:
+        seen = 0
+        while id(x) in self.chain and self.chain[id(x)][0] is x and seen <= len(self.chain):
+            x, seen = self.chain[id(x)][1], seen + 1
+        return x
+
+
+_made: contextvars.ContextVar[_Updates | None] = contextvars.ContextVar("pypto_updates", default=None)
+
+
+def latest(x: Any) -> Any:
+    """``x``'s newest value after the calls of a statement: the value a called function's update gave it."""
+    made = _made.get()
+    if made is None or id(x) not in made.given:
+        return x
+    old, new = made.given.pop(id(x))
+    return new if old is x else x
+
+
+# what an argument of a call is, for an update the called function makes of it
+VARIABLE, TEMPORARY, OTHER = "variable", "temporary", "other"
+
+
+def callee(fn: Any, positional: tuple[str, ...], keywords: tuple[tuple[str, str], ...], file: str,
+           line: int) -> Any:  # fmt: skip
+    """``fn`` as a jit function calls it where its calls are rewritten: a function of the user's own code is
+    rewritten like the jit function (its updates functional, its calls rewritten) and run recording what it
+    updated; ``positional``/``keywords``: what each argument is (:data:`VARIABLE` of the caller, rebound after
+    the statement; a :data:`TEMPORARY`; :data:`OTHER`, whose update is an error). Anything else is ``fn``."""
+    func = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if not isinstance(func, types.FunctionType) or not _own_code(func):
+        return fn
+    new = rewrite(func, updates=True, calls=True)
+    if new is func:
+        return fn
+    if isinstance(fn, types.MethodType):
+        new = types.MethodType(new, fn.__self__)
+    kinds = dict(keywords)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        outer, made = _made.get(), _Updates()
+        token = _made.set(made)
+        try:
+            out = new(*args, **kwargs)
+        finally:
+            _made.reset(token)
+        if made.chain:
+            given = [(f"argument {k + 1}", v, positional[k] if k < len(positional) else OTHER)
+                     for k, v in enumerate(args)]  # fmt: skip
+            given += [(f"argument {k}=", v, kinds.get(k, OTHER)) for k, v in kwargs.items()]
+            for what, value, kind in given:
+                _written_back(func, what, value, kind, made, outer, _loc(file, line))
+        return out
+
+    return run
+
+
+def _written_back(fn: Callable, what: str, value: Any, kind: str, made: _Updates, outer: _Updates | None,
+                  loc: SourceLoc) -> None:  # fmt: skip
+    """An argument ``fn`` was given, after the call: its newest value recorded for the caller's variable."""
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    new = made.newest(value)
+    if new is value and not any(made.newest(v) is not v for v in items):
+        return
+    if kind == TEMPORARY and new is not value:
+        return
+    if kind != VARIABLE or new is value:
+        raise TracingError(
+            f"{fn.__name__}() updates its {what} in place, which is not a variable of the caller (a view such "
+            "as u[1:-1], an attribute, or an array inside a container): the update cannot be written back, as "
+            "NumPy would",
+            loc,
+            f"pass the array in a variable and update the part inside {fn.__name__}, or return the updated "
+            "array and assign it",
+        )
+    if outer is not None:
+        outer.chain[id(value)] = outer.given[id(value)] = (value, new)
+
+
+def _own_code(fn: types.FunctionType) -> bool:
+    """A function of the user's code: not pypto's, and not from an installed package or the standard library."""
+    module = (fn.__module__ or "").split(".")[0]
+    if module in ("pypto", "numpy", "scipy", "torch", "jax", "dask", "builtins"):
+        return False
+    return not os.path.realpath(fn.__code__.co_filename).startswith(_installed())
+
+
+@functools.cache
+def _installed() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple(sorted({os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")
+                         if k in paths} | {p + os.sep for p in site.getsitepackages()}))  # fmt: skip
+
+
+def inplace(target: Any, value: Any, op: str) -> Any:
+    """``target op= value`` on a variable of a jit function: Python's, and where ``target`` is a traced array
+    the new array is recorded as its update (NumPy changes the array in place: a function's caller sees it)."""
+    out = _INPLACE[op](target, value)
+    made = _made.get()
+    if made is not None and out is not target and getattr(type(target), "_pt_setitem", None) is not None:
+        made.chain[id(target)] = (target, out)
+    return out
 
 
 def _slice(lower: Any, upper: Any, step: Any) -> slice:
@@ -456,11 +589,70 @@ def _thunk(e: ast.expr) -> ast.Lambda:
     return ast.Lambda(ast.arguments([], [], None, [], [], None, []), e)
 
 
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _helper(func: ast.expr) -> bool:
+    """A call of what may be a function of the user's (not a builtin, not ``pt.range``, not the pass's own):
+    :func:`callee` decides when it runs."""
+    if isinstance(func, ast.Name):
+        return func.id not in _BUILTINS and not func.id.startswith(_PREFIX)
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr != "range"
+        and not (isinstance(func.value, ast.Name) and func.value.id == _RT)
+    )
+
+
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, file: str, local: frozenset[str] | None = None) -> None:
+    def __init__(self, file: str, local: frozenset[str] | None = None, calls: bool = False) -> None:
         self.file = file
         self.count = itertools.count()
         self.local = local  # a jit function's local variables: x[idx] = v on one becomes a functional update
+        self.calls = calls  # calls of the user's functions: rewritten (their updates written back: callee)
+        self.rebound: set[str] | None = None  # the caller's variables the calls of this statement are given
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        if not self.calls or self.local is None or not _helper(node.func):
+            return node
+        given = list(itertools.takewhile(lambda a: not isinstance(a, ast.Starred), node.args))
+        positional = tuple(self._argument(a) for a in given)
+        keywords = tuple((k.arg, self._argument(k.value)) for k in node.keywords if k.arg is not None)
+        where = [ast.Constant(positional), ast.Constant(keywords), ast.Constant(self.file), ast.Constant(node.lineno)]
+        node.func = ast.copy_location(ast.Call(_rt("callee"), [node.func, *where], []), node.func)
+        return node
+
+    def _argument(self, e: ast.expr) -> str:
+        """What an argument is, for an update the called function makes of it (:func:`callee`)."""
+        if isinstance(e, ast.Name) and self.local is not None and e.id in self.local and self.rebound is not None:
+            self.rebound.add(e.id)
+            return VARIABLE
+        if isinstance(e, (ast.BinOp, ast.UnaryOp, ast.Constant)):
+            return TEMPORARY
+        return OTHER
+
+    def _rebinding(self, node: ast.stmt, visit: Callable[[Any], Any]) -> Any:
+        """A simple statement: its calls' variables rebound to their newest values after it (calls mode)."""
+        outer, self.rebound = self.rebound, (set() if self.calls and self.local is not None else None)
+        try:
+            out = visit(node)
+        finally:
+            names, self.rebound = self.rebound, outer
+        if not names or isinstance(node, ast.Return):
+            return out
+        again = [ast.Assign([ast.Name(n, ast.Store())], ast.Call(_rt("latest"), [ast.Name(n, ast.Load())], []))
+                 for n in sorted(names)]  # fmt: skip
+        return self._place([*_listed(out), *again], node)
+
+    def visit_Expr(self, node: ast.Expr) -> Any:
+        return self._rebinding(node, self.generic_visit)
+
+    def visit_Return(self, node: ast.Return) -> Any:
+        return self._rebinding(node, self.generic_visit)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> Any:
+        return self._rebinding(node, self.generic_visit)
 
     def _updated(self, target: ast.expr) -> str | None:
         """The variable ``target`` (``x[idx]``) updates, where it is one of the function's own locals."""
@@ -474,6 +666,9 @@ class _Rewriter(ast.NodeTransformer):
         return ast.Assign([ast.Name(name, ast.Store())], call)
 
     def visit_Assign(self, node: ast.Assign) -> Any:
+        return self._rebinding(node, self._assign)
+
+    def _assign(self, node: ast.Assign) -> Any:
         self.generic_visit(node)
         if not any(self._updated(t) for t in node.targets):
             return node
@@ -488,15 +683,23 @@ class _Rewriter(ast.NodeTransformer):
         return self._place(out, node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        return self._rebinding(node, self._augmented)
+
+    def _augmented(self, node: ast.AugAssign) -> Any:
         self.generic_visit(node)
+        if self.calls and isinstance(node.target, ast.Name) and self.local and node.target.id in self.local:
+            name = node.target.id  # u *= 2 in a function: the caller's array changes too (inplace)
+            call = ast.Call(_rt("inplace"), [ast.Name(name, ast.Load()), node.value,
+                                             ast.Constant(_AUGMENTED[type(node.op)])], [])  # fmt: skip
+            return self._place([ast.Assign([ast.Name(name, ast.Store())], call)], node)
         if not self._updated(node.target):
             return node
         return self._place([self._update(node.target, node.value, _AUGMENTED[type(node.op)])], node)  # type: ignore[arg-type]
 
     def _own_scope(self, node: Any) -> Any:  # a function or class the user wrote inside: its variables are its own
-        local, self.local = self.local, None
+        local, rebound, self.local, self.rebound = self.local, self.rebound, None, None
         self.generic_visit(node)
-        self.local = local
+        self.local, self.rebound = local, rebound
         return node
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _own_scope
@@ -678,10 +881,11 @@ def _assign(names: list[str], call: ast.expr) -> ast.stmt:
     return ast.Expr(call)
 
 
-def _controls(tree: ast.AST, updates: bool) -> bool:
+def _controls(tree: ast.AST, updates: bool, calls: bool = False) -> bool:
     return any(isinstance(n, (ast.If, ast.While, ast.BoolOp, ast.IfExp)) or (isinstance(n, ast.UnaryOp) and
                isinstance(n.op, ast.Not)) or (isinstance(n, ast.For) and _sequential(n)) or
-               (updates and any(isinstance(t, ast.Subscript) for t in _targets(n)))
+               (updates and any(isinstance(t, ast.Subscript) for t in _targets(n))) or
+               (calls and isinstance(n, ast.Call) and _helper(n.func))
                for n in ast.walk(tree))  # fmt: skip
 
 
@@ -691,31 +895,57 @@ def _targets(n: ast.AST) -> list[ast.expr]:
     return [n.target] if isinstance(n, ast.AugAssign) else []
 
 
-_cache: dict[bool, weakref.WeakKeyDictionary[Any, Callable]] = {
-    False: weakref.WeakKeyDictionary(), True: weakref.WeakKeyDictionary()}  # fmt: skip
+_cache: dict[tuple[bool, bool], weakref.WeakKeyDictionary[Any, Callable]] = {}
 
 
-def rewrite(fn: Callable, updates: bool = False) -> Callable:
+def rewrite(fn: Callable, updates: bool = False, calls: bool = False) -> Callable:
     """``fn`` with its control flow made traceable (module docstring); ``fn`` itself where there is nothing
     to rewrite or its source cannot be read. ``updates`` (the jit front end): ``x[idx] = v`` and
     ``x[idx] += v`` on a local variable become ``x = setitem(x, idx, v, op)`` (a functional update of a traced
-    array, Python's own for anything else). Cached per function."""
+    array, Python's own for anything else), and a function the jit function calls that updates an array it is
+    given makes the trace run again with ``calls``: the calls of the user's functions rewritten too
+    (:func:`callee`). Cached per function."""
     code = getattr(fn, "__code__", None)
     if code is None or not isinstance(fn, types.FunctionType):
         return fn
-    cache = _cache[updates]
+    cache = _cache.setdefault((updates, calls), weakref.WeakKeyDictionary())
     try:
         return cache[fn]
     except KeyError:
         pass
     except TypeError:  # not weakly referable
         return fn
-    out = _rewrite(fn, updates) or fn
+    out = _rewrite(fn, updates, calls) or fn
+    if updates and not calls:
+        out = _retrying(fn, out)
     cache[fn] = out
     return out
 
 
-def _rewrite(fn: types.FunctionType, updates: bool) -> Callable | None:
+def _retrying(fn: types.FunctionType, first: Callable) -> Callable:
+    """``first`` (``fn`` rewritten without its calls), traced again with its calls rewritten where a function it
+    calls updates a traced array (:class:`~pypto.array.graph.UnrewrittenUpdate` from the array's
+    ``__setitem__``)."""
+    from pypto.array.graph import UnrewrittenUpdate
+
+    @functools.wraps(fn)
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return first(*args, **kwargs)
+        except UnrewrittenUpdate:
+            again = rewrite(fn, updates=True, calls=True)
+            if again is fn:
+                raise
+        token = _made.set(_Updates())
+        try:
+            return again(*args, **kwargs)
+        finally:
+            _made.reset(token)
+
+    return traced
+
+
+def _rewrite(fn: types.FunctionType, updates: bool, calls: bool) -> Callable | None:
     code = fn.__code__
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) or (
         "super" in code.co_names  # super() needs the class cell only a class body makes
@@ -726,7 +956,7 @@ def _rewrite(fn: types.FunctionType, updates: bool) -> Callable | None:
     except (OSError, TypeError, SyntaxError):
         return None
     func = tree.body[0] if isinstance(tree, ast.Module) and tree.body else None
-    if not isinstance(func, ast.FunctionDef) or func.name != code.co_name or not _controls(func, updates):
+    if not isinstance(func, ast.FunctionDef) or func.name != code.co_name or not _controls(func, updates, calls):
         return None  # a lambda, or nothing to rewrite
     ast.increment_lineno(tree, code.co_firstlineno - 1)
     func.decorator_list = []
@@ -738,7 +968,7 @@ def _rewrite(fn: types.FunctionType, updates: bool) -> Callable | None:
     func.args.defaults = []
     func.args.kw_defaults = [None] * len(func.args.kwonlyargs)
     local = frozenset(code.co_varnames + code.co_cellvars) if updates else None
-    func.body = _Rewriter(code.co_filename, local).visit(ast.Module(func.body, [])).body
+    func.body = _Rewriter(code.co_filename, local, calls).visit(ast.Module(func.body, [])).body
     free = [*code.co_freevars, _RT]
     maker = _def(f"{_PREFIX}make", ast.arguments([], [ast.arg(n) for n in free], None, [], [], None, []),
                  [func, ast.Return(ast.Name(func.name, ast.Load()))])  # fmt: skip
