@@ -209,3 +209,74 @@ def test_an_eager_program_serves_every_size(monkeypatch):
         _close(xp.exp(xp.matmul(a, b)), np.exp(a @ b), rtol=1e-12)
         _close(xp.sum(a, axis=1), a.sum(axis=1), rtol=1e-12)
     assert sorted(set(calls)) == sorted(calls) and len(calls) <= 3  # each program compiled once (or cached)
+
+
+# -- against the standard's reference implementation (array-api-strict, at the namespace's version) ---------------
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"]
+
+
+@pytest.fixture
+def strict():
+    aps = pytest.importorskip("array_api_strict")
+    previous = aps.get_array_api_strict_flags()
+    aps.set_array_api_strict_flags(api_version=xp.__array_api_version__)
+    yield aps
+    aps.set_array_api_strict_flags(**previous)
+
+
+def test_every_function_of_the_standard_is_in_the_namespace(strict):
+    """Each name of the standard's namespace (the reference implementation's, at our version; not its extensions
+    or its own flag functions) is in ``pypto.array_api``, computed or in ``UNSUPPORTED`` with its reason."""
+    own = {"ArrayAPIStrictFlags", "Device", "get_array_api_strict_flags", "set_array_api_strict_flags",
+           "reset_array_api_strict_flags", "linalg", "fft"}  # fmt: skip
+    info = strict.__array_namespace_info__()
+    names = {n for n in strict.__all__ if n not in own and not n.startswith("_") and _in_version(strict, n)}
+    assert {"take_along_axis", "reciprocal"}.isdisjoint(names) and {"cumulative_sum", "abs"} <= names
+    missing = sorted(n for n in names if not hasattr(xp, n))
+    assert not missing, f"names of the {xp.__array_api_version__} standard missing from pypto.array_api: {missing}"
+    computed = set(xp.supported())
+    assert all(n in computed or n in xp.UNSUPPORTED for n in names if callable(getattr(strict, n)) and
+               not isinstance(getattr(strict, n), type) and n not in ("finfo", "iinfo"))  # fmt: skip
+    assert set(info.default_dtypes()) == set(xp.__array_namespace_info__().default_dtypes())
+
+
+def _in_version(strict, name):
+    """Whether the reference implementation's ``name`` belongs to the version its flags select (a function of a
+    later version raises saying so when called)."""
+    fn = getattr(strict, name)
+    if not callable(fn) or isinstance(fn, type) or name in ("finfo", "iinfo"):
+        return True
+    try:
+        fn()
+    except RuntimeError as e:
+        return "requires API version" not in str(e)
+    except Exception:  # (the arguments missing)
+        return True
+    return True
+
+
+def test_type_promotion_matches_the_standard(strict):
+    """``result_type`` for every pair of the standard's dtypes that the standard defines (a mix of integer and
+    float kinds is left to the implementation), and the dtype that adding two arrays gives inside one program."""
+    pairs = []
+    for a in DTYPES:
+        for b in DTYPES:
+            try:
+                want = strict.result_type(getattr(strict, a), getattr(strict, b))
+            except TypeError:
+                continue
+            want = str(want).rsplit(".", 1)[-1]  # (array_api_strict.int16)
+            pairs.append((a, b, want))
+            assert str(xp.result_type(getattr(xp, a), getattr(xp, b))) == want, (a, b)
+    arrays = [np.ones(2, dtype=d) for d in DTYPES]
+
+    def sums(*xs):
+        at = dict(zip(DTYPES, xs))
+        return tuple(xp.add(at[a], at[b]) if "bool" not in (a, b) else xp.logical_or(at[a], at[b]) for a, b, _ in
+                     pairs if ("bool" in (a, b)) == (a == b == "bool") or "bool" not in (a, b))  # fmt: skip
+
+    got = pt.jit(sums)(*arrays)
+    kept = [p for p in pairs if ("bool" in p[:2]) == (p[0] == p[1] == "bool") or "bool" not in p[:2]]
+    assert len(got) == len(kept) > 60
+    for (a, b, want), g in zip(kept, got):
+        assert str(g.dtype) == want, (a, b, g.dtype, want)

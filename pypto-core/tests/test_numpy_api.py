@@ -278,6 +278,31 @@ def test_small_linear_algebra_matches_numpy(pypto_executor, rng, shape):
         np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.parametrize("n", [1, 3, 8])
+def test_small_linear_algebra_gradients_match_torch(rng, n):
+    """Gradients through the unrolled factorisations (pivot choices are piecewise constant) against torch's
+    analytic ones; cholesky of a symmetric matrix made from x (torch symmetrises its gradient, the unrolled
+    algorithm reads the lower triangle: a loss of x compares the two)."""
+    torch = pytest.importorskip("torch")
+    a = rng.standard_normal((2, n, n)) + n * np.eye(n)
+    x = rng.standard_normal((2, n, n))
+    b = rng.standard_normal((2, n, 2))
+    w = rng.standard_normal((2, n, n))
+
+    def loss(a, x, b, lib):
+        spd = x @ lib.swapaxes(x, -1, -2) + n * lib.eye(n)
+        terms = (lib.linalg.solve(a, b) ** 2).sum() + (lib.linalg.inv(a) * w).sum()
+        terms = terms + (lib.linalg.det(a) ** 2).sum() + (lib.linalg.cholesky(spd) * w).sum()
+        return terms
+
+    got = pt.grad(lambda a, x, b: loss(a, x, b, np), argnums=(0, 1, 2))(a, x, b)
+    ts = [torch.tensor(v, requires_grad=True) for v in (a, x, b)]
+    w = torch.tensor(w)
+    loss(*ts, torch).backward()
+    for g, t in zip(got, ts):
+        np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-8, atol=1e-10)
+
+
 def test_small_linear_algebra_vectors_integers_and_errors(rng):
     a = rng.standard_normal((4, 4)) + 4 * np.eye(4)
     b = rng.standard_normal(4)

@@ -18,8 +18,18 @@ def build_options(fastmath: bool) -> list[str]:
     return [*BUILD_OPTIONS, *(FASTMATH_OPTIONS if fastmath else ())]
 
 
+SOURCE_ARTIFACT = b"pypto-opencl-source\0"
+"""What starts the artifact of a CPU device's program: its source, not a binary (see :func:`build_binary`)."""
+
+
 def build_binary(dev: Device, source: str, name: str, options: list[str]) -> bytes:
-    """Compile ``source`` for ``dev``; the program binary (raises CompileError with the build log)."""
+    """Compile ``source`` for ``dev``; the program binary (raises CompileError with the build log).
+
+    On CPU devices the artifact is the checked source: asking PoCL for a program's binary compiles every kernel
+    for any group size, and a kernel with several group reductions (each a barrier behind the one-work-item
+    test) took minutes there (a 3 x 3 determinant's last kernel did not finish in 5 minutes), where compiling
+    it for the group size it is launched with (the driver does, when it runs it, and keeps it in its own cache)
+    takes a second or two."""
     import pyopencl as cl
 
     from pypto.cache import cache_dir
@@ -33,6 +43,8 @@ def build_binary(dev: Device, source: str, name: str, options: list[str]) -> byt
         except cl.Error:
             log = ""
         raise CompileError(build_report(name, dev, options, log or str(e), source)) from None
+    if dev.is_cpu:
+        return SOURCE_ARTIFACT + source.encode()
     (binary,) = prg.get_info(cl.program_info.BINARIES)
     return bytes(binary)
 
@@ -41,6 +53,8 @@ def load_program(dev: Device, binary: bytes, options: list[str]):
     """The built program from a binary made by :func:`build_binary` (for this device)."""
     import pyopencl as cl
 
+    if binary.startswith(SOURCE_ARTIFACT):
+        return cl.Program(dev.context, binary[len(SOURCE_ARTIFACT) :].decode()).build(options=options)
     return cl.Program(dev.context, [dev.device], [binary]).build(options=options)
 
 

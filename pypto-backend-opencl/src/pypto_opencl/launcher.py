@@ -9,6 +9,7 @@ argument grows. Temporaries and device scalars of the plan are kept the same way
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -43,17 +44,42 @@ def policy_for(dev: Device) -> LaunchPolicy:
     return CPU_POLICY if dev.is_cpu else GPU_POLICY
 
 
+class _OneItem:
+    """The program built with ``PT_ONE_ITEM`` (its barriers empty), for launches in groups of one work-item on
+    CPU devices: PoCL compiles a kernel's barriers into a state machine over the group, and for kernels of many
+    group reductions (a determinant of 8 x 8 matrices: 16, each a loop of barriers) that took minutes even for
+    one work-item, where the same kernel without them compiles in about a second. Built when first needed."""
+
+    def __init__(self, dev: Device, artifact: bytes, options: list[str]):
+        self.dev, self.artifact, self.options = dev, artifact, [*options, "-DPT_ONE_ITEM=1"]
+        self.program: Any = None
+
+    def kernel(self, cl: Any, name: str) -> Any:
+        if self.program is None:
+            self.program = load_program(self.dev, self.artifact, self.options)
+        return cl.Kernel(self.program, name)
+
+
 class _Kernel:
     """A plan entry with its built kernel object and the device's limits for it."""
 
-    def __init__(self, cl: Any, prg: Any, dev: Device, launch: KernelLaunch):
+    def __init__(self, cl: Any, prg: Any, dev: Device, launch: KernelLaunch, one: _OneItem | None = None):
         self.launch = launch
         self.kernel = cl.Kernel(prg, launch.name)
+        self.one, self.one_kernel = one, None
         info = cl.kernel_work_group_info
         self.max_threads = int(self.kernel.get_work_group_info(info.WORK_GROUP_SIZE, dev.device))
         self.static_local = int(self.kernel.get_work_group_info(info.LOCAL_MEM_SIZE, dev.device))
         self.local_limit = dev.local_mem_size
-        self.cached = _Kernel(cl, prg, dev, launch.cached) if launch.cached is not None else None
+        self.cached = _Kernel(cl, prg, dev, launch.cached, one) if launch.cached is not None else None
+
+    def for_group(self, cl: Any, local: Sequence[int]) -> Any:
+        """The kernel object to launch in groups of ``local`` work-items."""
+        if self.one is None or math.prod(local) != 1:
+            return self.kernel
+        if self.one_kernel is None:
+            self.one_kernel = self.one.kernel(cl, self.launch.name)
+        return self.one_kernel
 
     def local_sizes(self, threads: int, counts: Sequence[int]) -> tuple[int, ...]:
         """Bytes of each ``__local`` argument: per work-item scratch, or the plan's element counts (cached rows)."""
@@ -78,7 +104,8 @@ class OpenCLLauncher:
         self.name = program.name
         plan = LaunchPlan.from_json(artifact.metadata["plan"])
         prg = load_program(dev, artifact.data, options)
-        kernels = [_Kernel(cl, prg, dev, k) for k in plan.kernels]
+        one = _OneItem(dev, artifact.data, options) if dev.is_cpu else None
+        kernels = [_Kernel(cl, prg, dev, k, one) for k in plan.kernels]
         types: dict[str, Any] = {}  # scalar or dim name -> the NumPy type the kernel takes it as
         for a in program.loops.args:
             if a.kind == "scalar":
@@ -195,9 +222,10 @@ class _Queue:
         local = launch.threads
         glob = tuple(b * t for b, t in zip(launch.blocks, local))
         values = [*launch.values, *(cl.LocalMemory(max(n, 1)) for n in launch.local)]
+        kernel = k.for_group(cl, local)
         try:
-            k.kernel.set_args(*values)
-            cl.enqueue_nd_range_kernel(self.queue, k.kernel, glob, local)
+            kernel.set_args(*values)
+            cl.enqueue_nd_range_kernel(self.queue, kernel, glob, local)
         except cl.Error as e:
             raise LaunchError(self._explain(k.launch, glob, local, sum(launch.local), e)) from None
 

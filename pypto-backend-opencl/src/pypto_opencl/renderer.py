@@ -13,7 +13,22 @@ class OpenCLRenderer(SimtRenderer):
     says so (CPU devices; :mod:`pypto_opencl.target`).
     """
 
+    # barriers through macros: a CPU device's groups of one work-item run the program built with PT_ONE_ITEM,
+    # without them (pypto_opencl.launcher: PoCL took minutes to compile kernels of many group reductions)
+    barrier = "PT_BARRIER();"
+    barrier_global = "PT_BARRIER_GLOBAL();"
+
     def prelude(self) -> list[str]:
-        if float64 in self.dtypes_used:
-            return ["#pragma OPENCL EXTENSION cl_khr_fp64 : enable"]
-        return []
+        out = ["#pragma OPENCL EXTENSION cl_khr_fp64 : enable"] if float64 in self.dtypes_used else []
+        return [*out, *ONE_ITEM_MACROS]
+
+
+ONE_ITEM_MACROS = [
+    "#ifdef PT_ONE_ITEM  /* built for groups of one work-item: no barrier to wait at */",
+    "#define PT_BARRIER()",
+    "#define PT_BARRIER_GLOBAL()",
+    "#else",
+    "#define PT_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)",
+    "#define PT_BARRIER_GLOBAL() barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE)",
+    "#endif",
+]

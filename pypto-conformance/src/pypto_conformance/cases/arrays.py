@@ -342,6 +342,25 @@ def helper_updates(u):
 array_case(shapes=({"u": (5, 9)}, {"u": (2, 3)}, {"u": (33, 70)}), reference=helper_updates)(helper_updates)
 
 
+def _small_linalg(a, b):
+    m = a * 0.25 + 2 * np.eye(a.shape[-1])
+    s = m @ np.swapaxes(m, -1, -2)
+    return np.linalg.solve(m, b), np.linalg.inv(m), np.linalg.det(m), np.linalg.cholesky(s)
+
+
+@array_case(
+    shapes=({"a": (6, 4, 4), "b": (6, 4, 2)}, {"a": (1, 1), "b": (1, 3)}, {"a": (2, 3, 5, 5), "b": (5, 1)}),
+    reference=_small_linalg,
+    dtypes=("float32", "float64"),
+)
+def small_linalg(a, b):
+    """np.linalg.solve, inv, det and cholesky on stacks of small well-conditioned matrices (Gauss-Jordan
+    elimination with partial pivoting and Cholesky, unrolled over the columns; b broadcast over the stack)."""
+    m = a * 0.25 + 2 * pt.eye(a.shape[-1], dtype=a.dtype)
+    s = m @ m.swapaxes(-1, -2)
+    return np.linalg.solve(m, b), np.linalg.inv(m), np.linalg.det(m), np.linalg.cholesky(s)
+
+
 def _at_updates(x, y):
     a = x.copy()
     a[2:5] += y[:3, None]

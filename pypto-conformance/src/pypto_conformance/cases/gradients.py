@@ -177,3 +177,21 @@ def scans(x, a):
     a scan is a scan in the other direction."""
     _, h = pt.associative_scan(lambda p, q: (p[0] * q[0], p[1] * q[0] + q[1]), (pt.tanh(a), x), 1, reverse=True)
     return (pt.sin(pt.cumsum(x, 1)) * pt.cumprod(a, 0)).sum() + (pt.tanh(h) ** 2).sum()
+
+
+def _small_linalg(a, b, lib, eye):
+    m = a * 0.25 + 2 * eye
+    x = lib.linalg.solve(m, b[..., None])
+    spd = m @ m.swapaxes(-1, -2)
+    return (x**2).sum() + lib.linalg.det(m).sum() + (lib.linalg.inv(m) * a).sum() + lib.linalg.cholesky(spd).sum()
+
+
+@gradient_case(
+    shape={"a": (5, 3, 3), "b": (5, 3)},
+    reference=lambda a, b: float(_small_linalg(a, b, np, np.eye(3))),
+    dtypes=("float32", "float64"),
+)
+def small_linalg(a, b):
+    """np.linalg.solve, det, inv and cholesky of small stacks: their analytic gradients (another factorisation
+    each), not the unrolled elimination's."""
+    return _small_linalg(a, b, np, pt.eye(3, dtype=a.dtype))

@@ -11,11 +11,18 @@ function), and a larger ``n`` is a :class:`~pypto.errors.TracingError` that says
   in the column swapped in, as LAPACK's ``getrf``); a singular matrix gives infinities or NaN (NumPy raises).
 
 Each step's matrix is stored once (the next step reads it): a factorisation is n loop nests over the stack.
-Integer matrices are computed in float64, as NumPy does. Gradients through these functions are not provided.
+Integer matrices are computed in float64, as NumPy does.
+
+Gradients are the analytic ones (as LAPACK-backed autodiff systems give them), not the unrolled algorithm's
+(whose backward would be n times longer): each function's result is a ``custom`` node whose backward is
+another factorisation -- ``solve``: ``gb = solve(a.T, g)``, ``ga = -gb @ x.T``; ``inv``: ``-y.T @ g @ y.T``;
+``det``: ``g * det * inv(a).T``; ``cholesky``: ``L^-T Phi(L.T @ gL) L^-1``, symmetrised (Phi: the lower
+triangle, its diagonal halved).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pypto import dtypes
@@ -56,6 +63,22 @@ def _stored(x: Array) -> Array:
     return Array("stop", (x,), "store", x.shape, x.dtype)
 
 
+class _Adjoint:
+    """The backward of a linear algebra function, as a ``custom`` node's op (:mod:`pypto.array.custom`)."""
+
+    def __init__(self, op_name: str, vjp_fn: Callable[..., Any]):
+        self.op_name, self.vjp_fn = op_name, vjp_fn
+
+
+def _with_vjp(name: str, value: Array, args: tuple[Array, ...], vjp: Callable[..., Any]) -> Array:
+    """``value`` (computed from ``args``) whose gradient is ``vjp(g, *args)``, not its algorithm's."""
+    return Array("custom", (value, *args), (_Adjoint(f"numpy.linalg.{name}", vjp), args), value.shape, value.dtype)
+
+
+def _t(x: Array) -> Array:
+    return views.swapaxes(x, -1, -2)
+
+
 def _rows(n: int, ndim: int) -> Array:
     """The row position of every element of a (..., n, k) stack (shape (n, 1))."""
     return views._iota(n, ndim - 2, ndim)
@@ -73,8 +96,18 @@ def cholesky(a: Any, upper: bool = False) -> Array:
             col = col - c * c[..., j : j + 1]
         d = unary("sqrt", col[..., j : j + 1])
         cols.append(_stored(where(binary("lt", i, j), 0.0, where(binary("eq", i, j), d, col / d))))
-    low = ops.stack(cols, axis=-1)
+    low = _with_vjp("cholesky", ops.stack(cols, axis=-1), (a,), lambda g, a: _cholesky_vjp(g, low))
     return views.swapaxes(low, -1, -2) if upper else low
+
+
+def _cholesky_vjp(g: Array, low: Array) -> Array:
+    n = int(low.shape[-1])
+    i, j = _rows(n, 2), views._iota(n, 1, 2)
+    phi = ops.matmul(_t(low), g)
+    phi = where(binary("gt", i, j), phi, where(binary("eq", i, j), phi * 0.5, 0.0))
+    lin = _inverse(low)
+    ga = ops.matmul(ops.matmul(_t(lin), phi), lin)
+    return (ga + _t(ga)) * 0.5
 
 
 def _eliminate(m: Array, n: int) -> tuple[Array, Array]:
@@ -119,14 +152,29 @@ def solve(a: Any, b: Any) -> Array:
     batch = tuple(broadcast_shapes(a.shape[:-2], bm.shape[:-2], what="numpy.linalg.solve's stacks"))
     a = views.broadcast_to(a, (*batch, n, n))
     bm = views.broadcast_to(bm, (*batch, n, bm.shape[-1]))
-    m, _ = _eliminate(ops.concat([a, bm], axis=-1), n)
-    x = m[..., n:] / _diagonal(m, n)
+    x = _with_vjp("solve", _solve(a, bm), (a, bm), lambda g, a, bm: _solve_vjp(g, a, x))
     return views.reshape(x, x.shape[:-1]) if vector else x
+
+
+def _solve(a: Array, bm: Array) -> Array:
+    n = int(a.shape[-1])
+    m, _ = _eliminate(ops.concat([a, bm], axis=-1), n)
+    return m[..., n:] / _diagonal(m, n)
+
+
+def _solve_vjp(g: Array, a: Array, x: Array) -> tuple[Array, Array]:
+    gb = _solve(_t(a), g)
+    return -ops.matmul(gb, _t(x)), gb
 
 
 def inv(a: Any) -> Array:
     """The inverse of each matrix of the stack."""
     a = _square(a, "inv")
+    y = _with_vjp("inv", _inverse(a), (a,), lambda g, a: -ops.matmul(ops.matmul(_t(y), g), _t(y)))
+    return y
+
+
+def _inverse(a: Array) -> Array:
     n = int(a.shape[-1])
     eye = views.broadcast_to(ops.eye(n, dtype=a.dtype), a.shape)
     m, _ = _eliminate(ops.concat([a, eye], axis=-1), n)
@@ -139,4 +187,6 @@ def det(a: Any) -> Array:
     n = int(a.shape[-1])
     m, sign = _eliminate(a, n)
     d = views.reshape(_diagonal(m, n), m.shape[:-1])
-    return binary("mul", reduce("prod", d, -1, False), sign)
+    det_ = _with_vjp("det", binary("mul", reduce("prod", d, -1, False), sign), (a,),
+                     lambda g, a: views.expand_dims(views.expand_dims(g * det_, -1), -1) * _t(_inverse(a)))  # fmt: skip
+    return det_

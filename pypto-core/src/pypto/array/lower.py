@@ -699,14 +699,25 @@ def scatter_steps(outputs: Sequence[Array]) -> list[list[Array]]:
 def _lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tuple[str, Array]]) -> Plan:
     # A first pass finds the nodes worth storing; the second stores each of them before its first read, so
     # a value read inline before the read that decided to store it is loaded too, not computed twice.
+    nodes = walk([node for _, node in outputs])
+    # the values marked to be stored once (a factorisation's steps: hundreds in a chain), stored in order before
+    # the outputs: each then finds the one before it stored (stored when first read instead, a chain would be
+    # lowered as deep a recursion as it is long)
+    ends = {id(node) for _, node in outputs}
+    marked = [n for n in nodes if n.op == "stop" and n.attrs == "store" and id(n) not in ends]
     first = Lowering(name, inputs)
+    for node in marked:
+        if id(node) not in first.by_node:
+            first.materialize(node)
     for n, node in outputs:
         first.output(node, n)
     stored = frozenset(id(b.node) for b in first.buffers if b.kind == "temp" and not b.flat)
-    nodes = walk([node for _, node in outputs])
 
     def run(force: frozenset[int]) -> tuple[Lowering, list[int]]:
         low = Lowering(name, inputs, force)
+        for node in marked:
+            if id(node) not in low.by_node:
+                low.materialize(node)
         positions = []
         for n, node in outputs:
             positions.append(len(low.buffers))
