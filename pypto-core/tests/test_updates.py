@@ -373,3 +373,17 @@ def test_aliases_are_not_updated():
     y, z = pt.jit(f)(x)
     np.testing.assert_array_equal(y, [5, 0, 0])
     np.testing.assert_array_equal(z, [0, 0, 0])
+
+
+def test_which_called_functions_are_rewritten():
+    """The user's functions are, installed or not (a package of helpers in site-packages); the array libraries'
+    and the standard library's are not."""
+    import json
+
+    from pypto.lang.control import _own_code
+
+    namespace = {}
+    exec(compile("def helper(u):\n    u[0] = 1\n", "/opt/env/lib/python3.11/site-packages/mine/h.py", "exec"),
+         namespace)  # fmt: skip
+    assert _own_code(namespace["helper"]) and _own_code(set_boundary)
+    assert not _own_code(json.dumps) and not _own_code(_own_code)  # (the standard library's, pypto's)

@@ -40,7 +40,6 @@ import inspect
 import itertools
 import operator
 import os
-import site
 import sysconfig
 import types
 import weakref
@@ -423,19 +422,27 @@ def _written_back(fn: Callable, what: str, value: Any, kind: str, made: _Updates
         outer.chain[id(value)] = outer.given[id(value)] = (value, new)
 
 
+_LIBRARIES = frozenset({"pypto", "numpy", "scipy", "torch", "jax", "jaxlib", "dask", "distributed", "pandas",
+                        "sklearn", "numba", "ml_dtypes", "cupy", "pyopencl", "cffi", "pluggy", "hypothesis", "pytest",
+                        "_pytest", "builtins"})  # fmt: skip
+"""Packages whose functions are never rewritten (array libraries and pypto's own): they do not update the arrays
+a jit function gives them through ``x[idx] = v``, and their code is not the user's to trace as written."""
+
+
 def _own_code(fn: types.FunctionType) -> bool:
-    """A function of the user's code: not pypto's, and not from an installed package or the standard library."""
-    module = (fn.__module__ or "").split(".")[0]
-    if module in ("pypto", "numpy", "scipy", "torch", "jax", "dask", "builtins"):
+    """A function of the user's code, installed or not: not of the array libraries (:data:`_LIBRARIES`) and not
+    of the standard library."""
+    if (fn.__module__ or "").split(".")[0] in _LIBRARIES:
         return False
-    return not os.path.realpath(fn.__code__.co_filename).startswith(_installed())
+    path = os.path.realpath(fn.__code__.co_filename)
+    installed = any(part in ("site-packages", "dist-packages") for part in path.split(os.sep))
+    return installed or not path.startswith(_standard_library())
 
 
 @functools.cache
-def _installed() -> tuple[str, ...]:
+def _standard_library() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
-    return tuple(sorted({os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")
-                         if k in paths} | {p + os.sep for p in site.getsitepackages()}))  # fmt: skip
+    return tuple(sorted({os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib") if k in paths}))
 
 
 def inplace(target: Any, value: Any, op: str) -> Any:
