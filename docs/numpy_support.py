@@ -60,7 +60,7 @@ def namespace_text() -> str:
         XP_BEGIN,
         f"- **computed** ({len(done)}): {names(done)}",
         f"- **not computed**, the result's shape depending on the data ({len(shaped)}): {names(shaped)}",
-        f"- **not computed yet** ({len(later)}): {names(later)}",
+        *([f"- **not computed yet** ({len(later)}): {names(later)}"] if later else []),
         XP_END,
     ])  # fmt: skip
 

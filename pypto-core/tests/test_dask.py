@@ -131,6 +131,17 @@ def test_jit_matmul_softmax_with_contracted_chunks(rng):
     np.testing.assert_allclose(got.compute(), want, rtol=1e-5, atol=1e-6)
 
 
+def test_jit_arrays_captured_from_outside_are_read_with_dask_inputs(rng):
+    """Weights in a closure (and constants a NumPy function makes inside the trace, as np.repeat's positions) are
+    inputs of the program after the call's own: on dask arrays too."""
+    w = rng.standard_normal((50, 7))
+    f = pt.jit(lambda x: np.repeat(x @ w, [2, 0, 1, 1, 3, 0, 1], axis=1) + 1)
+    x = rng.standard_normal((37, 50))
+    got = f(da.from_array(x, chunks=(10, 50)))
+    assert isinstance(got, da.Array)
+    np.testing.assert_allclose(got.compute(), np.repeat(x @ w, [2, 0, 1, 1, 3, 0, 1], axis=1) + 1, rtol=1e-12)
+
+
 def test_jit_nested_reductions_and_several_results(rng):
     @pt.jit
     def stats(x):

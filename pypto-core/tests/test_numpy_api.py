@@ -25,6 +25,8 @@ UFUNCS = [
     ("rint, floor, ceil, trunc", lambda a: np.rint(a * 3) + np.floor(a) * 10 + np.ceil(a) * 100 + np.trunc(a) * 1e3),
     ("arcsin, arccos, exp2", lambda a: np.arcsin(a / 4) + np.arccos(a / 4) + np.exp2(a)),
     ("sign", lambda a: np.sign(a)),
+    ("arcsinh, arccosh, arctanh", lambda a: np.arcsinh(a * 3) + np.arccosh(2 + a * a) + np.arctanh(a / 4)),
+    ("copysign, signbit, logaddexp", lambda a: np.copysign(a, a - 0.5) + np.signbit(a * 2 - 1) + np.logaddexp(a, -a)),
     ("tanh of matmul", lambda a: np.tanh(np.matmul(a, a.T))),
     ("comparisons", lambda a: np.less(a, 0.0) | np.greater_equal(a, 1.0)),
 ]
@@ -51,6 +53,9 @@ FUNCTIONS = [
     ("squeeze, ravel, flatten", lambda a: np.squeeze(a[:1]) + np.ravel(a[1:2]) + a[2:3].flatten()),
     ("cumsum, argmax, sort", lambda a: np.cumsum(a, axis=1) + np.argmax(a, axis=1)[:, None] + np.sort(a, axis=0)),
     ("concatenate, stack", lambda a: np.concatenate([a, a * 2], axis=0).sum(0) + np.stack([a, a], axis=1).sum((0, 1))),
+    ("repeat, tile", lambda a: np.repeat(a, 2, axis=1)[:, ::2] + np.tile(a, (1, 2))[:, 3:10] + a.repeat(3)[:35].reshape(5, 7)
+     + np.repeat(a, [0, 2, 1, 1, 1], axis=0)),
+    ("searchsorted", lambda a: np.searchsorted(np.sort(a[0]), a) + np.sort(a[1]).searchsorted(a, side="right")),
     ("dot, einsum, transpose, reshape", lambda a: np.dot(a, np.transpose(a)) + np.einsum("ij,kj->ik", a, a)
      + np.reshape(a, (7, 5)).T @ np.reshape(a, (7, 5))[:, :5]),
 ]  # fmt: skip
@@ -115,6 +120,81 @@ def test_rounding_functions_have_zero_gradient_and_inverse_trig_functions_their_
     g = pt.grad(lambda a: (pt.arcsin(a) + 2 * pt.arccos(a) + pt.exp2(a)).sum())(v)
     np.testing.assert_allclose(g, 1 / np.sqrt(1 - v * v) - 2 / np.sqrt(1 - v * v) + np.exp2(v) * np.log(2),
                                rtol=1e-12)  # fmt: skip
+
+
+def test_searchsorted_matches_numpy_on_ties_nans_sides_sorters_and_long_arrays(pypto_executor, rng):
+    """The whole-row count (up to 128 elements) and the search by blocks beyond, on floats with ties, NaN and
+    infinities (NumPy's order: NaN last), integers, scalars and a ``sorter``."""
+    for n in (1, 5, 128, 129, 2049, 6000):
+        a = np.sort(np.round(rng.standard_normal(n) * 4)).astype(np.float64)
+        a[-min(2, n) :] = np.nan
+        v = np.concatenate([np.round(rng.standard_normal(200) * 4), a[:: max(1, n // 50)], [np.nan, np.inf, -np.inf]])
+        f = pt.jit(lambda a, v: (np.searchsorted(a, v), np.searchsorted(a, v, side="right")), executor=pypto_executor)
+        left, right = f(a, v)
+        np.testing.assert_array_equal(left, np.searchsorted(a, v))
+        np.testing.assert_array_equal(right, np.searchsorted(a, v, side="right"))
+        assert left.dtype == np.int64
+    ints = np.sort(rng.integers(-50, 50, 3000))
+    probe = np.arange(-52, 53)
+    got = pt.jit(lambda a, v: (np.searchsorted(a, v, "right"), np.searchsorted(a, 7)), executor=pypto_executor)(
+        ints, probe
+    )
+    np.testing.assert_array_equal(got[0], np.searchsorted(ints, probe, "right"))
+    assert got[1] == np.searchsorted(ints, 7) and np.shape(got[1]) == ()
+    shuffled = rng.standard_normal(40)
+    order = np.argsort(shuffled)
+    got = pt.jit(lambda a, s, v: np.searchsorted(a, v, sorter=s), executor=pypto_executor)(shuffled, order, probe / 20)
+    np.testing.assert_array_equal(got, np.searchsorted(shuffled, probe / 20, sorter=order))
+
+
+def test_repeat_tile_and_searchsorted_refuse_what_numpy_would_shape_by_the_values(x):
+    with pytest.raises(pt.TracingError, match="repeats is a traced array"):
+        pt.jit(lambda a, r: np.repeat(a, r, axis=0))(x, np.ones(5, np.int64))
+    with pytest.raises(pt.TracingError, match="repeats must be non-negative integers"):
+        pt.jit(lambda a: np.repeat(a, -1))(x)
+    with pytest.raises(pt.ShapeError, match="3 repeat counts for an axis of 5 elements"):
+        pt.jit(lambda a: np.repeat(a, [1, 2, 3], axis=0))(x)
+    with pytest.raises(pt.ShapeError, match="must be one-dimensional"):
+        pt.jit(lambda a: np.searchsorted(a, 0.0))(x)
+    with pytest.raises(pt.TracingError, match="side must be 'left' or 'right'"):
+        pt.jit(lambda a: np.searchsorted(a[0], 0.0, side="middle"))(x)
+
+
+def test_copysign_logaddexp_and_inverse_hyperbolic_gradients_match_torch(rng):
+    torch = pytest.importorskip("torch")
+    a, b = rng.standard_normal(9), rng.standard_normal(9)
+    b[0], a[1] = a[0], 0.0  # a tie for logaddexp (half each), a zero magnitude for copysign
+
+    def f(xp, a, b):
+        return ((xp.copysign(a, b) * 3 + xp.logaddexp(a, b)).sum() + xp.asinh(a).sum() + xp.acosh(2 + b * b).sum()
+                + xp.atanh(a / 4).sum())  # fmt: skip
+
+    ga, gb = pt.grad(lambda a, b: f(pt, a, b), argnums=(0, 1))(a, b)
+    ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    f(torch, ta, tb).backward()
+    np.testing.assert_allclose(ga, ta.grad.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gb, tb.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32])
+def test_shifts_match_numpy_on_every_count_including_negative_and_too_wide(pypto_executor, rng, dt):
+    info = np.iinfo(dt)
+    a = rng.integers(info.min, info.max, 64, dtype=dt, endpoint=True)
+    a[:4] = [info.min, info.max, 0, 1]
+    counts = rng.integers(-3 if info.min < 0 else 0, info.bits + 3, 64).astype(dt)
+    counts[:5] = [0, 1, info.bits - 1, info.bits, info.bits - 2]
+    f = pt.jit(lambda a, c: (a << c, a >> c, np.left_shift(a, 3), np.right_shift(a, info.bits - 1), 5 << c[6:9],
+                             a >> (info.bits + 1)), executor=pypto_executor)  # fmt: skip
+    with np.errstate(over="ignore"):
+        want = (a << counts, a >> counts, a << dt(3), a >> dt(info.bits - 1), dt(5) << counts[6:9],
+                a >> dt(info.bits + 1))  # fmt: skip
+    for got, w in zip(f(a, counts), want):
+        assert got.dtype == w.dtype
+        np.testing.assert_array_equal(got, w)
+    mixed = pt.jit(lambda a, c: a << c, executor=pypto_executor)(a.astype(np.int32), counts.astype(np.int64))
+    np.testing.assert_array_equal(mixed, a.astype(np.int32) << counts.astype(np.int64))
+    with pytest.raises(pt.TracingError, match="'<<' shifts integers, got an operand of type float32"):
+        pt.jit(lambda a: a.astype(np.float32) << 1)(a)
 
 
 def test_round_and_rounding_functions_in_kernels(pypto_executor):

@@ -249,12 +249,18 @@ _LAZY: dict[str, str] = {
     "triu": ".array.ops",
     "logsumexp": ".array.ops",
     "arcsin": ".lang.functions",
+    "arcsinh": ".lang.functions",
+    "arccosh": ".lang.functions",
+    "arctanh": ".lang.functions",
     "arccos": ".lang.functions",
     "arctan": ".lang.functions",
     "atan2": ".lang.functions",
     "conj": ".lang.functions",
     "conjugate": ".lang.functions",
     "hypot": ".lang.functions",
+    "copysign": ".lang.functions",
+    "signbit": ".lang.functions",
+    "logaddexp": ".lang.functions",
     "imag": ".lang.functions",
     "real": ".lang.functions",
     "axis": ".lang.functions",
@@ -358,8 +364,9 @@ __all__ = [
     "kernel", "Kernel", "tile", "Schedule", "axis", "dim", "dims", "abs", "maximum", "minimum", "where", "cast", "scatter", "scatter_add", "scatter_max", "scatter_min",
     # math functions (the op table, pypto.ir.ops)
     "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf", "sigmoid", "log1p", "expm1", "log2", "log10", "tan",
-    "atan", "sinh", "cosh", "asin", "acos", "exp2", "floor", "ceil", "trunc", "arcsin", "arccos", "arctan", "atan2",
-    "arctan2", "hypot", "isnan", "isinf", "isfinite", "sign",  # (and pt.round: not here, so that a star import
+    "atan", "sinh", "cosh", "asin", "acos", "asinh", "acosh", "atanh", "exp2", "floor", "ceil", "trunc", "arcsin",
+    "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "atan2",
+    "arctan2", "hypot", "copysign", "signbit", "logaddexp", "isnan", "isinf", "isfinite", "sign",  # (and pt.round: not here, so that a star import
     # keeps Python's round)
     "arange", "linspace", "eye", "tril", "triu", "logsumexp",
     # complex numbers

@@ -264,16 +264,18 @@ def _truth(a: Any) -> Any:
 
 
 _UNARY: dict[str, Callable[..., Any]] = {
-    "abs": np.absolute, "acos": np.arccos, "asin": np.arcsin, "atan": np.arctan, "bitwise_invert": np.invert,
+    "abs": np.absolute, "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh,
+    "atan": np.arctan, "atanh": np.arctanh, "bitwise_invert": np.invert,
     "ceil": np.ceil, "conj": np.conjugate, "cos": np.cos, "cosh": np.cosh, "exp": np.exp, "expm1": np.expm1,
     "floor": np.floor, "isfinite": np.isfinite, "isinf": np.isinf, "isnan": np.isnan, "log": np.log,
     "log1p": np.log1p, "log2": np.log2, "log10": np.log10, "negative": np.negative, "positive": np.positive,
     "round": np.rint, "sign": np.sign, "sin": np.sin, "sinh": np.sinh, "square": np.square, "sqrt": np.sqrt,
     "tan": np.tan, "tanh": np.tanh, "trunc": np.trunc, "real": lambda a: a.real, "imag": lambda a: a.imag,
-    "logical_not": lambda a: np.invert(_truth(a)),
+    "signbit": np.signbit, "logical_not": lambda a: np.invert(_truth(a)),
 }  # fmt: skip
 _BINARY: dict[str, Callable[..., Any]] = {
-    "add": np.add, "atan2": np.arctan2, "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+    "add": np.add, "atan2": np.arctan2, "bitwise_left_shift": np.left_shift, "bitwise_right_shift": np.right_shift,
+    "copysign": np.copysign, "logaddexp": np.logaddexp, "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
     "bitwise_xor": np.bitwise_xor, "divide": np.divide, "equal": np.equal, "floor_divide": np.floor_divide,
     "greater": np.greater, "greater_equal": np.greater_equal, "hypot": np.hypot, "less": np.less,
     "less_equal": np.less_equal, "maximum": np.maximum, "minimum": np.minimum, "multiply": np.multiply,
@@ -483,6 +485,23 @@ def moveaxis(x: Any, source: Any, destination: Any, /) -> Any:
     return permute_dims(x, order)
 
 
+def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
+    counts = builtins.int(repeats) if np.ndim(repeats) == 0 else tuple(int(r) for r in np.asarray(repeats))
+    return _run("repeat", lambda a, repeats, axis: np.repeat(a, repeats, axis), [x], repeats=counts, axis=axis)
+
+
+def tile(x: Any, repetitions: Sequence[int], /) -> Any:
+    return _run("tile", lambda a, reps: np.tile(a, reps), [x], reps=tuple(int(r) for r in repetitions))
+
+
+def searchsorted(x1: Any, x2: Any, /, *, side: str = "left", sorter: Any = None) -> Any:
+    if sorter is None:
+        return _run("searchsorted", lambda a, v, side: np.searchsorted(a, v, side), [x1, x2], side=side)
+    return _run(
+        "searchsorted_sorter", lambda a, v, s, side: np.searchsorted(a, v, side, s), [x1, x2, sorter], side=side
+    )
+
+
 def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Any:
     return _run("take", lambda a, i, axis: np.take(a, i, axis=axis), [x, indices], axis=axis)
 
@@ -505,12 +524,6 @@ UNSUPPORTED: dict[str, str] = {
     "nonzero": "pt.where(mask, x, 0), or the positions with pt.argsort on the mask",
     "unique_all": "pt.sort, then compare neighbours", "unique_counts": "pt.sort, then compare neighbours",
     "unique_inverse": "pt.sort, then compare neighbours", "unique_values": "pt.sort, then compare neighbours",
-    "searchsorted": "a comparison and a sum: (sorted_x[None, :] < v[:, None]).sum(axis=1)",
-    "repeat": "broadcast_to then reshape, for a whole number of repeats", "tile": "broadcast_to then reshape",
-    "acosh": "log(x + sqrt(x * x - 1))", "asinh": "log(x + sqrt(x * x + 1))", "atanh": "0.5 * log1p(2 * x / (1 - x))",
-    "logaddexp": "maximum(a, b) + log1p(exp(-abs(a - b)))", "copysign": "where(b < 0, -abs(a), abs(a))",
-    "signbit": "x < 0 (differs at -0.0 and negative NaN)", "bitwise_left_shift": "multiply by 2 ** n",
-    "bitwise_right_shift": "floor_divide by 2 ** n",
 }  # fmt: skip
 """The standard's functions this namespace does not compute, each with what to write instead."""
 DATA_SHAPED = frozenset({"nonzero", "unique_all", "unique_counts", "unique_inverse", "unique_values"})

@@ -45,6 +45,13 @@ def helper_source(
             f"    if x <= {dt.bounds[0]}:\n        return {lo}\n    if x >= {dt.bounds[1]}:\n        return {hi}\n"
             f"    return {wrap('x', dt) if dt.name != 'int64' else '_i64(x)'}\n"
         )
+    if op in ("lshift", "rshift"):  # NumPy's results for every count (LLVM's shifts are undefined beyond the width)
+        over = f"b >= {dt.bits}" if dt.is_unsigned else f"b < 0 or b >= {dt.bits}"
+        beyond = (
+            literal(0, dt) if op == "lshift" or dt.is_unsigned else f"{literal(-1, dt)} if a < 0 else {literal(0, dt)}"
+        )
+        sym = "<<" if op == "lshift" else ">>"
+        return head + f"    if {over}:\n        return {beyond}\n    return {wrap(f'a {sym} b', dt)}\n"
     if dt.is_unsigned and op in ("floordiv", "mod"):  # x // 0 == x % 0 == 0, like NumPy
         return (
             head

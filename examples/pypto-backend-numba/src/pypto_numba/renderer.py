@@ -199,7 +199,7 @@ class NumbaRenderer:
         dt = e.a.dtype  # operands share a type; comparisons give bool
         assert dt is not None
         op = e.op
-        if op in ("maximum", "minimum", "floordiv", "mod"):
+        if op in ("maximum", "minimum", "floordiv", "mod", "lshift", "rshift"):
             return f"{self.helper(op, dt)}({self.top(e.a)}, {self.top(e.b)})", True
         if op in FUNCTIONS2:  # atan2, hypot: math-module functions of the same C name
             return f"_math.{FUNCTIONS2[op].function}({self.top(e.a)}, {self.top(e.b)})", True

@@ -381,3 +381,39 @@ def at_updates(x, y):
     a strided column slice with broadcast values."""
     b = x.at[2:5].add(y[:3, None]).at[::2].max(0.25).at[1].set(-1)
     return b * 2, x.at[:, ::3].multiply(y[: x.shape[1] : 3])
+
+
+def _search_repeat(a, v, x):
+    s, w = np.sort(np.round(a * 3)), np.round(v * 3)  # ties between the values and the sorted array
+    return (np.searchsorted(s, w), np.searchsorted(s, w, side="right"), np.searchsorted(s, 0.5),
+            np.repeat(x, 3, axis=1), np.repeat(x, [2, 0, 1][: x.shape[0]] if x.shape[0] == 3 else 2, axis=0),
+            np.tile(x, (2, 1, 2)), np.logaddexp(x, 2 * x), np.copysign(x, x - 0.5), np.signbit(x - 0.5))  # fmt: skip
+
+
+@array_case(
+    shapes=({"a": (7,), "v": (2, 5), "x": (3, 4)}, {"a": (3001,), "v": (700,), "x": (1, 1)}),
+    reference=_search_repeat,
+    functions=("copysign", "log1p", "exp"),
+    dtypes=("float32", "float64"),  # (halves: a * 3 rounds differently in NumPy's half arithmetic: other ties)
+)
+def search_repeat(a, v, x):
+    """np.searchsorted (both sides, ties, a NumPy scalar value; a sorted array longer than one row of
+    comparisons: the search by blocks), np.repeat (one count, a count per element), np.tile, np.logaddexp,
+    np.copysign and np.signbit, as NumPy code."""
+    return _search_repeat(a, v, x)
+
+
+def _shifts(a, b):
+    counts = b % 70 - 3  # negative counts and counts of the type's width or more (0, or -1 right of a negative)
+    return a << counts, a >> counts, a << 3, a >> 5, np.left_shift(7, counts[:2])
+
+
+@array_case(
+    shapes=({"a": (9,), "b": (9,)}, {"a": (3, 65), "b": (65,)}),
+    reference=_shifts,
+    dtypes=("int32", "int64"),
+)
+def shifts(a, b):
+    """``<<`` and ``>>`` (np.left_shift, np.right_shift) as NumPy's: the left shift wrapping around, a count below
+    zero or not below the type's width giving 0, or -1 for a negative value shifted right."""
+    return _shifts(a, b)

@@ -210,7 +210,7 @@ def complex_casts(dt):
     return complex_casts
 
 
-# -- atan2 and hypot, on every real type -----------------------------------------------------------------------
+# -- atan2, hypot and copysign, on every real type -----------------------------------------------------------------------
 
 _SIGNED_ZEROS = (0.0, -0.0, 0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 3.0)
 _PARTNERS = (0.0, 0.0, -0.0, -0.0, np.inf, -np.inf, np.inf, 2.0, 1.0, np.nan)
@@ -236,6 +236,40 @@ def atan2_hypot(dt):
         h[i] = pt.hypot(a[i], b[i])
 
     return atan2_hypot
+
+
+_LOGADD = (0.0, -np.inf, np.inf, np.inf, -np.inf, 1.0, -1000.0, 40.0, np.nan, 2.0)
+_LOGADD_PARTNERS = (0.0, -np.inf, np.inf, -np.inf, 3.0, 1.0, -999.0, -40.0, 1.0, np.nan)
+
+
+def _sign_ref(a, b, la, lb):
+    with np.errstate(all="ignore"):
+        c = np.copysign(_f64(a), _f64(b))
+        return {"c": c, "s": np.signbit(c), "z": np.signbit(_f64(b)), "l": np.logaddexp(_f64(la), _f64(lb))}
+
+
+@case(dtypes=FLOATS + INTS, sizes=SIZES_1D, functions=("copysign", "log1p", "exp"),
+      values={"a": by_kind(with_values(with_specials(normal(3.0)), _SIGNED_ZEROS), span(-50, 50)),
+              "b": by_kind(with_values(with_specials(normal(3.0)), _PARTNERS), span(-50, 50)),
+              "la": by_kind(with_values(normal(10.0), _LOGADD), span(-50, 50)),
+              "lb": by_kind(with_values(normal(10.0), _LOGADD_PARTNERS), span(-50, 50))},
+      reference=_sign_ref)  # fmt: skip
+def copysign_signbit_logaddexp(dt):
+    """pt.copysign (the sign of -0.0 and of a NaN operand moved too: ``s`` checks the result's sign bit),
+    pt.signbit (-0.0 and negative NaN set) and pt.logaddexp (equal infinities, far apart operands, NaN);
+    integers computed in float32."""
+    out = dt if dt in (pt.float32, pt.float64, pt.float16, pt.bfloat16) else pt.float32
+
+    def copysign_signbit_logaddexp(a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], la: pt.Tensor[dt, (N,)],
+                                   lb: pt.Tensor[dt, (N,)], c: pt.Tensor[out, (N,)], s: pt.Tensor[pt.bool_, (N,)],
+                                   z: pt.Tensor[pt.bool_, (N,)], l: pt.Tensor[out, (N,)]):  # fmt: skip  # noqa: E741
+        i = pt.axis(0)
+        c[i] = pt.copysign(a[i], b[i])
+        s[i] = pt.signbit(pt.copysign(a[i], b[i]))
+        z[i] = pt.signbit(b[i])
+        l[i] = pt.logaddexp(la[i], lb[i])
+
+    return copysign_signbit_logaddexp
 
 
 # -- complex programs of whole arrays --------------------------------------------------------------------------

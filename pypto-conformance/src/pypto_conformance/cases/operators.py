@@ -1,4 +1,4 @@
-"""Operators: ``+ - * / // % **``, unary ``-``, ``abs``, comparisons, ``& | ^ ~``, weak scalars.
+"""Operators: ``+ - * / // % **``, unary ``-``, ``abs``, comparisons, ``& | ^ ~ << >>``, weak scalars.
 
 Kernel annotations are evaluated when the factory runs, so this module must not use
 ``from __future__ import annotations``.
@@ -270,6 +270,36 @@ def bitwise(dt):
         o[4, i] = (a[i] & 127) ^ 21
 
     return bitwise
+
+
+def _shifts_ref(a, c):
+    with np.errstate(over="ignore"):
+        small = (c % 8).astype(c.dtype)
+        return {
+            "o": np.stack([a << c, a >> c, (a << small) ^ (a >> small), a << a.dtype.type(3), a >> a.dtype.type(2)])
+        }
+
+
+@case(
+    dtypes=INTS + SMALL_INTS,
+    sizes=SIZES_1D,
+    values={"a": span(-(2**62), 2**62), "c": span(-4, 70)},
+    reference=_shifts_ref,
+)
+def shifts(dt):
+    """``<<`` and ``>>`` of integers as NumPy's: the bits beyond the type dropped, the sign copied right; a count
+    below zero or not below the type's width gives 0 (-1 shifting a negative value right), where C's is
+    undefined; counts of every type, constants too."""
+
+    def shifts(a: pt.Tensor[dt, (N,)], c: pt.Tensor[dt, (N,)], o: pt.Tensor[dt, (5, N)]):
+        i = pt.axis(0)
+        o[0, i] = a[i] << c[i]
+        o[1, i] = a[i] >> c[i]
+        o[2, i] = (a[i] << c[i] % 8) ^ (a[i] >> c[i] % 8)
+        o[3, i] = a[i] << 3
+        o[4, i] = a[i] >> 2
+
+    return shifts
 
 
 @case(

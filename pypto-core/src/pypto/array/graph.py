@@ -25,7 +25,7 @@ from pypto.array.sizes import Size
 from pypto.dtypes import DType
 from pypto.errors import ShapeError, SourceLoc, TracingError
 from pypto.ir.nodes import Binary, Cast, Const, Expr, Unary, Where
-from pypto.ir.ops import BINARY, BINARY_TABLE, FUNCTIONS, REDUCERS
+from pypto.ir.ops import BINARY, BINARY_TABLE, FUNCTIONS, REDUCERS, logaddexp
 from pypto.lang.location import user_loc
 
 Scalar = int | float | bool
@@ -214,12 +214,26 @@ def _ufuncs() -> dict[str, Any]:
                            if isinstance(f.numpy, np.ufunc)}  # fmt: skip
     out.update({o.numpy.__name__: (lambda n: lambda a, b: binary(n, a, b))(o.name) for o in BINARY_TABLE
                 if isinstance(o.numpy, np.ufunc)})  # fmt: skip
-    out.update(absolute=lambda x: unary("abs", x), negative=lambda x: unary("neg", x), positive=lambda x: x,
-               conjugate=lambda x: unary("conj", x), power=lambda a, b: power(a, b), square=lambda x: x * x,
-               matmul=lambda a, b: STRUCTURAL["matmul"](a, b), invert=lambda x: unary("invert", x),
-               sign=lambda x: where(binary("gt", x, 0), 1, where(binary("lt", x, 0), -1, x)),
-               isnan=lambda x: binary("ne", x, x), isinf=lambda x: binary("eq", unary("abs", x), math.inf),
-               isfinite=lambda x: binary("lt", unary("abs", x), math.inf))  # fmt: skip
+    out.update(
+        absolute=lambda x: unary("abs", x),
+        negative=lambda x: unary("neg", x),
+        positive=lambda x: x,
+        conjugate=lambda x: unary("conj", x),
+        power=lambda a, b: power(a, b),
+        square=lambda x: x * x,
+        matmul=lambda a, b: STRUCTURAL["matmul"](a, b),
+        invert=lambda x: unary("invert", x),
+        sign=lambda x: where(binary("gt", x, 0), 1, where(binary("lt", x, 0), -1, x)),
+        isnan=lambda x: binary("ne", x, x),
+        isinf=lambda x: binary("eq", unary("abs", x), math.inf),
+        isfinite=lambda x: binary("lt", unary("abs", x), math.inf),
+        signbit=lambda x: binary("lt", binary("copysign", 1.0, x), 0),
+        logaddexp=lambda a, b: logaddexp(
+            a, b, lambda a, b: binary("maximum", a, b), where, lambda x: unary("log1p", x), lambda x: unary("exp", x)
+        ),
+        left_shift=lambda a, b: shift("lshift", a, b),
+        right_shift=lambda a, b: shift("rshift", a, b),
+    )
     return out
 
 
@@ -449,6 +463,18 @@ class Array:
     def __rxor__(self, o):
         return binary("xor", o, self)
 
+    def __lshift__(self, o):
+        return shift("lshift", self, o)
+
+    def __rlshift__(self, o):
+        return shift("lshift", o, self)
+
+    def __rshift__(self, o):
+        return shift("rshift", self, o)
+
+    def __rrshift__(self, o):
+        return shift("rshift", o, self)
+
     def __neg__(self):
         return unary("neg", self)
 
@@ -523,6 +549,12 @@ class Array:
 
     def flatten(self, order: str = "C") -> Array:
         return NUMPY_FUNCTIONS[np.ravel](self, order)
+
+    def repeat(self, repeats, axis=None) -> Array:
+        return NUMPY_FUNCTIONS[np.repeat](self, repeats, axis)
+
+    def searchsorted(self, v, side="left", sorter=None) -> Array:
+        return NUMPY_FUNCTIONS[np.searchsorted](self, v, side, sorter)
 
     def cumsum(self, axis=None) -> Array:
         return STRUCTURAL["scan"]("sum", self, axis, False, "cumsum()")
@@ -713,6 +745,21 @@ def binary(op: str, a: Any, b: Any) -> Array:
     return out
 
 
+def shift(op: str, a: Any, b: Any) -> Array:
+    """``a << b`` (``op="lshift"``) or ``a >> b`` (``"rshift"``) of integers: the op table's shifts, NumPy's results
+    for every count (a negative one, or one not below the type's width, gives 0, or -1 shifting a negative value
+    right)."""
+    sym = BINARY[op].symbol
+    for x in (a, b):
+        if isinstance(x, (bool, np.bool_)) or not (
+            isinstance(x, (int, np.integer)) or (isinstance(x, Array) and x.dtype.is_int)
+        ):
+            got = x.dtype if isinstance(x, Array) else type(x).__name__
+            raise TracingError(f"'{sym}' shifts integers, got an operand of type {got}", user_loc(),
+                               "convert it: x.astype(pt.int64)")  # fmt: skip
+    return binary(op, a, b)
+
+
 def where(cond: Any, a: Any, b: Any) -> Array:
     cond, a, b = _operand(cond, "pt.where"), _operand(a, "pt.where"), _operand(b, "pt.where")
     (a, b), weak = _typed(a, b)
@@ -730,6 +777,13 @@ def cast(x: Any, dtype: Any) -> Array:
     if x.dtype == dt:
         return x
     return Array("cast", (x,), dt, x.shape, _typeof(Cast(_placeholder(x.dtype), dtype=dt)))
+
+
+def stored(x: Array) -> Array:
+    """``x`` stored once where it is first read (no gradient flows through the mark): a step of an iteration
+    (an elimination, a binary search) reads the previous step's value from memory instead of recomputing every
+    step so far inside its own expressions."""
+    return Array("stop", (x,), "store", x.shape, x.dtype)
 
 
 def stop_gradient(x: Any) -> Any:

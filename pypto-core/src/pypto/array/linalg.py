@@ -27,7 +27,7 @@ from typing import Any
 
 from pypto import dtypes
 from pypto.array import ops, views
-from pypto.array.graph import Array, binary, broadcast_shapes, cast, reduce, unary, where
+from pypto.array.graph import Array, binary, broadcast_shapes, cast, reduce, stored, unary, where
 from pypto.errors import ShapeError, TracingError
 from pypto.lang.location import user_loc
 
@@ -57,10 +57,7 @@ def _square(a: Any, fname: str) -> Array:
     return a
 
 
-def _stored(x: Array) -> Array:
-    """``x`` stored once where it is first read: each step reads the previous step's matrix from memory instead of
-    recomputing the whole elimination so far inside its own expressions."""
-    return Array("stop", (x,), "store", x.shape, x.dtype)
+_stored = stored  # each step reads the previous step's matrix from memory (not the elimination so far, again)
 
 
 class _Adjoint:

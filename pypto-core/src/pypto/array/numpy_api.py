@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from pypto.array import linalg, ops, views
-from pypto.array.graph import NUMPY_FUNCTIONS, UFUNC_METHODS, Array, binary, cast, reduce, unary, where
-from pypto.errors import TracingError
+from pypto.array.graph import NUMPY_FUNCTIONS, UFUNC_METHODS, Array, _operand, binary, cast, reduce, unary, where
+from pypto.errors import ShapeError, TracingError
 from pypto.lang.location import user_loc
 
 
@@ -214,6 +214,104 @@ def _roll(a: Any, shift: Any, axis: Any = None) -> Array:
     return a
 
 
+def _counts(fname: str, what: str, value: Any) -> np.ndarray:
+    """Repeat counts given as Python or NumPy integers (not traced: the result's shape depends on them)."""
+    if isinstance(value, Array):
+        raise TracingError(f"numpy.{fname}: {what} is a traced array; the result's shape would depend on its values",
+                           user_loc(4), f"pass {what} as Python ints (or mark the argument static)")  # fmt: skip
+    counts = np.asarray(value)
+    if counts.dtype.kind not in "iu" or counts.ndim > 1 or (counts < 0).any():
+        raise TracingError(f"numpy.{fname}: {what} must be non-negative integers (one, or one per element), got "
+                           f"{value!r}", user_loc(4), f"pass {what} as an int or a sequence of ints")  # fmt: skip
+    return counts.astype(np.int64)
+
+
+def _repeat(a: Any, repeats: Any, axis: Any = None) -> Array:
+    """``np.repeat``: each element repeated ``repeats`` times along ``axis`` (of the flattened array when None).
+    One count: a broadcast view reshaped (no copy until used); one count per element: a gather at the positions
+    ``np.repeat(np.arange(n), repeats)`` (a constant of the program)."""
+    a = _array(a, "repeat")
+    counts = _counts("repeat", "repeats", repeats)
+    if axis is None:
+        a, axis = views.reshape(a, (-1,)), 0
+    (ax,) = _axes(axis, a.ndim)
+    n = int(a.shape[ax])
+    if counts.ndim == 1 and counts.size not in (1, n):
+        raise ShapeError(f"numpy.repeat: {counts.size} repeat counts for an axis of {n} elements", param="repeats",
+                         expected=f"1 or {n} counts", got=counts.size)  # fmt: skip
+    if counts.size == 1:
+        r = int(counts.reshape(-1)[0])
+        wide = list(a.shape[: ax + 1]) + [r] + list(a.shape[ax + 1 :])
+        out = list(a.shape)
+        out[ax] = n * r
+        return views.reshape(views.broadcast_to(views.expand_dims(a, ax + 1), tuple(wide)), tuple(out))
+    positions = _operand(np.repeat(np.arange(n, dtype=np.int64), counts), "numpy.repeat")
+    return views.take(a, positions, ax)
+
+
+def _tile(A: Any, reps: Any) -> Array:  # noqa: N803 - NumPy's name
+    """``np.tile``: ``A`` repeated ``reps`` times along each axis (as a whole): a broadcast view reshaped."""
+    a = _array(A, "tile")
+    r = _counts("tile", "reps", reps).reshape(-1)
+    d = max(a.ndim, r.size)
+    shape = (1,) * (d - a.ndim) + tuple(int(s) for s in a.shape)
+    r = (1,) * (d - r.size) + tuple(int(k) for k in r)
+    interleaved = tuple(v for s in shape for v in (1, s))
+    wide = tuple(v for k, s in zip(r, shape) for v in (k, s))
+    out = views.broadcast_to(views.reshape(a, interleaved), wide)
+    return views.reshape(out, tuple(k * s for k, s in zip(r, shape)))
+
+
+def _searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Array:
+    """``np.searchsorted``: where each value of ``v`` would go in the sorted 1-D ``a`` to keep it sorted (the first
+    such position with ``side="left"``, the last with ``"right"``; NaN sorts last, as in ``np.sort``), as int64.
+
+    In a sorted array the position is a count: of the elements before ``v`` (``"left"``), or not after it. Up to
+    :data:`SEARCH_ROW` elements, each value counts them all (one vectorised reduction); a longer ``a`` is cut into
+    blocks of about ``sqrt(n)``: a first step counts the blocks whose last element comes before the value, a second
+    counts inside the block found (read by a gather): ``2 sqrt(n)`` comparisons per value instead of ``n``."""
+    a = _array(a, "searchsorted")
+    if a.ndim != 1:
+        raise ShapeError("numpy.searchsorted: the sorted array must be one-dimensional", param="a",
+                         expected="a 1-D array", got=a.shape)  # fmt: skip
+    if side not in ("left", "right"):
+        raise TracingError(f"numpy.searchsorted: side must be 'left' or 'right', got {side!r}", user_loc(3))
+    if sorter is not None:
+        a = views.take(a, sorter if isinstance(sorter, Array) else _operand(sorter, "numpy.searchsorted sorter"))
+    from pypto import dtypes
+
+    if not isinstance(v, Array) and np.ndim(v):  # values from NumPy or a list: an input of the program
+        v = _operand(np.asarray(v), "numpy.searchsorted")
+    floats = a.dtype.is_float or (v.dtype.is_float if isinstance(v, Array) else isinstance(v, float))
+
+    def less(x: Any, y: Any) -> Any:  # NumPy's order: NaN after every number
+        lt = binary("lt", x, y)
+        return binary("or", lt, binary("and", binary("ne", y, y), binary("eq", x, x))) if floats else lt
+
+    def before(x: Any) -> Any:  # whether x comes before the value's place
+        return less(x, vv) if side == "left" else unary("invert", less(vv, x))
+
+    n = int(a.shape[0])
+    vv = views.expand_dims(v, -1) if isinstance(v, Array) else v  # each value against a row of a
+    if n <= SEARCH_ROW:
+        return cast(reduce("sum", before(a), -1), dtypes.int64)
+    block = math.isqrt(n - 1) + 1
+    nb = -(-n // block)
+    last = views.getitem(
+        a, (slice(block - 1, (nb - 1) * block, block),)
+    )  # each full block's last element but the last's
+    j = reduce("sum", before(last), -1)  # the block holding the place (the blocks before it come before the value)
+    padded = ops.concat([a, Array("fill", (), 0, (nb * block - n,), a.dtype)], 0) if nb * block > n else a
+    rows = views.take(views.reshape(padded, (nb, block)), j, 0)  # that block of each value
+    start = cast(j, dtypes.int64) * block
+    inside = binary("lt", views.expand_dims(start, -1) + views._iota(block, rows.ndim - 1, rows.ndim), n)
+    return start + cast(reduce("sum", binary("and", before(rows), inside), -1), dtypes.int64)
+
+
+SEARCH_ROW = 128
+"""The longest sorted array ``np.searchsorted`` compares every value with every element of (beyond: blocks)."""
+
+
 def _diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = None) -> Array:
     _refuse("diff", prepend=prepend, append=append)
     a = _array(a, "diff")
@@ -378,6 +476,7 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.take_along_axis: lambda arr, indices, axis: views.take_along_axis(arr, indices, axis), np.take: _take,
     np.astype: _astype, np.tril: lambda m, k=0: ops.tril(m, k), np.triu: lambda m, k=0: ops.triu(m, k),
     np.flip: _flip, np.fliplr: lambda m: _flip(m, 1), np.flipud: lambda m: _flip(m, 0), np.roll: _roll,
+    np.repeat: _repeat, np.tile: _tile, np.searchsorted: _searchsorted,
     np.diff: _diff, np.pad: _pad, np.outer: _outer, np.inner: _inner, np.tensordot: _tensordot, np.cov: _cov,
     np.corrcoef: _corrcoef, np.trace: _trace, np.zeros_like: _like(0), np.ones_like: _like(1),
     np.empty_like: _like(0), np.full_like: _full_like, np.linalg.norm: _norm, np.copy: lambda a, order="K", subok=False: a,

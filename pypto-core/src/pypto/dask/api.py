@@ -192,6 +192,7 @@ def _jit_plan(fn: Any, args: tuple) -> tuple[Planner, list[tuple[str, tuple[int,
     a scatter's result: each step's results are dask arrays the later steps take as arguments)."""
     stand = tuple(_standin(a) for a in args)
     c, sizes = fn.lookup(stand)
+    args = (*args, *c.captured)  # the NumPy arrays the function read from outside it (passed after the call's)
     before = []
     for step in c.steps:
         planner, results, _ = _part_plan(fn, step, args, sizes)

@@ -132,6 +132,15 @@ FUNCTIONS: tuple[MathFunction, ...] = (
     MathFunction("acos", "Elementwise arc cosine (radians, in [0, pi]; nan outside [-1, 1]).", np.arccos,
                  lambda g, x, y, f: -g * f("rsqrt", 1 - x * x), "acos", numpy_name="_np.arccos",
                  edge=(0.0, 1.0, -1.0, -1.5, nan, inf), spread=("span", -1.0, 1.0)),
+    MathFunction("asinh", "Elementwise inverse hyperbolic sine.", np.arcsinh,
+                 lambda g, x, y, f: g * f("rsqrt", x * x + 1), "asinh", numpy_name="_np.arcsinh",
+                 edge=(0.0, -0.0, nan, inf, -inf, 1e-8, 1e30, -1e30), spread=("normal", 0.0, 10.0)),
+    MathFunction("acosh", "Elementwise inverse hyperbolic cosine (nan below 1).", np.arccosh,
+                 lambda g, x, y, f: g * f("rsqrt", x * x - 1), "acosh", numpy_name="_np.arccosh",
+                 edge=(1.0, 0.5, -1.0, nan, inf, 1e30, 1.0000001), spread=("span", 1.0, 100.0)),
+    MathFunction("atanh", "Elementwise inverse hyperbolic tangent (+-inf at +-1, nan outside [-1, 1]).",
+                 np.arctanh, lambda g, x, y, f: g / (1 - x * x), "atanh", numpy_name="_np.arctanh",
+                 edge=(0.0, -0.0, 1.0, -1.0, 1.5, nan, inf, 1e-8), spread=("span", -0.99, 0.99)),
     MathFunction("exp2", "Elementwise 2**x.", np.exp2, lambda g, x, y, f: g * y * _LN2, "exp2",
                  numba_name="_np.exp2", edge=(0.0, -inf, inf, nan, 127.0, 128.0, -149.0, 1023.5, -1100.0),
                  spread=("normal", 0.0, 4.0), work=8),
@@ -150,6 +159,15 @@ FUNCTIONS: tuple[MathFunction, ...] = (
                  numba_name="_np.rint", edge=(0.5, 1.5, 2.5, -0.5, -2.5, -0.0, 1e20, nan, inf, -inf),
                  spread=("normal", 0.0, 10.0), vector_math=False, work=1),
 )  # fmt: skip
+
+
+def logaddexp(a: Any, b: Any, maximum: Callable, where: Callable, log1p: Callable, exp: Callable) -> Any:
+    """``log(exp(a) + exp(b))`` over the functions given (the kernel language's or the array layer's):
+    ``maximum(a, b) + log1p(exp(-|a - b|))``, the difference taken as 0 where the operands are equal (equal
+    infinities: ``a - b`` is NaN). Its gradient is ``sigmoid(a - b)`` for ``a`` (half each where they are equal,
+    from the maximum's rule)."""
+    return maximum(a, b) + log1p(exp(-abs(where(a == b, 0, a - b))))
+
 
 MATH: dict[str, MathFunction] = {f.name: f for f in FUNCTIONS}
 """The table by name (``pt.<name>`` and the IR's ``Unary`` operator of that name)."""
@@ -180,10 +198,11 @@ class BinaryOp:
     ``pt.maximum``); ``numpy`` NumPy's ufunc, which defines it for the reference backend and tests;
     ``c_infix`` whether C-family printers and the host's launch expressions may print ``symbol`` for
     every type the operator takes (C's ``/`` and ``%`` on integers truncate, so ``div``, ``floordiv`` and
-    ``mod`` go through helpers); ``folds`` whether constant operands are folded at compile time (integer
+    ``mod`` go through helpers; so do the shifts, undefined in C for counts outside the type's width, whose
+    results here are NumPy's); ``folds`` whether constant operands are folded at compile time (integer
     division and remainder by a constant zero are left for the kernel's own rule); ``adjoint`` its rule
     for ``pt.grad``; ``function`` the ``<math.h>`` function two-operand functions are spelled with
-    (``atan2``, ``hypot``: printed as calls, integer operands computed in float32, like the math functions).
+    (``atan2``, ``hypot``, ``copysign``: printed as calls, integer operands computed in float32, like the math functions).
     """
 
     name: str
@@ -223,6 +242,16 @@ BINARY_TABLE: tuple[BinaryOp, ...] = (
     BinaryOp("hypot", "arith", None, np.hypot, function="hypot", flops=1, work=8,
              doc="Elementwise sqrt(a**2 + b**2), without overflow or underflow on the way (numpy.hypot).",
              adjoint=lambda g, a, b, y, ops: (g * a / y, g * b / y)),
+    BinaryOp("copysign", "arith", None, np.copysign, function="copysign", flops=1, work=1,
+             doc="Elementwise the magnitude of a with the sign of b, the sign of -0.0 and of a NaN included "
+             "(numpy.copysign).",
+             adjoint=lambda g, a, b, y, ops: (g * ops.where(ops.binary("eq", a, 0), 0.0, y / a), None)),
+    BinaryOp("lshift", "arith", "<<", np.left_shift, work=1,
+             doc="Integers shifted left (numpy.left_shift): the bits beyond the type dropped, a count below zero or "
+             "not below the type's width giving 0."),
+    BinaryOp("rshift", "arith", ">>", np.right_shift, work=1,
+             doc="Integers shifted right (numpy.right_shift), copying the sign bit: a count below zero or not below "
+             "the type's width giving 0, or -1 for a negative value."),
     BinaryOp("lt", "compare", "<", np.less, c_infix=True),
     BinaryOp("le", "compare", "<=", np.less_equal, c_infix=True),
     BinaryOp("gt", "compare", ">", np.greater, c_infix=True),
@@ -236,6 +265,10 @@ BINARY_TABLE: tuple[BinaryOp, ...] = (
 
 BINARY: dict[str, BinaryOp] = {op.name: op for op in BINARY_TABLE}
 """The binary operators by name, in the order the IR lists them (arithmetic, comparisons, logic)."""
+
+
+SHIFTS = frozenset({"lshift", "rshift"})
+"""The shifts (``<<``, ``>>``): integers only; printed through helpers giving NumPy's results for every count."""
 
 
 FUNCTIONS2: dict[str, BinaryOp] = {op.name: op for op in BINARY_TABLE if op.function is not None}

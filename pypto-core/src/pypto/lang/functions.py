@@ -31,6 +31,7 @@ from pypto.ir.nodes import (
     substitute_axes,
 )
 from pypto.ir.ops import ARG_REDUCERS, COMPLEX_PARTS, FUNCTIONS, FUNCTIONS2, MATH, ORDERINGS, REDUCERS, SCANS, USER_SCAN
+from pypto.ir.ops import logaddexp as _logaddexp
 from pypto.lang.context import active_tracer
 from pypto.lang.location import user_loc
 from pypto.lang.values import NUMPY_UFUNCS, Axis, Dim, ExprProxy, to_node
@@ -95,7 +96,8 @@ def _unary(op: str, doc: str):
 for _f in FUNCTIONS:
     globals()[_f.name] = _unary(_f.name, _f.doc)
 del _f
-arcsin, arccos, arctan = asin, acos, atan  # noqa: F821 - NumPy's names of three of them
+arcsin, arccos, arctan = asin, acos, atan  # noqa: F821 - NumPy's names of six of them
+arcsinh, arccosh, arctanh = asinh, acosh, atanh  # noqa: F821
 abs = _unary(
     "abs",
     "Elementwise absolute value (same as the builtin abs on a traced value); of a complex value its "  # noqa: A001
@@ -196,6 +198,23 @@ def sign(x: Any) -> Any:
     if _concrete(x):
         return np.sign(x)
     return where(x > 0, 1, where(x < 0, -1, x))
+
+
+def signbit(x: Any) -> Any:
+    """Elementwise: whether the sign bit of ``x`` is set (-0.0 and a negative NaN included; ``x < 0`` for
+    integers), as ``np.signbit``: ``pt.copysign(1.0, x) < 0``."""
+    if _concrete(x):
+        return np.signbit(x)
+    return copysign(1.0, x) < 0  # noqa: F821 - pt.copysign (the op table's)
+
+
+def logaddexp(a: Any, b: Any) -> Any:
+    """Elementwise ``log(exp(a) + exp(b))`` without overflow or underflow on the way, as ``np.logaddexp``:
+    ``maximum(a, b) + log1p(exp(-|a - b|))`` (equal operands, infinities included, give ``a + log(2)``);
+    its gradient is ``sigmoid(a - b)`` and ``sigmoid(b - a)`` (half each where they are equal)."""
+    if _concrete(a) and _concrete(b):
+        return np.logaddexp(a, b)
+    return _logaddexp(a, b, maximum, where, log1p, exp)  # noqa: F821 - the op table's functions
 
 
 def _scatter(fname: str, op: str, target: Any, value: Any) -> None:
@@ -555,7 +574,7 @@ for _f in (sort, argsort, topk):
 # NumPy ufuncs applied to traced values inside a kernel: the op table's (np.exp, np.log1p, np.arctan ...), then
 NUMPY_UFUNCS.update({f.numpy.__name__: globals()[f.name] for f in FUNCTIONS if isinstance(f.numpy, np.ufunc)})
 NUMPY_UFUNCS.update({
-    "isnan": isnan, "isinf": isinf, "isfinite": isfinite, "sign": sign,
+    "isnan": isnan, "isinf": isinf, "isfinite": isfinite, "sign": sign, "signbit": signbit, "logaddexp": logaddexp,
     "absolute": abs, "conjugate": conj, "arctan2": atan2, "hypot": hypot,  # noqa: F821
     "maximum": maximum, "minimum": minimum, "negative": lambda x: -ExprProxy(to_node(x)),
     "add": lambda a, b: ExprProxy(to_node(a)) + b, "subtract": lambda a, b: ExprProxy(to_node(a)) - b,

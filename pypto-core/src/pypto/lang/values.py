@@ -167,6 +167,18 @@ class _Operators:
     def __rmod__(self, o):
         return _rbinary("mod", self, o)
 
+    def __lshift__(self, o):
+        return _binary("lshift", self, o)
+
+    def __rlshift__(self, o):
+        return _rbinary("lshift", self, o)
+
+    def __rshift__(self, o):
+        return _binary("rshift", self, o)
+
+    def __rrshift__(self, o):
+        return _rbinary("rshift", self, o)
+
     def __and__(self, o):
         return _binary("and", self, o)
 

@@ -42,7 +42,7 @@ from pypto.ir.nodes import (
     scan_bodies,
     transform,
 )
-from pypto.ir.ops import COMPLEX_FUNCTIONS, COMPLEX_PARTS, FUNCTIONS2, LAST, LOOP, REDUCERS, SCANS
+from pypto.ir.ops import BINARY, COMPLEX_FUNCTIONS, COMPLEX_PARTS, FUNCTIONS2, LAST, LOOP, REDUCERS, SCANS, SHIFTS
 
 _COMPLEX_BINARY = frozenset({"add", "sub", "mul", "div", "eq", "ne"})
 
@@ -423,6 +423,8 @@ class _Typer:
             dt = dtypes.DEFAULT_FLOAT  # like the math functions: integers are computed in float32
             if a.dtype.is_bool or b.dtype.is_bool:
                 raise self.err(e, f"pt.{op} of a boolean value", "convert first: pt.cast(b, float)")
+        if op in SHIFTS and (dt.is_inexact or dt.is_bool):
+            raise self.err(e, f"'{BINARY[op].symbol}' shifts integers, not {dt}", "convert first: pt.cast(x, pt.int64)")
         if op in LOGIC_OPS:
             if dt.is_inexact:
                 sym = {"and": "&", "or": "|", "xor": "^"}[op]

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from pypto import dtypes
 from pypto.dtypes import DType, bfloat16, bool_, float16, float32, float64, int64, integer_spellings
 from pypto.ir.loops import (
     Alloc,
@@ -35,7 +36,7 @@ from pypto.ir.loops import (
     Write,
 )
 from pypto.ir.nodes import Binary, Bitcast, Cast, Const, Expr, Unary, Where
-from pypto.ir.ops import FUNCTIONS, FUNCTIONS2, MATH, binary_symbols
+from pypto.ir.ops import FUNCTIONS, FUNCTIONS2, MATH, SHIFTS, binary_symbols
 from pypto.ir.reducers import combine
 
 _INFIX = binary_symbols(c_infix=True)
@@ -192,6 +193,13 @@ class CRenderer:
             if dt.is_float:  # NaN wins, like numpy.maximum
                 return f"{si} {t} {fn}({t} a, {t} b) {{ return (a {op} b || a != a) ? a : b; }}"
             return f"{si} {t} {fn}({t} a, {t} b) {{ return a {op} b ? a : b; }}"
+        if name in SHIFTS:  # NumPy's results for every count (C leaves counts outside [0, bits) undefined)
+            u = self.ctype(getattr(dtypes, f"uint{dt.bits}"))
+            over = f"b >= {dt.bits}" if dt.is_unsigned else f"b < 0 || b >= {dt.bits}"
+            if name == "lshift":  # shifted as unsigned: a negative value's bits move as they are
+                return f"{si} {t} {fn}({t} a, {t} b) {{ return ({over}) ? 0 : ({t})(({u})a << b); }}"
+            beyond = "0" if dt.is_unsigned else "(a < 0 ? -1 : 0)"
+            return f"{si} {t} {fn}({t} a, {t} b) {{ return ({over}) ? {beyond} : ({t})(a >> b); }}"
         if name in ("floordiv", "mod") and dt.is_unsigned:  # x // 0 == x % 0 == 0, like NumPy (no trap)
             return f"{si} {t} {fn}({t} a, {t} b) {{ return b == 0 ? 0 : a {'/' if name == 'floordiv' else '%'} b; }}"
         if name == "floordiv":
@@ -355,7 +363,7 @@ class CRenderer:
         if op in ("maximum", "minimum"):
             fn = self.helper("max" if op == "maximum" else "min", dt)
             return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})", 100
-        if op in ("floordiv", "mod"):
+        if op in ("floordiv", "mod") or op in SHIFTS:
             return f"{self.helper(op, dt)}({self.expr(e.a)}, {self.expr(e.b)})", 100
         if op in FUNCTIONS2:  # atan2, hypot
             return f"{self.math_fn(FUNCTIONS2[op].function, dt)}({self.expr(e.a)}, {self.expr(e.b)})", 100
