@@ -6,7 +6,9 @@
 100000 elements (pypto: a vectorised count up to 128 elements, a search by blocks of about sqrt(n) beyond;
 NumPy and torch: binary searches); ``np.repeat`` and ``np.tile`` of a 1000 x 1000 float32 array followed by a sum
 along rows (pypto fuses the broadcast view into the reduction; NumPy writes the repeated array); ``np.logaddexp``
-of two 4M float32 arrays; ``<<`` and ``>>`` of 4M int32 values by per-element counts. Medians of 9 calls after a
+of two 4M float32 arrays; ``<<`` and ``>>`` of 4M int32 values by per-element counts; ``np.nanmean`` and
+``np.median`` along the rows of 1000 x 1000 float64 arrays (torch: ``nanmean``, ``quantile``); ``np.convolve`` of
+1M float64 values with 16 and 101 taps (torch: ``conv1d``); ``np.interp`` of 1M values on 1000 points. Medians of 9 calls after a
 warm-up, 2 threads; every pypto result checked against NumPy. Speed columns are ``t_other / t_pypto`` (above
 1: pypto faster).
 """
@@ -58,6 +60,24 @@ def cases(rng: np.random.Generator) -> list[tuple]:
     c = rng.integers(0, 31, 4_000_000).astype(np.int32)
     out.append(("i << c and i >> c, 4M int32", pt.jit(lambda i, c: (i << c) ^ (i >> c)), lambda i, c: (i << c) ^ (i >> c),
                 (lambda i, c: torch.bitwise_xor(i << c, i >> c)) if torch else None, (i, c)))  # fmt: skip
+    y = rng.standard_normal((1000, 1000))
+    y[::7, ::3] = np.nan
+    out.append(("nanmean along rows, 1000 x 1000 float64 with NaN", pt.jit(lambda y: np.nanmean(y, axis=1)),
+                lambda y: np.nanmean(y, axis=1), (lambda y: torch.nanmean(y, 1)) if torch else None, (y,)))  # fmt: skip
+    z = rng.standard_normal((1000, 1000))
+    out.append(("median along rows, 1000 x 1000 float64", pt.jit(lambda z: np.median(z, axis=1)),
+                lambda z: np.median(z, axis=1), (lambda z: torch.quantile(z, 0.5, dim=1)) if torch else None, (z,)))  # fmt: skip
+    signal = rng.standard_normal(1_000_000)
+    for taps in (16, 101):
+        k = rng.standard_normal(taps)
+        out.append((f"convolve 1M float64 with {taps} taps, 'same'", pt.jit(lambda s, k: np.convolve(s, k, "same")),
+                    lambda s, k: np.convolve(s, k, "same"),
+                    (lambda s, k: torch.nn.functional.conv1d(s.reshape(1, 1, -1), k.flip(0).reshape(1, 1, -1),
+                                                             padding="same").reshape(-1)) if torch else None,
+                    (signal, k)))  # fmt: skip
+    grid = np.sort(rng.uniform(-4, 4, 1000))
+    out.append(("interp 1M values on 1000 points", pt.jit(lambda v, g: np.interp(v, g, np.sin(g))),
+                lambda v, g: np.interp(v, g, np.sin(g)), None, (signal, grid)))  # fmt: skip
     return out
 
 

@@ -89,7 +89,7 @@ def test_generated_source_is_python_with_prange():
     ast.parse(source)
     assert "def softmax(x, y, M, N):" in source
     assert "_prange(0, M)" in source and "_pt_maximum_f32" in source
-    assert "float64" not in source  # float32 constants are spelled _f32(...)
+    assert "float64" not in source  # float32 constants are spelled _pt_f32(...)
 
 
 def test_softmax_both_variants(variant):
@@ -204,10 +204,10 @@ def test_compile_errors_are_pypto_errors():
 @pytest.mark.parametrize(
     "value,dtype,text",
     [
-        (0.1, pt.float32, "_f32(0.1)"),
-        (float("-inf"), pt.float32, "_f32(-_math.inf)"),
+        (0.1, pt.float32, "_pt_f32(0.1)"),
+        (float("-inf"), pt.float32, "_pt_f32(-_math.inf)"),
         (float("nan"), pt.float64, "_math.nan"),
-        (-(2**31), pt.int32, "_i32(-2147483648)"),
+        (-(2**31), pt.int32, "_pt_i32(-2147483648)"),
         (-(2**63), pt.int64, "-9223372036854775807 - 1"),
         (True, pt.bool_, "True"),
     ],

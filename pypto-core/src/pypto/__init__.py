@@ -259,6 +259,7 @@ _LAZY: dict[str, str] = {
     "conjugate": ".lang.functions",
     "hypot": ".lang.functions",
     "copysign": ".lang.functions",
+    "fmod": ".lang.functions",
     "signbit": ".lang.functions",
     "logaddexp": ".lang.functions",
     "imag": ".lang.functions",
@@ -364,9 +365,9 @@ __all__ = [
     "kernel", "Kernel", "tile", "Schedule", "axis", "dim", "dims", "abs", "maximum", "minimum", "where", "cast", "scatter", "scatter_add", "scatter_max", "scatter_min",
     # math functions (the op table, pypto.ir.ops)
     "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf", "sigmoid", "log1p", "expm1", "log2", "log10", "tan",
-    "atan", "sinh", "cosh", "asin", "acos", "asinh", "acosh", "atanh", "exp2", "floor", "ceil", "trunc", "arcsin",
+    "atan", "sinh", "cosh", "asin", "acos", "asinh", "acosh", "atanh", "cbrt", "exp2", "floor", "ceil", "trunc", "arcsin",
     "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "atan2",
-    "arctan2", "hypot", "copysign", "signbit", "logaddexp", "isnan", "isinf", "isfinite", "sign",  # (and pt.round: not here, so that a star import
+    "arctan2", "hypot", "fmod", "copysign", "signbit", "logaddexp", "isnan", "isinf", "isfinite", "sign",  # (and pt.round: not here, so that a star import
     # keeps Python's round)
     "arange", "linspace", "eye", "tril", "triu", "logsumexp",
     # complex numbers

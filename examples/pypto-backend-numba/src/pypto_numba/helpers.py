@@ -43,7 +43,7 @@ def helper_source(
         return (
             f"@_helper\ndef {fn}(x):\n    if x != x:\n        return {literal(0, dt)}\n"
             f"    if x <= {dt.bounds[0]}:\n        return {lo}\n    if x >= {dt.bounds[1]}:\n        return {hi}\n"
-            f"    return {wrap('x', dt) if dt.name != 'int64' else '_i64(x)'}\n"
+            f"    return {wrap('x', dt) if dt.name != 'int64' else '_pt_i64(x)'}\n"
         )
     if op in ("lshift", "rshift"):  # NumPy's results for every count (LLVM's shifts are undefined beyond the width)
         over = f"b >= {dt.bits}" if dt.is_unsigned else f"b < 0 or b >= {dt.bits}"

@@ -4,8 +4,9 @@ The generated module defines the kernel function (arguments in loop-IR order: bu
 dims), the helpers it calls, and ``_pt_parallel_work`` when the size of its parallel work can be
 computed from the arguments. It runs in the namespace :func:`pypto_numba.launcher.namespace`
 builds, where ``_np`` is NumPy, ``_math`` is ``math``, ``_prange`` is ``numba.prange``, ``_range``
-is ``range`` and ``_f32 _f64 _i32 _i64`` are NumPy's scalar types. The underscores keep those
-names apart from the kernel's own: parameter and dimension names never start with one.
+is ``range`` and ``_pt_f32 _pt_f64 _pt_i32 _pt_i64`` ... are NumPy's scalar types. The underscores keep those
+names apart from the kernel's own (parameter and dimension names never start with one), and the ``_pt_`` prefix
+apart from the variables the passes make (``_i32``, ``_key7``: a stem and a counter).
 
 Numba computes int32 arithmetic in int64 and turns ``float32 op float64`` into float64, so the
 renderer spells every constant with its dtype and converts the result of int32 arithmetic back to
@@ -43,8 +44,8 @@ from pypto.ir.reducers import combine
 
 from .helpers import helper_name, helper_source
 
-SCALAR_TYPE = {float32: "_f32", float64: "_f64", int32: "_i32", int64: "_i64", int8: "_i8", int16: "_i16", uint8: "_u8",
-               uint16: "_u16", uint32: "_u32"}  # fmt: skip
+SCALAR_TYPE = {float32: "_pt_f32", float64: "_pt_f64", int32: "_pt_i32", int64: "_pt_i64", int8: "_pt_i8", int16: "_pt_i16", uint8: "_pt_u8",
+               uint16: "_pt_u16", uint32: "_pt_u32"}  # fmt: skip
 ARRAY_DTYPE = {dt: f"_np.{dt.name}" for dt in (float32, float64, int8, int16, int32, int64, uint8, uint16, uint32)}
 ARRAY_DTYPE[bool_] = "_np.bool_"
 # the operators Python spells infix as pypto means them (the op table's C-infix set, and / on the float
@@ -109,7 +110,7 @@ class NumbaRenderer:
                 text = repr(float(np.float32(f)))
         else:
             text = repr(f)
-        return f"_f32({text})" if dt == float32 else text
+        return f"_pt_f32({text})" if dt == float32 else text
 
     def wrap(self, text: str, dt: DType) -> str:
         """``text`` converted back to ``dt`` where Numba would have widened it (integers narrower than 64 bits)."""
@@ -201,8 +202,9 @@ class NumbaRenderer:
         op = e.op
         if op in ("maximum", "minimum", "floordiv", "mod", "lshift", "rshift"):
             return f"{self.helper(op, dt)}({self.top(e.a)}, {self.top(e.b)})", True
-        if op in FUNCTIONS2:  # atan2, hypot: math-module functions of the same C name
-            return f"_math.{FUNCTIONS2[op].function}({self.top(e.a)}, {self.top(e.b)})", True
+        if op in FUNCTIONS2:  # atan2, hypot: math-module functions of the same C name (fmod: NumPy's)
+            fn = FUNCTIONS2[op].numba_name or f"_math.{FUNCTIONS2[op].function}"
+            return f"{fn}({self.top(e.a)}, {self.top(e.b)})", True
         sym = INFIX[op]
         b = e.b
         if op == "add" and isinstance(b, Const) and dt.is_int and -(2 ** (dt.bits - 1)) < b.value < 0:

@@ -417,3 +417,26 @@ def shifts(a, b):
     """``<<`` and ``>>`` (np.left_shift, np.right_shift) as NumPy's: the left shift wrapping around, a count below
     zero or not below the type's width giving 0, or -1 for a negative value shifted right."""
     return _shifts(a, b)
+
+
+def _numpy_library(a, v):
+    w = a.copy() if isinstance(a, np.ndarray) else a
+    taps = np.array([0.5, -1.0, 0.25])
+    return (
+        np.nanmean(np.where(w > 1.5, np.nan, w), axis=-1), np.nanmax(np.where(w > 1.5, np.nan, w), axis=0),
+        np.median(w, axis=-1), np.quantile(w, [0.1, 0.75], axis=0), np.percentile(v, 40),
+        np.interp(v, np.array([-1.0, 0.0, 2.0]), np.array([1.0, -1.0, 3.0])), np.convolve(v, taps, "same"),
+        np.vstack([v, v * 2]), np.diag(v), np.fmax(w, 0.25), np.cbrt(w), np.fmod(w, 0.75), np.sinc(v),
+    )  # fmt: skip
+
+
+@array_case(
+    shapes=({"a": (3, 5), "v": (4,)}, {"a": (9, 130), "v": (77,)}),
+    reference=_numpy_library,
+    functions=("cbrt", "fmod", "sin"),
+    dtypes=("float32", "float64"),
+)
+def numpy_library(a, v):
+    """More of NumPy as NumPy code: NaN-skipping statistics, median and quantiles, interpolation, convolution,
+    stacking, a diagonal matrix, and the ufuncs np.fmax, np.cbrt, np.fmod and np.sinc."""
+    return _numpy_library(a, v)

@@ -238,6 +238,24 @@ def atan2_hypot(dt):
     return atan2_hypot
 
 
+_DIVIDENDS = (5.5, -5.5, 0.0, -0.0, np.inf, 3.0, np.nan, 1e30, -7.25, 2.0)
+_DIVISORS = (2.0, 2.0, 3.0, 3.0, 2.0, 0.0, 1.0, 3.0, -0.5, np.inf)
+
+
+@case(dtypes=FLOATS, sizes=SIZES_1D, functions=("fmod",),
+      values={"a": with_values(normal(10.0), _DIVIDENDS), "b": with_values(normal(3.0), _DIVISORS)},
+      reference=lambda a, b: {"r": np.fmod(_f64(a), _f64(b))})  # fmt: skip
+def fmod(dt):
+    """pt.fmod: C's remainder, with the dividend's sign (-0.0 kept); NaN for a zero divisor or an infinite
+    dividend, the dividend itself for an infinite divisor."""
+
+    def fmod(a: pt.Tensor[dt, (N,)], b: pt.Tensor[dt, (N,)], r: pt.Tensor[dt, (N,)]):
+        i = pt.axis(0)
+        r[i] = pt.fmod(a[i], b[i])
+
+    return fmod
+
+
 _LOGADD = (0.0, -np.inf, np.inf, np.inf, -np.inf, 1.0, -1000.0, 40.0, np.nan, 2.0)
 _LOGADD_PARTNERS = (0.0, -np.inf, np.inf, -np.inf, 3.0, 1.0, -999.0, -40.0, 1.0, np.nan)
 

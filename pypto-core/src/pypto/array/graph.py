@@ -233,8 +233,71 @@ def _ufuncs() -> dict[str, Any]:
         ),
         left_shift=lambda a, b: shift("lshift", a, b),
         right_shift=lambda a, b: shift("rshift", a, b),
+        fmax=lambda a, b: _ignoring_nan("maximum", a, b),
+        fmin=lambda a, b: _ignoring_nan("minimum", a, b),
+        heaviside=lambda x, h0: where(
+            binary("lt", x, 0), 0, where(binary("gt", x, 0), 1, where(binary("eq", x, 0), h0, x))
+        ),
+        deg2rad=lambda x: binary("mul", x, math.pi / 180),
+        radians=lambda x: binary("mul", x, math.pi / 180),
+        rad2deg=lambda x: binary("mul", x, 180 / math.pi),
+        degrees=lambda x: binary("mul", x, 180 / math.pi),
+        reciprocal=lambda x: binary("div", 1, _inexact(x, "reciprocal", "1 // x, or x.astype(float)")),
+        fabs=lambda x: unary("abs", _inexact(x, "fabs", "np.abs(x)")),
+        float_power=lambda a, b: power(cast(a, _float_power_type(a, b)), b),
+        logaddexp2=lambda a, b: logaddexp(
+            a,
+            b,
+            lambda a, b: binary("maximum", a, b),
+            where,
+            lambda x: binary("mul", unary("log1p", x), 1 / math.log(2)),
+            lambda x: unary("exp2", x),
+        ),
+        fmod=_fmod,
+        logical_and=lambda a, b: binary("and", _truth(a), _truth(b)),
+        logical_or=lambda a, b: binary("or", _truth(a), _truth(b)),
+        logical_xor=lambda a, b: binary("xor", _truth(a), _truth(b)),
+        logical_not=lambda x: unary("invert", _truth(x)),
+        divmod=lambda a, b: (binary("floordiv", a, b), binary("mod", a, b)),
     )
     return out
+
+
+def _ignoring_nan(op: str, a: Any, b: Any) -> Array:
+    """``np.fmax`` / ``np.fmin``: the maximum (minimum) of the operands that are not NaN (NaN when both are)."""
+    m = binary(op, a, b)
+    return where(binary("ne", b, b), a, where(binary("ne", a, a), b, m))
+
+
+def _inexact(x: Any, fname: str, fix: str) -> Any:
+    if isinstance(x, Array) and not x.dtype.is_inexact:
+        raise TracingError(f"numpy.{fname} of {x.dtype} values: NumPy computes it in the integer type", user_loc(),
+                           f"write {fix}")  # fmt: skip
+    return x
+
+
+def _float_power_type(a: Any, b: Any) -> DType:
+    """``np.float_power`` computes in float64 (complex128 for complex operands)."""
+    complex_ = any(isinstance(x, Array) and x.dtype.is_complex or isinstance(x, complex) for x in (a, b))
+    return dtypes.complex128 if complex_ else dtypes.float64
+
+
+def _truth(x: Any) -> Any:
+    x = _operand(x, "a logical function")
+    if isinstance(x, Array):
+        return x if x.dtype.is_bool else binary("ne", x, 0)
+    return bool(x)
+
+
+def _fmod(a: Any, b: Any) -> Array:
+    """``np.fmod``: C's remainder, with the sign of ``a``. Floats: the op table's ``fmod``; integers: the floor
+    remainder moved to ``a``'s sign (0 for a zero divisor, as NumPy)."""
+    a, b = _operand(a, "numpy.fmod"), _operand(b, "numpy.fmod")
+    if not any(isinstance(x, Array) and x.dtype.is_inexact or isinstance(x, float) for x in (a, b)):
+        r = binary("mod", a, b)
+        moved = binary("and", binary("ne", r, 0), binary("ne", binary("lt", a, 0), binary("lt", b, 0)))
+        return where(moved, binary("sub", r, b), r)
+    return binary("fmod", a, b)
 
 
 STRUCTURAL: dict[str, Any] = {}

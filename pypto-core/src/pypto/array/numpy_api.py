@@ -18,6 +18,7 @@ import numpy as np
 
 from pypto.array import linalg, ops, views
 from pypto.array.graph import NUMPY_FUNCTIONS, UFUNC_METHODS, Array, _operand, binary, cast, reduce, unary, where
+from pypto.array.graph import where as graph_where
 from pypto.errors import ShapeError, TracingError
 from pypto.lang.location import user_loc
 
@@ -33,10 +34,33 @@ def _refuse(fname: str, **given: Any) -> None:
 
 
 def _reduction(op: str) -> Callable[..., Any]:
+    """``np.sum``, ``np.prod``, ``np.max``, ``np.min``, ``np.mean`` with NumPy's ``dtype=`` (the type computed in),
+    ``initial=`` (a value combined with the result) and ``where=`` (a mask of the elements reduced; the extremes
+    need ``initial=`` with it, as NumPy's)."""
+
     def fn(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
            initial: Any = None, where: Any = None) -> Any:  # fmt: skip
-        _refuse(op, dtype=dtype, out=out, initial=initial, where=where)
-        return reduce(op, a, axis, bool(keepdims))
+        _refuse(op, out=out)
+        a = _array(a, op)
+        if dtype is not None:
+            a = cast(a, dtype)
+        mask = None if where is None or where is True else where
+        if op == "mean":
+            _refuse(op, initial=initial)
+            if mask is None:
+                return reduce("mean", a, axis, bool(keepdims))
+            count = reduce("sum", views.broadcast_to(graph_where(mask, 1.0, 0.0), a.shape), axis, bool(keepdims))
+            return reduce("sum", graph_where(mask, a, 0), axis, bool(keepdims)) / count
+        if mask is not None:
+            if op in ("max", "min") and initial is None:
+                raise TracingError(f"numpy.{op}: where= needs initial= (the result where every element is masked)",
+                                   user_loc(3), f"np.{op}(x, where=mask, initial=...)")  # fmt: skip
+            identity = {"sum": 0, "prod": 1}.get(op, initial)
+            a = graph_where(mask, a, identity)
+        r = reduce(op, a, axis, bool(keepdims))
+        if initial is not None:
+            r = binary({"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum"}[op], r, initial)
+        return r
 
     return fn
 

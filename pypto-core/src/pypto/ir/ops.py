@@ -141,6 +141,9 @@ FUNCTIONS: tuple[MathFunction, ...] = (
     MathFunction("atanh", "Elementwise inverse hyperbolic tangent (+-inf at +-1, nan outside [-1, 1]).",
                  np.arctanh, lambda g, x, y, f: g / (1 - x * x), "atanh", numpy_name="_np.arctanh",
                  edge=(0.0, -0.0, 1.0, -1.0, 1.5, nan, inf, 1e-8), spread=("span", -0.99, 0.99)),
+    MathFunction("cbrt", "Elementwise cube root (negative for a negative x).", np.cbrt,
+                 lambda g, x, y, f: g / (3 * y * y), "cbrt", numba_name="_np.cbrt",
+                 edge=(0.0, -0.0, 8.0, -27.0, inf, -inf, nan, 1e-30), spread=("normal", 0.0, 100.0), work=8),
     MathFunction("exp2", "Elementwise 2**x.", np.exp2, lambda g, x, y, f: g * y * _LN2, "exp2",
                  numba_name="_np.exp2", edge=(0.0, -inf, inf, nan, 127.0, 128.0, -149.0, 1023.5, -1100.0),
                  spread=("normal", 0.0, 4.0), work=8),
@@ -216,6 +219,7 @@ class BinaryOp:
     work: int = 1  # estimated cost per point in multiply-adds, for the compiler's decisions (pypto.passes.hoist)
     function: str | None = None  # a <math.h> function of two floats (atan2, hypot)
     doc: str = ""  # the docstring of pt.<name> for the functions
+    numba_name: str | None = None  # Numba's spelling of ``function`` when not ``_math.<function>``
 
 
 def _extreme_adjoint(g: Any, a_wins: Any, a: Any, b: Any, ops: Any) -> tuple[Any, Any]:
@@ -242,6 +246,10 @@ BINARY_TABLE: tuple[BinaryOp, ...] = (
     BinaryOp("hypot", "arith", None, np.hypot, function="hypot", flops=1, work=8,
              doc="Elementwise sqrt(a**2 + b**2), without overflow or underflow on the way (numpy.hypot).",
              adjoint=lambda g, a, b, y, ops: (g * a / y, g * b / y)),
+    BinaryOp("fmod", "arith", None, np.fmod, function="fmod", flops=1, work=8, numba_name="_np.fmod",
+             doc="Elementwise remainder of a / b with the sign of a (C's fmod, numpy.fmod; pt.remainder and % take "
+             "the sign of b).",
+             adjoint=lambda g, a, b, y, ops: (g, -g * ops.unary("trunc", a / b))),
     BinaryOp("copysign", "arith", None, np.copysign, function="copysign", flops=1, work=1,
              doc="Elementwise the magnitude of a with the sign of b, the sign of -0.0 and of a NaN included "
              "(numpy.copysign).",
