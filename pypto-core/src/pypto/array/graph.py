@@ -844,7 +844,7 @@ def cast(x: Any, dtype: Any) -> Array:
 
 def stored(x: Array) -> Array:
     """``x`` stored once where it is first read (no gradient flows through the mark): a step of an iteration
-    (an elimination, a binary search) reads the previous step's value from memory instead of recomputing every
+    (a factorisation's elimination) reads the previous step's value from memory instead of recomputing every
     step so far inside its own expressions."""
     return Array("stop", (x,), "store", x.shape, x.dtype)
 

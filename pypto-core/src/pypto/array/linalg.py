@@ -57,9 +57,6 @@ def _square(a: Any, fname: str) -> Array:
     return a
 
 
-_stored = stored  # each step reads the previous step's matrix from memory (not the elimination so far, again)
-
-
 class _Adjoint:
     """The backward of a linear algebra function, as a ``custom`` node's op (:mod:`pypto.array.custom`)."""
 
@@ -92,7 +89,7 @@ def cholesky(a: Any, upper: bool = False) -> Array:
         for c in cols:  # subtract L[:, k] * L[j, k]
             col = col - c * c[..., j : j + 1]
         d = unary("sqrt", col[..., j : j + 1])
-        cols.append(_stored(where(binary("lt", i, j), 0.0, where(binary("eq", i, j), d, col / d))))
+        cols.append(stored(where(binary("lt", i, j), 0.0, where(binary("eq", i, j), d, col / d))))
     low = _with_vjp("cholesky", ops.stack(cols, axis=-1), (a,), lambda g, a: _cholesky_vjp(g, low))
     return views.swapaxes(low, -1, -2) if upper else low
 
@@ -122,7 +119,7 @@ def _eliminate(m: Array, n: int) -> tuple[Array, Array]:
         m = where(binary("eq", i, k), row_p, where(binary("eq", i, p), m[..., k : k + 1, :], m))
         sign = where(binary("eq", p[..., 0, 0], k), sign, unary("neg", sign))
         f = where(binary("ne", i, k), m[..., :, k : k + 1] / row_p[..., :, k : k + 1], 0.0)  # (..., n, 1)
-        m = _stored(m - f * row_p)
+        m = stored(m - f * row_p)  # the next step reads this one's matrix from memory
     return m, sign
 
 

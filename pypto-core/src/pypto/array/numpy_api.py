@@ -321,9 +321,8 @@ def _searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Arr
         return cast(reduce("sum", before(a), -1), dtypes.int64)
     block = math.isqrt(n - 1) + 1
     nb = -(-n // block)
-    last = views.getitem(
-        a, (slice(block - 1, (nb - 1) * block, block),)
-    )  # each full block's last element but the last's
+    # the last element of each block but the last block
+    last = views.getitem(a, (slice(block - 1, (nb - 1) * block, block),))
     j = reduce("sum", before(last), -1)  # the block holding the place (the blocks before it come before the value)
     padded = ops.concat([a, Array("fill", (), 0, (nb * block - n,), a.dtype)], 0) if nb * block > n else a
     rows = views.take(views.reshape(padded, (nb, block)), j, 0)  # that block of each value
