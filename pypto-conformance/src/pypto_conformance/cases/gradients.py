@@ -110,6 +110,27 @@ def contractions(a, b, c):
     return pt.tanh(a @ b).sum() + pt.einsum("bij,ik->bjk", c, a).max()
 
 
+def _batched_layers(x, w1, w2, gelu):
+    h = gelu(x @ w1)  # (batch, tokens, hidden): its weight's gradient merges batch and tokens
+    return ((h @ w2.T) ** 2).sum()  # x @ w.T over several batches: w.T stored once
+
+
+def _np_gelu(x):
+    from math import erf
+
+    return 0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2)))
+
+
+@gradient_case(
+    shape={"x": (3, 4, 6), "w1": (6, 5), "w2": (7, 5)},
+    reference=lambda x, w1, w2: float(_batched_layers(x, w1, w2, _np_gelu)),
+)
+def batched_layers(x, w1, w2):
+    """Two linear layers on (batch, token, feature) arrays, a gelu between: ``x @ w1`` and ``h @ w2.T``, whose
+    weight gradients sum over batch and token axes together and whose ``w2.T`` is stored once for every batch."""
+    return _batched_layers(x, w1, w2, pt.gelu)
+
+
 @gradient_case(
     shape={"x": (7, 5)},
     reference=lambda x: float(

@@ -519,6 +519,8 @@ def _adjoints(node: Array, g: Array) -> list[tuple[Array, Array]]:
         axis, _, flag, top = node.attrs
         positions = Array("sort", (x,), (axis, "indices", flag, top), node.shape, dtypes.int64)
         return _adjoints(views.take_along_axis(x, positions, axis), g)
+    if op == "stop" and node.attrs == "keep":  # a value stored in its own layout (graph.laid_out): unchanged
+        return [(args[0], g)] if _differentiable(args[0]) else out
     if op in (
         "input",
         "fill",

@@ -849,6 +849,13 @@ def stored(x: Array) -> Array:
     return Array("stop", (x,), "store", x.shape, x.dtype)
 
 
+def laid_out(x: Array) -> Array:
+    """``x`` stored once where it is first read, in its own layout, the gradient passing through unchanged: the
+    transposed weight a batched product reads (``x @ w.T`` with ``x`` of several batches), which the product
+    then packs per batch from contiguous rows instead of gathering a column of ``w`` per point each time."""
+    return Array("stop", (x,), "keep", x.shape, x.dtype)
+
+
 def stop_gradient(x: Any) -> Any:
     """``x`` itself, through which :func:`pypto.grad` carries no gradient (as ``jax.lax.stop_gradient``)."""
     if not isinstance(x, Array):

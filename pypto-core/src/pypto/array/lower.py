@@ -251,11 +251,20 @@ class Lowering:
             target = _flat_index(at, shape, buf.lead) if buf.flat else at
             self.stores.append(Store(buf.name, target, value, loc=node.loc))
 
-    def output(self, node: Array, name: str) -> Buffer:
+    def output(self, node: Array, name: str, direct: bool = False) -> Buffer:
+        """Store result ``node`` in output ``name``; ``direct``: computed there even if it is to be stored once
+        (``force``), the value the program's other reads then load (not a temporary copied to the output)."""
         buf = Buffer(name, _declared(node.shape), node.dtype, "output", node)
         self.taken.add(name)
         self.buffers.append(buf)
-        self.store(buf, node)
+        if direct and id(node) not in self.by_node:
+            saved = dict(self.memo)
+            self.storing.add(id(node))
+            self.store(buf, node)
+            self.storing.discard(id(node))
+            self.memo = saved
+        else:
+            self.store(buf, node)
         if id(node) not in self.by_node:  # later outputs read it from here instead of computing it again
             self.by_node[id(node)] = buf
             self.keep.append(node)
@@ -306,7 +315,7 @@ class Lowering:
             return hit
         buf = self.by_node.get(id(node))
         assert buf is not None or node.op != "scatter_add", "a scatter read inside a step (see lower)"
-        stored = node.op == "concat" or (node.op == "stop" and node.attrs == "store")  # (written once, then read)
+        stored = node.op == "concat" or (node.op == "stop" and node.attrs in ("store", "keep"))  # (written once, read)
         if buf is None and (stored or id(node) in self.force) and id(node) not in self.storing:
             buf = self.materialize(node)  # written part by part, then read; or stored in an earlier pass
         if buf is None and node.op != "input" and _expensive(node, self.costly) and self.varies(node, idx):
@@ -326,7 +335,7 @@ class Lowering:
         a reduction axis (so inlining it would compute the reduction again at every step of that axis)."""
         if not isinstance(node, Array) or node.op in ("input", "reshape", "concat") or id(node) in self.by_node:
             return False
-        if node.op == "stop" and node.attrs == "store":  # stored where it is first read
+        if node.op == "stop" and node.attrs in ("store", "keep"):  # stored where it is first read
             return False
         if node.op in ("reduce", "contract", "scan", "sort"):
             return any(a in self.reduction_axis_set for ix in idx for a in ix.axis_set())
@@ -704,7 +713,7 @@ def _lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tup
     # the outputs: each then finds the one before it stored (stored when first read instead, a chain would be
     # lowered as deep a recursion as it is long)
     ends = {id(node) for _, node in outputs}
-    marked = [n for n in nodes if n.op == "stop" and n.attrs == "store" and id(n) not in ends]
+    marked = [n for n in nodes if n.op == "stop" and n.attrs in ("store", "keep") and id(n) not in ends]
     first = Lowering(name, inputs)
     for node in marked:
         if id(node) not in first.by_node:
@@ -713,15 +722,24 @@ def _lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tup
         first.output(node, n)
     stored = frozenset(id(b.node) for b in first.buffers if b.kind == "temp" and not b.flat)
 
+    place = {id(n): k for k, n in enumerate(nodes)}
+
     def run(force: frozenset[int]) -> tuple[Lowering, list[int]]:
         low = Lowering(name, inputs, force)
         for node in marked:
             if id(node) not in low.by_node:
                 low.materialize(node)
-        positions = []
-        for n, node in outputs:
-            positions.append(len(low.buffers))
-            low.output(node, n)
+        positions = [0] * len(outputs)
+        # a result the program also reads (stored once anyway: a forward value its gradient reads, a residual a
+        # backward reads) is computed straight into its output, in the graph's order, and read from there, not
+        # stored in a temporary and copied (a 16-bit float result: its temporary holds float32, kept)
+        direct = sorted((k for k, (_, node) in enumerate(outputs)
+                         if id(node) in force and node.dtype == node.dtype.compute and node.op != "input"),
+                        key=lambda k: place[id(outputs[k][1])])  # fmt: skip
+        for k in [*direct, *(k for k in range(len(outputs)) if k not in set(direct))]:
+            n, node = outputs[k]
+            positions[k] = len(low.buffers)
+            low.output(node, n, k in direct)
         return low, positions
 
     low, positions = run(stored)

@@ -25,6 +25,7 @@ from pypto.array.graph import (
     broadcast_shapes,
     cast,
     contract,
+    laid_out,
     normalize_axes,
     reduce,
     stop_gradient,
@@ -76,6 +77,40 @@ def matmul(a: Any, b: Any) -> Array:
     sb = letters[nb - len(batch_b) :] + ("kj" if b.ndim >= 2 else "k")
     bshape = broadcast_shapes(batch_a, batch_b, what="the batch axes of matmul")
     out = "".join(c for c, n in zip(letters, bshape)) + ("i" if a.ndim >= 2 else "") + ("j" if b.ndim >= 2 else "")
+    return _contract2(a, sa, b, sb, out)
+
+
+BATCHED_LAYOUT_MIN = 2
+"""Batches of a product ``x @ w.T`` (``w`` a matrix read along its rows' summed index, ``x`` with batch axes w does
+not have) from which ``w.T`` is stored once, contiguous along the columns, before the product: the product packs
+``w``'s columns for each batch and task (the schedule's register tiles read its rows), which from ``w[j, k]`` is a
+gather of a column per point. Measured here (x 32 x 64 x 512, w 128 x 512, float32, 2 threads): 1.12 ms, 0.68 ms
+with ``w.T`` stored first (``x @ w`` itself: 0.68 ms)."""
+
+
+def _contract2(a: Array, sa: str, b: Array, sb: str, out: str) -> Array:
+    """``contract([a, b], [sa, sb], out)``, a matrix read along its summed index by every batch of the other
+    operand stored transposed first (see :data:`BATCHED_LAYOUT_MIN`)."""
+    if len(out) >= 3:
+        i, j, batch = out[-2], out[-1], out[:-2]
+        sizes = dict(zip(sa, a.shape)) | dict(zip(sb, b.shape))
+        batches = [sizes[c] for c in batch]  # (a symbolic size is at least 2, decided without its value)
+        if any(not isinstance(n, int) for n in batches) or math.prod(batches) >= BATCHED_LAYOUT_MIN:
+            for k, (x, sx) in enumerate(((a, sa), (b, sb))):
+                if len(sx) != 2 or x.shape[0] == 1 or x.shape[1] == 1 or i in sx or j not in sx:
+                    continue
+                summed = sx[1 - sx.index(j)]
+                if summed in out or summed not in (sb if k == 0 else sa):
+                    continue
+                transposed = x.op == "view" and x.args[0].ndim == 2 and x.attrs == ((0, ((1, 1),)), (0, ((0, 1),)))
+                if sx[0] == j and x.op != "view":  # w[j, k]: stored as w.T
+                    x, sx = laid_out(views.transpose(x, (1, 0))), sx[::-1]
+                elif sx[1] == j and transposed:  # w.T[k, j] of a w[j, k]: stored
+                    x = laid_out(x)
+                else:
+                    continue
+                a, sa, b, sb = (x, sx, b, sb) if k == 0 else (a, sa, x, sx)
+                break
     return contract((a, b), (sa, sb), out)
 
 
@@ -195,7 +230,7 @@ def _pair(a: Array, sa: str, b: Array, sb: str, out: str, sizes: dict[str, int])
     if not summed:  # an outer or elementwise product
         return _as_letters(a, sa, out, sizes) * _as_letters(b, sb, out, sizes)
     if len(summed) == 1 and len(set(sa)) == len(sa) and len(set(sb)) == len(sb):
-        return contract([a, b], [sa, sb], out)
+        return _contract2(a, sa, b, sb, out)
     # several summed indices: a as (its other indices, then the summed ones merged into one), b as (the
     # summed ones merged, then its other indices): one contraction over the merged index
     spare = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in sa + sb + out)
@@ -213,7 +248,7 @@ def _pair(a: Array, sa: str, b: Array, sb: str, out: str, sizes: dict[str, int])
         flat = contract([a2, b2], [fa + spare, spare + cols], fa + cols)
         return Array("reshape", (flat,), None, tuple(sizes[c] for c in out), flat.dtype)
     b2 = views.reshape(_as_letters(b, sb, "".join(summed) + fb, sizes), (merged,) + tuple(sizes[c] for c in fb))
-    return contract([a2, b2], [fa + spare, spare + fb], out)
+    return _contract2(a2, fa + spare, b2, spare + fb, out)
 
 
 def _dim(fname: str, dim: Any, axis: Any) -> Any:

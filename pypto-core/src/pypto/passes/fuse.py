@@ -63,11 +63,11 @@ def sort_key(c: Sort) -> tuple:
 
 
 def store_loops(s: Store) -> tuple[int, ...]:
-    """The axes of a store's domain, in the order its output index mentions them (the axis it scans along,
-    if any, last: see :func:`scan_of`)."""
+    """The axes of a store's domain, in the order its output index mentions them, those of one index by
+    decreasing stride (the axis it scans along, if any, last: see :func:`scan_of`)."""
     order: list[int] = []
-    for ix in s.index:
-        for a, _ in ix.axes:
+    for ix in s.index:  # within one index (a flattened one: i1 + 32768*i3 + 512*i4), the largest stride first
+        for a, _ in sorted(ix.axes, key=lambda t: -abs(t[1])):
             if a not in order:
                 order.append(a)
     scan = scan_of(s)

@@ -182,6 +182,25 @@ def classify(g: Group) -> tuple[str, _Contraction | None]:
     return "map", None
 
 
+def _transpose_order(g: Group, order: tuple[int, ...]) -> tuple[int, ...]:
+    """A transpose's loops with the axis its strided reads run along (stride 1 in their last index) second to
+    last, just outside the inner one the writes run along, so that ``tile_transposes`` tiles those two:
+    ``y[j, 64*a + b] = f(x[a, b, j])`` walks (a, j, b), not (j, a, b), whose reads of ``x`` are each a row apart
+    and never reused from L1 (the weight gradient of a batched product; a gelu so transposed, 32 x 64 x 512,
+    took 1.6 ms instead of 0.5)."""
+    inner = order[-1]
+    if len(order) < 3:
+        return order
+    along: list[int] = []
+    for s in g.stores:
+        for ld in loads(s.value):
+            if _strided(ld, inner):
+                along += [a for a, c in ld.index[-1].axes if abs(c) == 1 and a in order and a != inner]
+    if not along or along[0] == order[-2]:
+        return order
+    return tuple(a for a in order if a not in (along[0], inner)) + (along[0], inner)
+
+
 # -- tile sizes from the machine ---------------------------------------------------------------------
 
 
@@ -293,6 +312,8 @@ class _Scheduler:
             self.allowed.append(f"{self.where(gi, g)}: none (a sort nest has no tiles)")
             return replace(g, schedule=NestSchedule(pattern, g.loops, parallel, None, hinted=tuple(hinted)))
         order = self.order(gi, g, pattern, hinted)
+        if pattern == "transpose" and "order" not in hinted:
+            order = _transpose_order(g, order)
         if order != g.loops:  # the pattern as the nest will be walked
             pattern, c = classify(replace(g, loops=order))
         parallel = self.parallel(gi, g, order, hinted)
