@@ -7,7 +7,8 @@
   tanh(x), 2 g)`` (x 32 x 64 x 128, g 32 x 64 x 512) and ``einsum("btd,btn->dn", gelu(x), g)`` (x 32 x 64 x 512,
   g 32 x 64 x 128), the product a gelu layer's weight gradient computes.
 
-Medians of 15 calls after warm-up, 2 threads; pypto's results are checked against NumPy's first.
+15 rounds, each timing every case with every library in turn (the median of 5 calls); the medians of the rounds,
+2 threads. pypto's results are checked against NumPy's first.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import numpy as np  # noqa: E402
 from linalg_shapes import median_ms  # noqa: E402  (this folder's scripts share their timing loop)
 
 import pypto as pt  # noqa: E402
+
+ROUNDS = 15
 
 
 def _gelu_np(x):
@@ -52,10 +55,22 @@ def main() -> None:
          (x, g2), lambda: _gelu_np(x).reshape(-1, 512).T @ g2.reshape(-1, 128),
          lambda: F.gelu(t["x"]).reshape(-1, 512).T @ t["g2"].reshape(-1, 128)),
     ]  # fmt: skip
-    print(f"{'ms (medians of 15)':40} {'pypto':>8} {'NumPy':>8} {'torch':>8} {'vs NumPy':>9} {'vs torch':>9}")
-    for name, f, args, numpy_fn, torch_fn in cases:
+    for _, f, args, numpy_fn, _ in cases:
         np.testing.assert_allclose(f(*args), numpy_fn(), rtol=2e-3, atol=2e-3)
-        p, n, tt = median_ms(f, *args, n=15), median_ms(numpy_fn, n=15), median_ms(torch_fn, n=15)
+    # rounds of every case and library in turn (this machine's speed drifts: each round compares like with like)
+    runs = [
+        (name, [(lambda f=f, args=args: f(*args)), numpy_fn, torch_fn]) for name, f, args, numpy_fn, torch_fn in cases
+    ]
+    times: dict[tuple[str, int], list[float]] = {}
+    for _ in range(ROUNDS):
+        for name, fns in runs:
+            for k, fn in enumerate(fns):
+                times.setdefault((name, k), []).append(median_ms(fn, n=5))
+    print(
+        f"{f'ms (medians of {ROUNDS} rounds)':40} {'pypto':>8} {'NumPy':>8} {'torch':>8} {'vs NumPy':>9} {'vs torch':>9}"
+    )
+    for name, _ in runs:
+        p, n, tt = (float(np.median(times[name, k])) for k in range(3))
         print(f"{name:40} {p:8.3f} {n:8.3f} {tt:8.3f} {n / p:8.2f}x {tt / p:8.2f}x")
 
 

@@ -8,7 +8,9 @@
   written with torch operations (torch eager), forward alone and forward + backward of a mean-squared loss;
   the step both with the forward's costly values kept for the backward (``pt.torch.KEEP_RESIDUALS``, the
   default) and with the backward computing the forward again.
-  Medians of 9 after warm-up, 2 threads; the gradients of both are checked against each other.
+  15 rounds, each timing every measurement in turn (the median of 3 calls; a round's backward is its step less
+  its forward): the medians of the rounds, and of the rounds' ratios; 2 threads. The gradients of both are checked
+  against each other first.
 * ``ddp``: steps per second of the whole training step (forward, backward, all-reduce, Adam) on a global batch of
   64, with 1 process (2 threads) and with 2 processes (``torchrun``, gloo, 32 samples and 1 thread each).
 * a paper estimate for N machines: the step time of one process on its share plus a ring all-reduce of the
@@ -32,6 +34,7 @@ SCRIPT = HERE.parent / "pypto-core" / "tests" / "distributed" / "train.py"
 B, T, D, H = 32, 64, 128, 512
 GLOBAL_BATCH = 64
 STEPS = 12
+ROUNDS = 15
 
 
 def _block_module():
@@ -94,21 +97,44 @@ def block() -> dict[str, float]:
     step(ref, list(ref_params.values()))()
     for name, q in model.named_parameters():
         np.testing.assert_allclose(q.grad.numpy(), ref_params[name].grad.numpy(), rtol=2e-3, atol=2e-5)
-    for f in (fwd(model), fwd(ref), step(model, list(model.parameters())), step(ref, list(ref_params.values()))):
-        f()  # a second warm-up call (median_ms makes one)
-    out = {
-        "pypto forward": median_ms(fwd(model)),
-        "torch forward": median_ms(fwd(ref)),
-        "pypto step": median_ms(step(model, list(model.parameters()))),
-        "torch step": median_ms(step(ref, list(ref_params.values()))),
+    runs = {
+        "pypto forward": fwd(model),
+        "torch forward": fwd(ref),
+        "pypto step": step(model, list(model.parameters())),
+        "torch step": step(ref, list(ref_params.values())),
     }
-    pt.torch.KEEP_RESIDUALS = False  # the backward computing the forward again (pt.vjp's pullback)
-    step(model, list(model.parameters()))()
-    out["pypto step, forward recomputed"] = median_ms(step(model, list(model.parameters())))
-    pt.torch.KEEP_RESIDUALS = True
-    out["pypto backward"] = out["pypto step"] - out["pypto forward"]
-    out["pypto backward, forward recomputed"] = out["pypto step, forward recomputed"] - out["pypto forward"]
-    out["torch backward"] = out["torch step"] - out["torch forward"]
+
+    def recomputed() -> None:  # the backward computing the forward again (pt.vjp's pullback)
+        pt.torch.KEEP_RESIDUALS = False
+        try:
+            runs["pypto step"]()
+        finally:
+            pt.torch.KEEP_RESIDUALS = True
+
+    runs["pypto step, forward recomputed"] = recomputed
+    for f in runs.values():
+        f()  # a second warm-up call (median_ms makes one)
+    # rounds of every measurement in turn (this machine's speed drifts: each round compares like with like); a
+    # round's backward is its step less its forward
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(ROUNDS):
+        for k, f in runs.items():
+            times[k].append(median_ms(f, n=3))
+    out = {k: float(np.median(v)) for k, v in times.items()}
+    backward = {  # per round: the step less the forward
+        name.replace("step", "backward"): [s - f for s, f in zip(times[name], times[name.split()[0] + " forward"])]
+        for name in ("pypto step", "torch step", "pypto step, forward recomputed")
+    }
+    out.update({k: float(np.median(v)) for k, v in backward.items()})
+    per_round = {
+        "forward": zip(times["torch forward"], times["pypto forward"]),
+        "backward": zip(backward["torch backward"], backward["pypto backward"]),
+        "step": zip(times["torch step"], times["pypto step"]),
+        "backward, forward recomputed": zip(backward["torch backward"], backward["pypto backward, forward recomputed"]),
+        "step, forward recomputed": zip(times["torch step"], times["pypto step, forward recomputed"]),
+    }
+    for what, pairs in per_round.items():
+        out[f"torch / pypto {what}"] = float(np.median([t / p for t, p in pairs]))
     out["parameters"] = int(sum(q.numel() for q in model.parameters()))
     return out
 
@@ -167,14 +193,16 @@ def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "2")
     os.environ.setdefault("PYPTO_NUM_THREADS", "2")
     b = block()
-    print(f"block {B} x {T} x {D} (hidden {H}), {b['parameters']} parameters; medians in ms")
+    print(f"block {B} x {T} x {D} (hidden {H}), {b['parameters']} parameters; medians of {ROUNDS} rounds in ms, "
+          "torch / pypto the median of the rounds' ratios")  # fmt: skip
     print(f"{'':10} {'pypto':>9} {'torch':>9} {'torch / pypto':>14}")
     for what in ("forward", "backward", "step"):
         p, t = b[f"pypto {what}"], b[f"torch {what}"]
-        print(f"{what:10} {p:9.2f} {t:9.2f} {t / p:14.2f}")
+        print(f"{what:10} {p:9.2f} {t:9.2f} {b[f'torch / pypto {what}']:14.2f}")
     for what in ("backward", "step"):
         p, t = b[f"pypto {what}, forward recomputed"], b[f"torch {what}"]
-        print(f"{what:10} {p:9.2f} {t:9.2f} {t / p:14.2f}   (the backward computing the forward again)")
+        ratio = b[f"torch / pypto {what}, forward recomputed"]
+        print(f"{what:10} {p:9.2f} {t:9.2f} {ratio:14.2f}   (the backward computing the forward again)")
     one, two = ddp(1), ddp(2)
     print(f"\ndata-parallel steps (global batch {GLOBAL_BATCH}): 1 process {1e3 / one:.2f} steps/s ({one:.1f} ms), "
           f"2 processes {1e3 / two:.2f} steps/s ({two:.1f} ms): {one / two:.2f}x")  # fmt: skip
