@@ -6,6 +6,8 @@ its stage, pass the verifier, and make the one change it is for (checked on the 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -228,6 +230,43 @@ def test_hoist_broadcasts_weighs_known_sizes():
     assert "# _t0: computed once: tanh over (j), work 12/point, evaluated 2 times per point inline " in after
     assert "(est. 24,000 inline vs 16,000 stored)" in after and "1.0 / " in after.split("  nest ")[2]
     assert after.count("temp ") == 1 and "tanh(" not in after.split("  nest ")[2]
+
+
+def test_hoist_broadcasts_reads_a_value_an_earlier_nest_stored(pypto_executor, rng):
+    """``rsqrt(v + eps)`` broadcast into two weight-gradient operands (as a layer norm's gradient reads its kept
+    variance): the first nest's value is stored once and the second nest reads it there, not stored again; an
+    update of ``v`` between them would make the second compute it again (checked below with ``v`` written)."""
+
+    def f(x, v, g1, g2):
+        s = pt.rsqrt(v + 1e-5)[:, :, None]
+        return pt.einsum("btd,btn->dn", x * s, g1), pt.einsum("btd,btn->dn", (x + 1) * s, g2)
+
+    x = rng.standard_normal((4, 16, 128)).astype(np.float32)
+    v = rng.uniform(0.5, 2, (4, 16)).astype(np.float32)
+    g1, g2 = (rng.standard_normal((4, 16, 8)).astype(np.float32) for _ in range(2))
+    jf = pt.jit(f, executor=pypto_executor)
+    notes = re.findall(r"# (_t\d+): (computed once: rsqrt|rsqrt over .* read from the nest that computed it)",
+                       jf.ir(x, v, g1, g2, stage="hoist_broadcasts"))  # fmt: skip
+    assert [n for n, _ in notes] == ["_t0", "_t0"] and "computed once" in notes[0][1], notes
+    s = 1 / np.sqrt(v.astype(np.float64) + 1e-5)[:, :, None]
+    a, b = jf(x, v, g1, g2)
+    np.testing.assert_allclose(a, np.einsum("btd,btn->dn", x * s, g1), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(b, np.einsum("btd,btn->dn", (x + 1) * s, g2), rtol=1e-5, atol=1e-4)
+
+    @pt.kernel(executor=pypto_executor)
+    def written(x: pt.Tensor[pt.float32, (4, 16, 128)], v: pt.Tensor[pt.float32, (4, 16)],
+                y: pt.Tensor[pt.float32, (128, 4, 16)], z: pt.Tensor[pt.float32, (128, 4, 16)]):  # fmt: skip
+        b, t, d = pt.axis(0), pt.axis(1), pt.axis(2)
+        y[d, b, t] = x[b, t, d] * pt.rsqrt(v[b, t] + 1e-5)
+        v[b, t] = v[b, t] * 2.0
+        z[d, b, t] = x[b, t, d] * pt.rsqrt(v[b, t] + 1e-5)
+
+    text = written.ir("hoist_broadcasts")
+    assert "read from the nest that computed it" not in text and text.count("computed once: rsqrt") == 2, text
+    v0, y, z = v.copy(), np.empty((128, 4, 16), np.float32), np.empty((128, 4, 16), np.float32)
+    written(x, v, y, z)
+    np.testing.assert_allclose(y, (x / np.sqrt(v0 + 1e-5)[:, :, None]).transpose(2, 0, 1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(z, (x / np.sqrt(2 * v0 + 1e-5)[:, :, None]).transpose(2, 0, 1), rtol=1e-5, atol=1e-6)
 
 
 def test_unit_loops_drops_a_loop_of_one_iteration():

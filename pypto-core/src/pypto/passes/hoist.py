@@ -16,7 +16,9 @@ its own before the nest that reads it, when the work saved outweighs the tempora
 A value of work below :data:`MIN_WORK` (a few additions) stays inline: its arithmetic hides under the
 nest's memory traffic. Sizes known only at run time count as large. Each decision, taken or not, is
 printed with its estimate under the nest it concerns (``kernel.ir("hoist_broadcasts")`` and every later
-tensor stage, ``schedule`` included).
+tensor stage, ``schedule`` included). A value an earlier nest already stored, whose inputs no nest has written
+since, is read from there (a layer norm's ``rsqrt(var + eps)``, needed by three nests of its gradient, is
+computed once).
 """
 
 from __future__ import annotations
@@ -103,6 +105,14 @@ class _Hoister:
         self.k = k
         self.temps = temps
         self.extents = {a.index: a.extent for a in k.axes}
+        # values stored by an earlier nest that still hold (no nest since wrote what they read): (value, its
+        # loops) -> (the temporary, the tensors it read)
+        self.held: dict[tuple[Expr, tuple[int, ...]], tuple[str, frozenset[str]]] = {}
+
+    def written(self, g: Group) -> None:
+        """Forget the stored values that read what ``g`` writes."""
+        out = {s.tensor for s in g.stores}
+        self.held = {key: v for key, v in self.held.items() if not (v[1] & out)}
 
     def name(self, a: int) -> str:
         return self.k.axis_name(a)
@@ -166,11 +176,18 @@ class _Hoister:
                 notes.append(note)
                 continue
             assert e.dtype is not None
-            name = self.temps.new(e.dtype, tuple(self.extents[a] for a in loops))
             index = tuple(Affine.axis(a) for a in loops)
+            held = self.held.get((e, loops))
+            if held is not None:  # the same value, stored by an earlier nest and still valid: read there
+                name = held[0]
+                notes.append(f"{name}: {_top(e)} over ({', '.join(self.name(a) for a in loops)}) read from the "
+                             "nest that computed it for an earlier one")  # fmt: skip
+            else:
+                name = self.temps.new(e.dtype, tuple(self.extents[a] for a in loops))
+                before.append(Group((Store(name, index, e, loc=e.loc),), loops, notes=(f"{name}: {note}",)))
+                self.held[(e, loops)] = (name, frozenset(ld.tensor for ld in loads(e)))
             load = Load(name, index, dtype=e.dtype, loc=e.loc)
             stores = [Store(s.tensor, s.index, _replace(s.value, e, load), loc=s.loc) for s in stores]
-            before.append(Group((Store(name, index, e, loc=e.loc),), loops, notes=(f"{name}: {note}",)))
         return before, replace(g, stores=tuple(stores), notes=g.notes + tuple(notes))
 
 
@@ -187,6 +204,7 @@ def hoist_broadcasts(k: KernelIR) -> KernelIR:
             continue
         before, g = h.run(g)
         out += before + [g]
+        h.written(g)
     if len(temps.temps) == len(k.temps) and all(a is b for a, b in zip(out, k.groups)) and len(out) == len(k.groups):
         return k
     return k.replace(groups=tuple(out), temps=tuple(temps.temps))
