@@ -150,7 +150,7 @@ class TorchOp:
 
         def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
             # a result no gradient reached comes as None, not as zeros torch fills (the residuals never get one:
-            # zero-filling them took a millisecond of the training block's backward)
+            # zero-filling them took ~0.45 ms of the training block's backward)
             ctx.set_materialize_grads(False)
             if n_res:  # the results and the residuals too: the backward reads them
                 ctx.mark_non_differentiable(*output[n_out:])

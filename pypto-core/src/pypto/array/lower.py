@@ -736,7 +736,7 @@ def _lower(name: str, inputs: Sequence[tuple[str, Array]], outputs: Sequence[tup
         direct = sorted((k for k, (_, node) in enumerate(outputs)
                          if id(node) in force and node.dtype == node.dtype.compute and node.op != "input"),
                         key=lambda k: place[id(outputs[k][1])])  # fmt: skip
-        for k in [*direct, *(k for k in range(len(outputs)) if k not in set(direct))]:
+        for k in [*direct, *(k for k in range(len(outputs)) if k not in direct)]:
             n, node = outputs[k]
             positions[k] = len(low.buffers)
             low.output(node, n, k in direct)

@@ -32,6 +32,7 @@ from pypto.ir.nodes import (
     Cast,
     Const,
     Expr,
+    Gather,
     Index,
     Load,
     Reduce,
@@ -185,7 +186,8 @@ class _Hoister:
             else:
                 name = self.temps.new(e.dtype, tuple(self.extents[a] for a in loops))
                 before.append(Group((Store(name, index, e, loc=e.loc),), loops, notes=(f"{name}: {note}",)))
-                self.held[(e, loops)] = (name, frozenset(ld.tensor for ld in loads(e)))
+                if not any(isinstance(n, Gather) for n in postorder(e)):  # (its reads: its loads alone)
+                    self.held[(e, loops)] = (name, frozenset(ld.tensor for ld in loads(e)))
             load = Load(name, index, dtype=e.dtype, loc=e.loc)
             stores = [Store(s.tensor, s.index, _replace(s.value, e, load), loc=s.loc) for s in stores]
         return before, replace(g, stores=tuple(stores), notes=g.notes + tuple(notes))
